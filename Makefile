@@ -1,0 +1,64 @@
+# dtlab Makefile: a thin, friendly front over CMake (CMake is the truth).
+#   make benchmark   setup + build + every study + benchmarks + reports/latest/index.html
+#   make test        setup + build + all tests (ctest)
+#   make setup | build | build-cuda | test-cuda | report | format | check | clean
+BUILD      ?= build
+BUILD_CUDA ?= build-cuda
+JOBS       ?= 2
+CMAKE_ARGS ?=
+RESULTS    ?= results
+REPORT     ?= reports/latest
+DTLAB      := $(BUILD)/bin/dtlab
+
+.PHONY: setup configure build build-cuda test test-cuda benchmark bench-micro report format check clean
+
+setup:
+	@bash cmake/setup.sh
+
+configure: setup
+	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS)
+
+build: configure
+	@cmake --build $(BUILD) -j $(JOBS)
+
+# The cuda configuration: builds here without a GPU (NCCL, CUPTI, NVTX3, kernels/ for sm_80 + sm_90).
+build-cuda: setup
+	@cmake -S . -B $(BUILD_CUDA) -G Ninja -DCMAKE_BUILD_TYPE=Release -DDTLAB_CUDA=ON $(CMAKE_ARGS)
+	@cmake --build $(BUILD_CUDA) -j $(JOBS)
+
+test: build
+	@ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) --timeout 600
+
+# The cuda build's CPU tests (GPU-only tests skip with a reason).
+test-cuda: build-cuda
+	@ctest --test-dir $(BUILD_CUDA) --output-on-failure -j $(JOBS) --timeout 600 -L unit
+
+# Every study (scenario_*), then the micro-benchmarks, then the report.
+benchmark: build
+	@mkdir -p $(RESULTS)
+	@for s in $(BUILD)/bin/scenario_*; do echo "== $$s"; $$s --out $(RESULTS) || exit 1; done
+	@$(MAKE) --no-print-directory bench-micro
+	@$(MAKE) --no-print-directory report
+
+# Google Benchmark: GEMM on the model's shapes vs one training step of `small` (the MFU ratio).
+bench-micro: build
+	@mkdir -p $(RESULTS)/bench
+	@$(BUILD)/bin/bench_train --benchmark_min_time=2 --benchmark_out=$(RESULTS)/bench/bench_train.json \
+	  --benchmark_out_format=json | tee $(RESULTS)/bench/bench_train.txt
+
+report:
+	@$(DTLAB) report $(RESULTS) -o $(REPORT)
+	@echo "report: $(REPORT)/index.html"
+
+format:
+	@git ls-files '*.cpp' '*.hpp' '*.cu' '*.cuh' | xargs clang-format -i
+
+# Formatting, clang-tidy on files changed against HEAD, and the tests.
+check: build
+	@git ls-files '*.cpp' '*.hpp' '*.cu' '*.cuh' | xargs clang-format --dry-run --Werror
+	@files=$$(git diff --name-only HEAD -- '*.cpp' | grep -v '\.cu$$' || true); \
+	  if [ -n "$$files" ]; then clang-tidy -p $(BUILD) --quiet $$files; else echo "clang-tidy: no changed .cpp files"; fi
+	@$(MAKE) --no-print-directory test
+
+clean:
+	rm -rf $(BUILD) $(BUILD_CUDA)

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# dtlab setup: installs what dtlab needs on Debian 12, idempotently.
+#   Debian packages (compilers' libraries, gnuplot, ccache, gloo headers) via apt,
+#   LibTorch as the PyPI wheel torch==2.11.0 into a cached venv outside the clone.
+# Fast when everything is present: it only checks. As non-root it installs nothing
+# and prints exactly what is missing (exit 1).
+# Env: DTLAB_CACHE (default ~/.cache/dtlab), DTLAB_PYTHON (default python3).
+set -euo pipefail
+
+TORCH_VERSION="2.11.0"
+CACHE="${DTLAB_CACHE:-$HOME/.cache/dtlab}"
+VENV="$CACHE/venv"
+PYTHON="${DTLAB_PYTHON:-python3}"
+STAMP="$VENV/.dtlab-torch-$TORCH_VERSION"
+
+# Debian packages: header-only / dev libraries and tools used by the build, tests and report.
+DEB_PACKAGES=(
+  build-essential cmake ninja-build git ccache python3-venv
+  nlohmann-json3-dev libyaml-cpp-dev libcli11-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libgloo-dev            # headers only: the wheel does not ship gloo/*.h (see docs/architecture.md)
+  gnuplot-nox clang-format clang-tidy
+)
+# Python packages in the venv besides torch: numpy (torch warns without it; reference scripts).
+PIP_EXTRA=(numpy)
+
+missing_debs=()
+for p in "${DEB_PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing_debs+=("$p")
+  fi
+done
+need_torch=0
+[[ -f "$STAMP" ]] || need_torch=1
+
+if [[ ${#missing_debs[@]} -eq 0 && $need_torch -eq 0 ]]; then
+  echo "dtlab setup: everything present (torch $TORCH_VERSION in $VENV)"
+  exit 0
+fi
+
+if [[ $(id -u) -ne 0 ]]; then
+  echo "dtlab setup: not root, so nothing was installed. Missing:" >&2
+  [[ ${#missing_debs[@]} -gt 0 ]] && echo "  Debian packages: ${missing_debs[*]}" >&2 &&
+    echo "    -> sudo apt-get install -y ${missing_debs[*]}" >&2
+  if [[ $need_torch -eq 1 ]]; then
+    echo "  LibTorch: torch==$TORCH_VERSION in $VENV" >&2
+    echo "    -> $PYTHON -m venv $VENV && $VENV/bin/pip install torch==$TORCH_VERSION ${PIP_EXTRA[*]} && touch $STAMP" >&2
+  fi
+  exit 1
+fi
+
+if [[ ${#missing_debs[@]} -gt 0 ]]; then
+  echo "dtlab setup: apt-get install ${missing_debs[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing_debs[@]}"
+fi
+
+if [[ $need_torch -eq 1 ]]; then
+  echo "dtlab setup: installing torch==$TORCH_VERSION into $VENV (first time only, ~5 GB)"
+  mkdir -p "$CACHE"
+  [[ -x "$VENV/bin/python" ]] || "$PYTHON" -m venv "$VENV"
+  "$VENV/bin/pip" install --quiet --progress-bar off --disable-pip-version-check \
+    "torch==$TORCH_VERSION" "${PIP_EXTRA[@]}"
+  "$VENV/bin/python" -c "import torch, sys; sys.exit(0 if torch.__version__.startswith('$TORCH_VERSION') else 1)" ||
+    { echo "dtlab setup: torch in $VENV is not $TORCH_VERSION" >&2; exit 1; }
+  touch "$STAMP"
+fi
+echo "dtlab setup: done"

@@ -1,0 +1,128 @@
+// main.cpp: the `dtlab` command-line tool.
+//
+//   dtlab train --config FILE [section.key=value ...] --out DIR   one training run (one rank of a job)
+//   dtlab data build --out FILE [TEXT_FILE ...]                    byte-level token file from text
+//   dtlab report RESULT_DIR... -o reports/NAME                     HTML + PNG report
+//   dtlab version
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <torch/version.h>
+
+#include "analysis/report.hpp"
+#include "lab/config.hpp"
+#include "lab/data.hpp"
+#include "lab/results.hpp"
+#include "lab/train/trainer.hpp"
+#include "lab/world.hpp"
+#include "strategies/registry.hpp"
+
+namespace {
+
+// The command line as a shell would need it to run again (arguments quoted where needed).
+std::string reproduce_command(int argc, char** argv) {
+  std::string out;
+  for (int i = 0; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (i == 0) {
+      std::error_code ec;
+      auto rel = std::filesystem::relative(std::filesystem::canonical("/proc/self/exe", ec), ec);
+      if (!ec && !rel.empty()) arg = rel.string();
+    }
+    const bool plain = arg.find_first_not_of(
+                           "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@%") ==
+                       std::string::npos;
+    if (!out.empty()) out += ' ';
+    if (plain && !arg.empty()) {
+      out += arg;
+    } else {
+      out += '\'';
+      for (char c : arg) out += (c == '\'') ? std::string("'\\''") : std::string(1, c);
+      out += '\'';
+    }
+  }
+  return out;
+}
+
+int run_train(const std::string& config_path, const std::vector<std::string>& overrides, const std::string& out_dir,
+              const std::string& command) {
+  dtlab::SingleProcessWorld world;
+  const dtlab::Config config = dtlab::load_config(config_path, overrides, world.world_size());
+  auto strategy = dtlab::make_strategy(config.parallel.strategy);
+  dtlab::TrainOptions options;
+  options.out_dir = out_dir;
+  options.command = command;
+  auto outcome = dtlab::train(config, *strategy, world, options);
+  if (world.is_main()) {
+    const auto& summary = outcome.result["summary"];
+    std::printf("done: %lld steps | final loss %.4f | median %.1f ms/step | %.0f tok/s | results in %s\n",
+                static_cast<long long>(outcome.steps.size()), summary["final_loss"].get<double>(),
+                summary["step_ms_median"].get<double>(), summary["tokens_per_s"].get<double>(), out_dir.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"dtlab: one GPT model, many distributed training strategies — measured, explained, predicted"};
+  app.require_subcommand(1);
+
+  std::string config_path, out_dir;
+  std::vector<std::string> overrides;
+  auto* train = app.add_subcommand("train", "run one training (one rank of a job when rank env is set)");
+  train->add_option("--config", config_path, "YAML config file (scenarios/configs/*.yaml)")->required();
+  train->add_option("--out", out_dir, "results directory (result.json, rank<r>/steps.jsonl)")->required();
+  train->add_option("overrides", overrides, "section.key=value overrides, e.g. train.steps=50 model.preset=small");
+
+  std::string data_out;
+  std::vector<std::string> text_files;
+  auto* data = app.add_subcommand("data", "token data tools");
+  data->require_subcommand(1);
+  auto* data_build = data->add_subcommand("build", "turn text files into a byte-level token file");
+  data_build->add_option("--out", data_out, "token file to write (e.g. data/corpus.bin)")->required();
+  data_build->add_option("texts", text_files,
+                         "text files (default: the license texts under /usr/share/common-licenses)");
+
+  std::vector<std::string> report_inputs;
+  std::string report_out = "reports/latest";
+  auto* report = app.add_subcommand("report", "render results as HTML + PNG");
+  report->add_option("inputs", report_inputs, "result, scenario or results directories")->required();
+  report->add_option("-o,--out", report_out, "report directory");
+
+  auto* version = app.add_subcommand("version", "print versions");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+
+  try {
+    if (*train) return run_train(config_path, overrides, out_dir, reproduce_command(argc, argv));
+    if (*data_build) {
+      if (text_files.empty()) text_files = dtlab::default_corpus_files();
+      const int64_t n = dtlab::build_token_file_from_text(text_files, data_out);
+      std::printf("wrote %s: %lld tokens from %zu files\n", data_out.c_str(), static_cast<long long>(n),
+                  text_files.size());
+      return 0;
+    }
+    if (*report) return dtlab::analysis::render_report(report_inputs, report_out, std::cout);
+    if (*version) {
+      std::printf("dtlab %s (git %s), torch %s\n", dtlab::dtlab_version().c_str(), dtlab::git_sha().c_str(),
+                  TORCH_VERSION);
+      return 0;
+    }
+  } catch (const dtlab::ConfigError& e) {
+    std::fprintf(stderr, "dtlab: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dtlab: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

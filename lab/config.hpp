@@ -1,0 +1,130 @@
+// config.hpp: dtlab's run configuration — YAML file + `section.key=value` overrides, validated.
+//
+// Torch-free (analysis/ and `dtlab predict` use it too). Every key has a type, a default, a rule and a
+// one-line doc in the key table of config.cpp; that table drives parsing, overrides, validation,
+// "did you mean" suggestions, the printed table and the JSON stored in results.
+//
+//   Config c = load_config("run.yaml", {"train.steps=50", "model.preset=small"}, /*world_size=*/1);
+//
+// REQUIRES: world_size >= 1. Throws ConfigError naming the key, the value and the rule.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace dtlab {
+
+struct ConfigError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct ModelConfig {
+  std::string preset = "tiny";  // tiny | small | medium | 125m | 1b | 7b  (shape keys below override)
+  int64_t d_model = 64;
+  int64_t n_layers = 2;
+  int64_t n_heads = 4;
+  int64_t n_kv_heads = 2;   // grouped-query attention: 1 <= n_kv_heads <= n_heads, n_heads % n_kv_heads == 0
+  int64_t ffn_hidden = 172;  // SwiGLU hidden width
+  int64_t vocab_size = 256;
+  int64_t seq_len = 64;
+  bool tie_embeddings = false;
+  double rope_theta = 10000.0;
+  double norm_eps = 1e-5;
+  double init_std = 0.02;
+  bool trainable = true;  // false for prediction-only shapes (125m, 1b, 7b): `dtlab train` refuses them
+};
+
+struct DataConfig {
+  std::string source = "synthetic";  // synthetic | file
+  std::string path;                  // token file (.bin, see lab/data.hpp) when source == file
+  int64_t seed = 1;
+  int64_t mask_token = -1;  // targets equal to this token id are ignored by the loss (-1: none)
+};
+
+struct TrainConfig {
+  int64_t steps = 20;
+  int64_t global_batch = 8;  // sequences per optimizer step, all ranks and micro-steps together
+  int64_t micro_batch = 4;   // sequences per rank per forward/backward
+  int64_t accumulation = 0;  // derived: global_batch / (micro_batch * world_size); 0 in YAML = derive
+  std::string optimizer = "adamw";  // adamw | sgd
+  double lr = 3.0e-4;
+  double min_lr = 3.0e-5;
+  int64_t warmup_steps = 2;
+  std::string schedule = "cosine";  // constant | linear | cosine | step
+  int64_t step_every = 10;          // schedule == step: multiply lr by step_gamma every step_every steps
+  double step_gamma = 0.5;
+  double weight_decay = 0.1;
+  bool decay_norms_and_embeddings = false;  // AdamW: by default norms and embeddings get no decay
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double momentum = 0.9;  // sgd
+  double grad_clip = 1.0;  // global L2 norm; 0 = off
+  int64_t seed = 1234;     // model init
+  int64_t threads = 0;     // intra-op threads per rank; 0 = cores / local ranks
+};
+
+struct ParallelConfig {
+  std::string strategy = "single";  // single | ddp | fsdp_full_shard | fsdp_shard_grad_op | fsdp_no_shard | fsdp_hybrid | zero1
+  std::string backend = "auto";     // auto | gloo | nccl
+  double bucket_cap_mb = 25.0;
+  int64_t shard_size = 0;  // fsdp_hybrid: ranks per shard group (must divide world size); 0 = world
+  bool prefetch = true;
+  bool offload = false;
+  std::string activation_checkpointing = "none";  // none | full | selective
+};
+
+struct PrecisionConfig {
+  std::string param_dtype = "fp32";   // fp32 | bf16 | fp16
+  std::string reduce_dtype = "fp32";  // fp32 | bf16 | fp16
+  std::string master_dtype = "fp32";  // fp32 | bf16
+  std::string loss_scale = "none";    // none | dynamic
+  bool stochastic_rounding = false;
+};
+
+struct InstrumentConfig {
+  bool trace = false;
+  bool nvtx = true;
+  std::string cupti = "auto";  // auto | on | off
+  int64_t warmup_steps = 2;    // steps excluded from summary statistics
+  int64_t log_every = 1;       // print a step line every N steps
+};
+
+struct Config {
+  ModelConfig model;
+  DataConfig data;
+  TrainConfig train;
+  ParallelConfig parallel;
+  PrecisionConfig precision;
+  InstrumentConfig instrument;
+  int64_t world_size = 1;  // from the launcher, not the file; used by the batch rule
+};
+
+// Loads `path` (may be empty: defaults only), applies overrides in order ("section.key=value", value
+// parsed as YAML scalar), applies the model preset, derives train.accumulation and validates.
+Config load_config(const std::string& path, const std::vector<std::string>& overrides, int64_t world_size);
+
+// Same, from YAML text (tests, fuzzing). `origin` names the source in error messages.
+Config load_config_text(const std::string& yaml_text, const std::vector<std::string>& overrides,
+                        int64_t world_size, const std::string& origin = "<text>");
+
+// Checks every rule; throws ConfigError. Called by load_config; exposed for programmatic configs.
+void validate(const Config& config);
+
+// The resolved config as nested JSON with the same key names as the YAML.
+nlohmann::json to_json(const Config& config);
+// Inverse of to_json (reads results back); validates. Unknown keys are errors, missing keys take defaults
+// (or the preset's shape). NOTE: j's own "world_size" is informational; the argument is the one used.
+Config from_json(const nlohmann::json& j, int64_t world_size);
+
+// "key | value | default?" table, one row per key, marking values that differ from defaults.
+std::string format_table(const Config& config);
+
+// Every dotted key ("model.d_model", "train.lr", ...) in table order: the names YAML, overrides and JSON accept.
+std::vector<std::string> config_keys();
+
+}  // namespace dtlab

@@ -1,0 +1,97 @@
+// model.hpp: the GPT decoder dtlab trains under every strategy, on plain LibTorch tensors.
+//
+// token embedding -> n_layers x [pre-RMSNorm attention (RoPE, grouped-query heads, causal SDPA)
+//                                + pre-RMSNorm SwiGLU MLP] -> final RMSNorm -> LM head (optionally tied)
+//
+// Parameters are ordinary leaf tensors (no nn::Module), grouped by unit (embedding, each block, final
+// norm + head) so strategies can flatten, shard and swap a unit's tensors. The forward is split into
+// the same units (embed, block, head) so a strategy can run code between them (gather, free, prefetch).
+// Shapes and counts: lab/model_shape.hpp.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "lab/config.hpp"
+
+namespace dtlab {
+
+// The weights of one transformer block. Linear weights are [out_features, in_features].
+struct BlockParams {
+  at::Tensor attn_norm;  // [d]
+  at::Tensor wq;         // [n_heads*hd, d]
+  at::Tensor wk;         // [n_kv_heads*hd, d]
+  at::Tensor wv;         // [n_kv_heads*hd, d]
+  at::Tensor wo;         // [d, n_heads*hd]
+  at::Tensor mlp_norm;   // [d]
+  at::Tensor w_gate;     // [ffn, d]
+  at::Tensor w_up;       // [ffn, d]
+  at::Tensor w_down;     // [d, ffn]
+  std::vector<at::Tensor*> all();  // in the order above
+};
+
+// A named parameter: `tensor` aliases the model's own tensor handle, so rebinding *tensor (e.g. to a
+// view of a flat buffer) changes what the model computes with.
+struct ParamRef {
+  std::string name;
+  at::Tensor* tensor;
+  bool is_norm_or_embedding;  // AdamW weight decay excludes these unless configured otherwise
+};
+
+// One unit of the model as strategies see it: the embedding, each block, the final norm with the head.
+struct ModelUnit {
+  std::string name;  // "embedding", "block.3", "head"
+  std::vector<ParamRef> params;
+};
+
+// Precomputed RoPE rotation tables for positions [0, seq_len).
+struct RopeTables {
+  at::Tensor cos;  // [seq_len, head_dim/2]
+  at::Tensor sin;
+};
+RopeTables make_rope_tables(int64_t seq_len, int64_t head_dim, double theta);
+// Rotates x [B, heads, S, hd] in (first half, second half) pairs: (a, b) -> (a cos - b sin, b cos + a sin).
+at::Tensor apply_rope(const at::Tensor& x, const RopeTables& rope);
+
+class GPT {
+ public:
+  // Deterministic init from `seed`: N(0, init_std) for matrices, output projections (wo, w_down)
+  // scaled by 1/sqrt(2 * n_layers), norms = 1. Same seed -> bit-identical weights.
+  GPT(const ModelConfig& config, int64_t seed);
+
+  const ModelConfig& config() const { return config_; }
+
+  // Whole forward: tokens int64 [B, S] -> logits [B, S, V].
+  at::Tensor forward(const at::Tensor& tokens);
+  // Unit forwards (what forward() composes).
+  at::Tensor embed(const at::Tensor& tokens) const;
+  at::Tensor block(int64_t index, const at::Tensor& x) const;
+  at::Tensor head(const at::Tensor& x) const;  // final norm + LM head -> logits
+  // Attention and MLP halves of a block (selective activation checkpointing recomputes one of them).
+  at::Tensor block_attention(int64_t index, const at::Tensor& x) const;  // x + attn(norm(x))
+  at::Tensor block_mlp(int64_t index, const at::Tensor& x) const;        // x + mlp(norm(x))
+
+  // Sum of token cross-entropies over targets != kIgnoreIndex (fp32 accumulation).
+  static at::Tensor loss_sum(const at::Tensor& logits, const at::Tensor& targets);
+
+  // Every parameter, in model order: embedding, blocks 0..L-1 (BlockParams order), final_norm, lm_head.
+  std::vector<ParamRef> parameters();
+  std::vector<ModelUnit> units();
+  int64_t parameter_count() const;
+
+  at::Tensor tok_embedding;  // [V, d]
+  std::vector<BlockParams> blocks;
+  at::Tensor final_norm;     // [d]
+  at::Tensor lm_head;        // [V, d]; undefined when tied (head uses tok_embedding)
+
+ private:
+  ModelConfig config_;
+  int64_t head_dim_;
+  RopeTables rope_;
+};
+
+}  // namespace dtlab

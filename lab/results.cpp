@@ -1,0 +1,107 @@
+// results.cpp: result.json and steps.jsonl writers, and the run context.
+#include "lab/results.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <stdexcept>
+
+#include <torch/version.h>
+
+#include "lab/results_schema.hpp"
+
+#ifndef DTLAB_VERSION
+#define DTLAB_VERSION "0.0.0"
+#endif
+#ifndef DTLAB_SOURCE_ROOT
+#define DTLAB_SOURCE_ROOT "."
+#endif
+
+namespace dtlab {
+
+std::string utc_timestamp() {
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string dtlab_version() { return DTLAB_VERSION; }
+
+std::string git_sha() {
+  static const std::string sha = [] {
+    const std::string cmd = "git -C '" + std::string(DTLAB_SOURCE_ROOT) + "' rev-parse --short=12 HEAD 2>/dev/null";
+    std::FILE* pipe = popen(cmd.c_str(), "r");
+    if (!pipe) return std::string("unknown");
+    std::array<char, 64> buf{};
+    std::string out;
+    if (std::fgets(buf.data(), buf.size(), pipe)) out = buf.data();
+    pclose(pipe);
+    while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+    return out.empty() ? std::string("unknown") : out;
+  }();
+  return sha;
+}
+
+nlohmann::json run_context(int world_size, const std::string& launcher, const std::string& strategy,
+                           const std::string& command, int threads) {
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  return {{schema::kDtlabVersion, dtlab_version()},
+          {schema::kGitSha, git_sha()},
+          {schema::kTorchVersion, TORCH_VERSION},
+          {schema::kHost, host},
+          {schema::kWorldSize, world_size},
+          {schema::kLauncher, launcher},
+          {schema::kStrategy, strategy},
+          {schema::kStartedAt, utc_timestamp()},
+          {schema::kThreads, threads},
+          {schema::kCommand, command}};
+}
+
+void write_file_atomic(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) throw std::runtime_error("results: cannot write " + tmp + ": " + std::strerror(errno));
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n <= 0) {
+      ::close(fd);
+      throw std::runtime_error("results: write to " + tmp + " failed: " + std::strerror(errno));
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::fsync(fd);
+  ::close(fd);
+  std::filesystem::rename(tmp, path);
+}
+
+ResultsWriter::ResultsWriter(const std::string& out_dir, int rank) : out_dir_(out_dir), rank_(rank) {
+  std::filesystem::create_directories(rank_dir());
+  const std::string steps_path = rank_dir() + "/steps.jsonl";
+  steps_.open(steps_path, std::ios::trunc);
+  if (!steps_) throw std::runtime_error("results: cannot write " + steps_path);
+}
+
+std::string ResultsWriter::rank_dir() const { return out_dir_ + "/rank" + std::to_string(rank_); }
+
+void ResultsWriter::append_step(const nlohmann::json& step) {
+  steps_ << step.dump() << '\n';
+  steps_.flush();
+}
+
+void ResultsWriter::write_result(const nlohmann::json& result) const {
+  write_file_atomic(out_dir_ + "/result.json", result.dump(2) + "\n");
+}
+
+}  // namespace dtlab

@@ -1,0 +1,54 @@
+// results_schema.hpp: the one owner of result.json's version and key names (torch-free).
+//
+// analysis/schema.hpp keeps its own copy of these names (analysis never includes lab/);
+// tests/analysis/schema_agreement_test.cpp checks that both agree.
+#pragma once
+
+namespace dtlab::schema {
+
+inline constexpr int kVersion = 1;
+
+// top level
+inline constexpr const char* kSchemaVersion = "schema_version";
+inline constexpr const char* kContext = "context";
+inline constexpr const char* kConfig = "config";
+inline constexpr const char* kModel = "model";
+inline constexpr const char* kSteps = "steps";
+inline constexpr const char* kSummary = "summary";
+inline constexpr const char* kMemory = "memory";
+
+// context
+inline constexpr const char* kDtlabVersion = "dtlab_version";
+inline constexpr const char* kGitSha = "git_sha";
+inline constexpr const char* kTorchVersion = "torch_version";
+inline constexpr const char* kHost = "host";
+inline constexpr const char* kWorldSize = "world_size";
+inline constexpr const char* kLauncher = "launcher";
+inline constexpr const char* kStartedAt = "started_at";
+inline constexpr const char* kCommand = "command";  // the exact command line that reproduces the run
+inline constexpr const char* kThreads = "threads";
+inline constexpr const char* kStrategy = "strategy";
+
+// model
+inline constexpr const char* kParams = "params";
+inline constexpr const char* kFlopsPerToken = "flops_per_token";
+inline constexpr const char* kPreset = "preset";
+
+// steps[i]
+inline constexpr const char* kStep = "step";
+inline constexpr const char* kLoss = "loss";
+inline constexpr const char* kLr = "lr";
+inline constexpr const char* kGradNorm = "grad_norm";
+inline constexpr const char* kStepMs = "step_ms";
+inline constexpr const char* kTokensPerS = "tokens_per_s";
+
+// summary
+inline constexpr const char* kStepMsMedian = "step_ms_median";
+inline constexpr const char* kStepMsMin = "step_ms_min";
+inline constexpr const char* kStepMsMax = "step_ms_max";
+inline constexpr const char* kFinalLoss = "final_loss";
+inline constexpr const char* kTflops = "tflops";  // model FLOPs rate (6N + 12Lhs per token), all ranks
+inline constexpr const char* kWallS = "wall_s";
+inline constexpr const char* kMeasuredSteps = "measured_steps";  // steps after instrument.warmup_steps
+
+}  // namespace dtlab::schema

@@ -1,0 +1,66 @@
+// strategy.hpp: the Strategy seam — how the trainer drives any way of training across ranks.
+//
+// The trainer does, per optimizer step:
+//   zero_grad();
+//   for each micro-step m: loss += forward_backward(batch_m, loss_weight, m == last);
+//   finish_gradients();                       // all communication done, gradients final (maybe sharded)
+//   norm = sqrt(grad_sum_of_squares());       // global over ranks and shards
+//   if clipping: scale_gradients(clip / (norm + 1e-6));
+//   optimizer_step(lr);
+// Implementations live in strategies/ (one file each, plus a torch-free <id>_cost.cpp) and are created
+// by name through strategies/registry.hpp. A strategy that cannot honour part of the config fails in
+// wrap() with a message naming both parts.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "lab/config.hpp"
+#include "lab/data.hpp"
+#include "lab/model.hpp"
+#include "lab/world.hpp"
+
+namespace dtlab {
+
+// Per-rank bytes held by a strategy, by category (exact tensor bytes, padding included).
+struct StateBytes {
+  int64_t params = 0;     // parameters this rank keeps (full or shard), compute copies included
+  int64_t grads = 0;      // gradient buffers
+  int64_t optimizer = 0;  // optimizer state (moments, momentum, master weights)
+  int64_t buffers = 0;    // communication buffers, gathered units, buckets
+};
+
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+  virtual std::string id() const = 0;
+
+  // Takes over how `model` is trained (and shares its ownership, so full_state() works after train()
+  // returns). The model was built from the same seed on every rank.
+  virtual void wrap(std::shared_ptr<GPT> model, const Config& config, World& world) = 0;
+
+  // Forward + backward of one micro-batch. The loss minimised is loss_sum(batch) * loss_weight
+  // (loss_weight = 1 / non-ignored targets of the global batch), so gradients summed over micro-steps
+  // and ranks are the gradient of the global mean loss. Returns this micro-batch's weighted loss.
+  // `is_last_micro`: the last micro-step of the step (strategies communicate only then).
+  virtual double forward_backward(const Batch& batch, double loss_weight, bool is_last_micro) = 0;
+
+  // Completes gradient communication; afterwards every gradient this rank owns is final.
+  virtual void finish_gradients() = 0;
+  // Sum of squared gradient elements over the whole model (all ranks' shards counted once).
+  virtual double grad_sum_of_squares() = 0;
+  virtual void scale_gradients(double factor) = 0;
+  virtual void optimizer_step(double lr) = 0;
+  virtual void zero_grad() = 0;
+
+  virtual StateBytes state_bytes() const = 0;
+  // Full (gathered) parameters by name, in model order: parity checks and checkpoints. Collective.
+  virtual std::vector<std::pair<std::string, at::Tensor>> full_state() = 0;
+};
+
+}  // namespace dtlab

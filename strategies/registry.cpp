@@ -1,0 +1,37 @@
+// registry.cpp: the table of strategies (id -> factory).
+#include "strategies/registry.hpp"
+
+#include <functional>
+#include <stdexcept>
+#include <utility>
+
+namespace dtlab {
+
+std::unique_ptr<Strategy> make_single_strategy();
+
+namespace {
+using Factory = std::unique_ptr<Strategy> (*)();
+const std::vector<std::pair<std::string, Factory>>& registry() {
+  static const std::vector<std::pair<std::string, Factory>> table = {
+      {"single", &make_single_strategy},
+  };
+  return table;
+}
+}  // namespace
+
+std::unique_ptr<Strategy> make_strategy(const std::string& id) {
+  for (const auto& [name, factory] : registry())
+    if (name == id) return factory();
+  std::string known;
+  for (const auto& [name, factory] : registry()) known += (known.empty() ? "" : " | ") + name;
+  throw std::invalid_argument("parallel.strategy='" + id + "' is not available in this build (available: " +
+                              known + ")");
+}
+
+std::vector<std::string> registered_strategy_ids() {
+  std::vector<std::string> ids;
+  for (const auto& entry : registry()) ids.push_back(entry.first);
+  return ids;
+}
+
+}  // namespace dtlab
