@@ -9,6 +9,9 @@ CMAKE_ARGS ?=
 RESULTS    ?= results
 REPORT     ?= reports/latest
 DTLAB      := $(BUILD)/bin/dtlab
+# ccache across clones: paths relative to the tree, precompiled headers allowed.
+export CCACHE_BASEDIR   := $(CURDIR)
+export CCACHE_SLOPPINESS := pch_defines,time_macros,include_file_mtime,include_file_ctime
 
 .PHONY: setup configure build build-cuda test test-cuda benchmark bench-micro report format check clean
 

@@ -50,5 +50,7 @@ inline constexpr const char* kFinalLoss = "final_loss";
 inline constexpr const char* kTflops = "tflops";  // model FLOPs rate (6N + 12Lhs per token), all ranks
 inline constexpr const char* kWallS = "wall_s";
 inline constexpr const char* kMeasuredSteps = "measured_steps";  // steps after instrument.warmup_steps
+inline constexpr const char* kMfuPct = "mfu_pct";          // optional: TFLOPS / peak (CPU: measured GEMM rate)
+inline constexpr const char* kGemmTflops = "gemm_tflops";  // optional: the peak used for mfu_pct
 
 }  // namespace dtlab::schema

@@ -3,6 +3,7 @@
 //   dtlab train --config FILE [section.key=value ...] --out DIR   one training run (one rank of a job)
 //   dtlab data build --out FILE [TEXT_FILE ...]                    byte-level token file from text
 //   dtlab report RESULT_DIR... -o reports/NAME                     HTML + PNG report
+//   dtlab launch -n N [--] PROGRAM ARGS...                         N local ranks, torchrun-style env
 //   dtlab version
 #include <cstdio>
 #include <filesystem>
@@ -16,6 +17,7 @@
 #include "analysis/report.hpp"
 #include "lab/config.hpp"
 #include "lab/data.hpp"
+#include "lab/launch.hpp"
 #include "lab/results.hpp"
 #include "lab/train/trainer.hpp"
 #include "lab/world.hpp"
@@ -94,6 +96,16 @@ int main(int argc, char** argv) {
   report->add_option("inputs", report_inputs, "result, scenario or results directories")->required();
   report->add_option("-o,--out", report_out, "report directory");
 
+  dtlab::LaunchOptions launch_options;
+  auto* launch = app.add_subcommand("launch", "start N local ranks of PROGRAM (torchrun-style environment); "
+                                              "if one fails, stop the others and name it");
+  launch->add_option("-n,--nproc", launch_options.nproc, "number of ranks")->required()->check(CLI::PositiveNumber);
+  launch->add_option("--master-port", launch_options.master_port, "rendezvous port (default: a free port)");
+  launch->add_option("--grace", launch_options.grace_s, "seconds between SIGTERM and SIGKILL when stopping ranks");
+  launch->add_option("--timeout", launch_options.timeout_s, "stop the job after this many seconds (0 = never)");
+  launch->add_option("command", launch_options.command, "PROGRAM ARGS...")->required();
+  launch->prefix_command();  // everything after the options (or after --) is the program's
+
   auto* version = app.add_subcommand("version", "print versions");
 
   try {
@@ -111,6 +123,7 @@ int main(int argc, char** argv) {
                   text_files.size());
       return 0;
     }
+    if (*launch) return dtlab::run_launch(launch_options);
     if (*report) return dtlab::analysis::render_report(report_inputs, report_out, std::cout);
     if (*version) {
       std::printf("dtlab %s (git %s), torch %s\n", dtlab::dtlab_version().c_str(), dtlab::git_sha().c_str(),

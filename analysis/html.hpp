@@ -1,0 +1,31 @@
+// html.hpp: the few HTML helpers the report needs -- escaping, number formatting, SVG inlining, the stylesheet.
+//
+// Everything read from files (names, titles, notes, commands, config values) goes through html_escape()
+// before it reaches the page; the fmt_* helpers return plain text that still needs escaping (they only
+// ever produce digits, signs, separators and units, so escaping is a no-op, but callers should not rely on it).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace dtlab::analysis {
+
+// Escapes & < > " ' so the result is safe in element content and in quoted attribute values.
+std::string html_escape(const std::string& text);
+
+// Turns gnuplot's standalone SVG into a fragment that can sit inline in an HTML page:
+// drops the XML prolog/doctype, replaces <title> with `title`, and prefixes every id (and every
+// #reference to it) with `id_prefix` so several charts on one page do not share ids.
+std::string svg_for_inline(const std::string& svg_text, const std::string& id_prefix, const std::string& title);
+
+// Grouped digits with a narrow no-break space, as in "9 950" (the style of the step lines).
+std::string fmt_grouped(double value, int decimals = 0);
+// Fixed decimals; "–" for NaN.
+std::string fmt_fixed(double value, int decimals);
+// Parameter count with SI suffix: 4849920 -> "4.85 M".
+std::string fmt_params(std::int64_t params);
+
+// The report's stylesheet (inlined into <style>; no external resources so the page works offline).
+const char* report_css();
+
+}  // namespace dtlab::analysis

@@ -1,0 +1,70 @@
+// plot.hpp: gnuplot charts as files a user can rerun -- <id>.dat + <id>.gp -> <id>.svg + <id>.png.
+//
+// Usage:
+//   LineChart c{.id = "loss_baseline", .title = "Loss", .x_label = "step", .y_label = "loss (nats)"};
+//   c.series.push_back({.name = "ddp", .x = {1, 2, 3}, .y = {5.6, 4.9, 4.1}});
+//   ChartFiles f = write_chart(c, "reports/latest");   // writes loss_baseline.dat and .gp
+//   run_gnuplot(f, "reports/latest");                   // runs `gnuplot loss_baseline.gp` there
+//
+// The script uses only paths relative to its own directory, so `cd DIR && gnuplot ID.gp` reproduces both
+// images. Text is `noenhanced` (ids contain underscores). Bar charts and time/rate axes start at zero so
+// the picture does not exaggerate differences.
+// Errors throw AnalysisError (from results.hpp) naming the chart id and the rule broken.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace dtlab::analysis {
+
+struct Series {
+  std::string name;       // legend entry
+  std::vector<double> x;  // REQUIRES: x.size() == y.size(); NaN y values are gaps
+  std::vector<double> y;
+};
+
+struct LineChart {
+  std::string id;  // file stem, [A-Za-z0-9_.-]+ ; unique within the report dir
+  std::string title;
+  std::string x_label;  // with unit, e.g. "step"
+  std::string y_label;  // with unit, e.g. "step time (ms)"
+  std::vector<Series> series;
+  bool y_from_zero = false;  // true for times and rates
+  // When > 0, the band x <= shade_until_x is greyed and labelled shade_label (e.g. warm-up steps that the
+  // summary statistics exclude).
+  double shade_until_x = 0;
+  std::string shade_label;
+};
+
+struct BarChart {
+  std::string id;  // file stem, as LineChart::id
+  std::string title;
+  std::string y_label;                      // with unit, e.g. "throughput (tokens/s)"
+  std::vector<std::string> categories;      // one group of bars per category (x axis)
+  std::vector<std::string> series_names;    // one bar per series in each group; legend hidden if only one
+  std::vector<std::vector<double>> values;  // values[series][category]
+  // y axis always starts at zero; each bar is labelled with its value.
+};
+
+struct ChartFiles {
+  std::string id;
+  std::filesystem::path dat;          // data, gnuplot blocks/columns
+  std::filesystem::path script;       // <id>.gp
+  std::filesystem::path svg;          // produced by run_gnuplot
+  std::filesystem::path png;          // produced by run_gnuplot
+  std::string rerun_command() const;  // "gnuplot <id>.gp" (run in the chart's dir)
+};
+
+// Write <dir>/<id>.dat and <dir>/<id>.gp (dir must exist). Validates the chart first.
+ChartFiles write_chart(const LineChart& chart, const std::filesystem::path& dir);
+ChartFiles write_chart(const BarChart& chart, const std::filesystem::path& dir);
+
+// True if a `gnuplot` executable is on PATH.
+bool gnuplot_available();
+
+// Runs `gnuplot <id>.gp` with `dir` as working directory; checks the exit status and that both images exist.
+// Throws AnalysisError with gnuplot's own stderr if it fails, or with an install hint if it is missing.
+void run_gnuplot(const ChartFiles& files, const std::filesystem::path& dir);
+
+}  // namespace dtlab::analysis

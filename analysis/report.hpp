@@ -1,0 +1,59 @@
+// report.hpp: render results into a self-contained HTML report with gnuplot charts (torch-free).
+//
+// Usage:
+//   std::vector<std::string> inputs = {"results/baseline", "results/ddp_vs_fsdp"};
+//   int rc = dtlab::analysis::render_report(inputs, "reports/latest", std::cerr);
+//   // -> reports/latest/index.html, and per chart <id>.dat, <id>.gp, <id>.svg (inlined), <id>.png (linked)
+//
+// A report is a header, a "How to read this report" box, then one section per scenario. A section is a list
+// of parts (SectionPart), rendered in order: description and notes, charts, the runs table, the reproduce
+// commands. Later studies extend a report by adding parts (e.g. a memory-by-category chart), not by editing
+// the page skeleton; chart_part() turns a chart builder into a part that writes, renders and inlines a chart.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "analysis/plot.hpp"
+#include "analysis/results.hpp"
+
+namespace dtlab::analysis {
+
+// What a part sees while rendering one scenario's section.
+struct SectionContext {
+  const Scenario& scenario;
+  std::string slug;                    // scenario id made unique within the report; chart ids end with it
+  std::filesystem::path out_dir;       // where charts are written
+  std::string out_dir_display;         // out_dir as the user typed it, for the `cd ... && gnuplot` hint
+  std::ostream& log;                   // progress and warnings
+  std::vector<std::string>& problems;  // append one line per thing that went wrong; the report still renders
+};
+
+// Returns an HTML fragment (already escaped) or "" to contribute nothing.
+using SectionPart = std::function<std::string(SectionContext&)>;
+
+using Chart = std::variant<LineChart, BarChart>;
+// Builds a chart for a scenario, or nullopt when the scenario has no data for it (e.g. no per-step records).
+// The builder leaves Chart::id empty; chart_part sets it to "<kind>_<slug>".
+using ChartBuilder = std::function<std::optional<Chart>(const Scenario&)>;
+
+// A part that builds the chart, writes <kind>_<slug>.dat/.gp, runs gnuplot and emits a <figure> with the SVG
+// inlined, links to PNG/script/data and the rerun command. If gnuplot fails, the figure says why.
+SectionPart chart_part(std::string kind, std::string caption, ChartBuilder build);
+
+// Description + notes, loss/step-time/throughput charts, the runs table, reproduce commands.
+std::vector<SectionPart> default_section_parts();
+
+// Loads every input (see discover() in results.hpp) and writes out_dir/index.html plus the chart files.
+// Returns 0 on success; 1 if the inputs could not be loaded (nothing written, reason logged) or if the
+// report was written with problems (e.g. a chart failed; each problem logged and shown in the page).
+int render_report(const std::vector<std::string>& inputs, const std::string& out_dir, std::ostream& log);
+int render_report(const std::vector<std::string>& inputs, const std::string& out_dir, std::ostream& log,
+                  const std::vector<SectionPart>& parts);
+
+}  // namespace dtlab::analysis

@@ -1,0 +1,29 @@
+// report_main.cpp: dtlab-report, the torch-free report tool (same renderer as `dtlab report`).
+//
+//   build/bin/dtlab-report results/baseline results/ddp_vs_fsdp -o reports/latest
+//   build/bin/dtlab-report results -o reports/all          # every scenario below results/
+//
+// Exit status: 0 report written; 1 inputs unreadable or report written with problems; 2 bad usage.
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "analysis/report.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "dtlab-report: render dtlab results (scenario dirs, run dirs or a parent dir such as results/) "
+      "into an HTML report with gnuplot SVG/PNG charts"};
+  std::vector<std::string> inputs;
+  std::string out_dir;
+  app.add_option("inputs", inputs, "scenario dirs, run dirs, or parent dirs to search")->required();
+  app.add_option("-o,--out", out_dir, "report directory (created; index.html lands here)")->required();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+  return dtlab::analysis::render_report(inputs, out_dir, std::cerr);
+}

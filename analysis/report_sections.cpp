@@ -1,0 +1,164 @@
+// report_sections.cpp: the default parts of a scenario section -- text, charts, runs table, reproduce commands.
+//
+// Each part is a free function over SectionContext so a new study adds a part without touching the others.
+#include <algorithm>
+#include <set>
+#include <sstream>
+
+#include "analysis/html.hpp"
+#include "analysis/report.hpp"
+
+namespace dtlab::analysis {
+namespace {
+
+bool is_reduced_precision(const std::string& dtype) {
+  return dtype == "bf16" || dtype == "fp16" || dtype == "bfloat16" || dtype == "float16" || dtype == "half";
+}
+
+std::string intro_part(SectionContext& ctx) {
+  const Scenario& sc = ctx.scenario;
+  std::ostringstream h;
+  if (!sc.description.empty()) h << "<p class=\"desc\">" << html_escape(sc.description) << "</p>\n";
+  if (!sc.notes.empty()) {
+    h << "<ul class=\"notes\">\n";
+    for (const std::string& n : sc.notes) h << "  <li>" << html_escape(n) << "</li>\n";
+    h << "</ul>\n";
+  }
+  const bool reduced = std::any_of(sc.runs.begin(), sc.runs.end(),
+                                   [](const RunResult& r) { return is_reduced_precision(r.param_dtype()); });
+  if (reduced) {
+    h << "<p class=\"callout\"><strong>Mixed precision on CPU.</strong> On this CPU-only machine bf16/fp16 mainly "
+         "saves memory (parameters, gradients, activations) and communication bytes; CPU matrix multiplies in "
+         "reduced precision are often no faster than fp32, so do not expect the step-time win a GPU with tensor "
+         "cores would give.</p>\n";
+  }
+  if (sc.runs.empty()) h << "<p class=\"muted\">This scenario lists no runs.</p>\n";
+  return h.str();
+}
+
+// One series per run from its per-step records; nullopt if no run has any.
+std::optional<Chart> step_chart(const Scenario& sc, const std::string& title, const std::string& y_label,
+                                bool y_from_zero, double StepRecord::*field) {
+  LineChart c;
+  c.title = title;
+  c.x_label = "step";
+  c.y_label = y_label;
+  c.y_from_zero = y_from_zero;
+  bool any = false;
+  for (const RunResult& r : sc.runs) {
+    Series s;
+    s.name = r.name;
+    for (const StepRecord& st : r.chart_steps()) {
+      s.x.push_back(static_cast<double>(st.step));
+      s.y.push_back(st.*field);
+    }
+    any = any || !s.x.empty();
+    c.series.push_back(std::move(s));
+  }
+  if (!any) return std::nullopt;
+  return c;
+}
+
+std::optional<Chart> loss_chart(const Scenario& sc) {
+  return step_chart(sc, sc.title + ": loss vs step", "training loss (nats/token)", false, &StepRecord::loss);
+}
+
+std::optional<Chart> step_time_chart(const Scenario& sc) {
+  std::optional<Chart> chart =
+      step_chart(sc, sc.title + ": step time vs step", "step time (ms)", true, &StepRecord::step_ms);
+  int warmup = 0;
+  for (const RunResult& r : sc.runs) warmup = std::max(warmup, r.warmup_steps());
+  if (chart && warmup > 0) {
+    auto& line = std::get<LineChart>(*chart);
+    line.shade_until_x = warmup + 0.5;  // between the last warm-up step and the first timed one
+    line.shade_label = "warm-up";
+  }
+  return chart;
+}
+
+std::optional<Chart> throughput_chart(const Scenario& sc) {
+  if (sc.runs.empty()) return std::nullopt;
+  BarChart c;
+  c.title = sc.title + ": throughput per run";
+  c.y_label = "throughput (tokens/s, all ranks)";
+  c.series_names = {"tokens/s"};
+  c.values.resize(1);
+  for (const RunResult& r : sc.runs) {
+    c.categories.push_back(r.name);
+    c.values[0].push_back(r.tokens_per_s);
+  }
+  return c;
+}
+
+std::string table_part(SectionContext& ctx) {
+  const Scenario& sc = ctx.scenario;
+  if (sc.runs.empty()) return "";
+  const bool any_mfu =
+      std::any_of(sc.runs.begin(), sc.runs.end(), [](const RunResult& r) { return r.mfu_pct.has_value(); });
+  std::set<std::string> dtypes;
+  for (const RunResult& r : sc.runs) dtypes.insert(r.param_dtype());
+  const bool show_precision = dtypes.size() > 1 || !dtypes.count("fp32");
+
+  std::ostringstream h;
+  h << "<h3>Runs</h3>\n<div class=\"table-wrap\"><table class=\"runs\">\n<thead><tr>"
+    << "<th>run</th><th>strategy</th><th class=\"num\">world size</th><th>preset</th>"
+    << (show_precision ? "<th>precision</th>" : "")
+    << "<th class=\"num\">params</th><th class=\"num\">steps (timed)</th><th class=\"num\">final loss</th>"
+    << "<th class=\"num\">step ms median <span class=\"range\">(min–max)</span></th>"
+    << "<th class=\"num\">tokens/s</th><th class=\"num\">TFLOPS</th>" << (any_mfu ? "<th class=\"num\">MFU %</th>" : "")
+    << "</tr></thead>\n<tbody>\n";
+  for (const RunResult& r : sc.runs) {
+    h << "<tr><td>" << html_escape(r.name) << "</td><td><code>" << html_escape(r.strategy) << "</code></td>"
+      << "<td class=\"num\">" << r.world_size << "</td><td>" << html_escape(r.preset.empty() ? "–" : r.preset)
+      << "</td>" << (show_precision ? "<td>" + html_escape(r.param_dtype()) + "</td>" : "") << "<td class=\"num\">"
+      << html_escape(fmt_params(r.params)) << "</td>"
+      << "<td class=\"num\">" << r.chart_steps().size() << " <span class=\"range\">(" << r.measured_steps
+      << ")</span></td>"
+      << "<td class=\"num\">" << html_escape(fmt_fixed(r.final_loss, 4)) << "</td>"
+      << "<td class=\"num\">" << html_escape(fmt_fixed(r.step_ms_median, 1)) << " <span class=\"range\">("
+      << html_escape(fmt_fixed(r.step_ms_min, 1)) << "–" << html_escape(fmt_fixed(r.step_ms_max, 1)) << ")</span></td>"
+      << "<td class=\"num\">" << html_escape(fmt_grouped(r.tokens_per_s)) << "</td>"
+      << "<td class=\"num\">" << html_escape(fmt_fixed(r.tflops, 3)) << "</td>";
+    if (any_mfu) h << "<td class=\"num\">" << (r.mfu_pct ? html_escape(fmt_fixed(*r.mfu_pct, 1)) : "–") << "</td>";
+    h << "</tr>\n";
+  }
+  h << "</tbody></table></div>\n"
+    << "<p class=\"muted\" style=\"font-size:12.5px;margin:4px 0 0\">steps: recorded steps (timed steps after "
+       "warm-up in parentheses); step time and tokens/s are over the timed steps only.</p>\n";
+  return h.str();
+}
+
+std::string reproduce_part(SectionContext& ctx) {
+  const Scenario& sc = ctx.scenario;
+  if (sc.runs.empty()) return "";
+  std::ostringstream h;
+  h << "<h3>Reproduce</h3>\n<dl class=\"repro\">\n";
+  for (const RunResult& r : sc.runs) {
+    h << "<dt>" << html_escape(r.name) << " <span class=\"muted\" style=\"font-weight:400\">— " << html_escape(r.dir)
+      << "</span></dt>\n<dd>";
+    if (r.command.empty()) {
+      h << "<span class=\"muted\">command not recorded in result.json (context.command)</span>";
+    } else {
+      h << "<pre><code>" << html_escape(r.command) << "</code></pre>";
+    }
+    h << "</dd>\n";
+  }
+  h << "</dl>\n";
+  return h.str();
+}
+
+}  // namespace
+
+std::vector<SectionPart> default_section_parts() {
+  return {
+      intro_part,
+      chart_part("loss", "Training loss per step, one line per run. Equivalent strategies should overlap.", loss_chart),
+      chart_part("step_time", "Wall time of each step (ms). Early warm-up steps are excluded from the table's median.",
+                 step_time_chart),
+      chart_part("throughput", "Tokens processed per second by all ranks, over the timed steps.", throughput_chart),
+      table_part,
+      reproduce_part,
+  };
+}
+
+}  // namespace dtlab::analysis

@@ -1,0 +1,383 @@
+// results.cpp: result.json / steps.jsonl / scenario.json loading and discovery; see results.hpp.
+#include "analysis/results.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+
+#include "analysis/schema.hpp"
+
+namespace dtlab::analysis {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+const char* type_name(const json& j) { return j.type_name(); }
+
+// A view of one JSON object that knows where it came from, so every error names file and key path.
+class Obj {
+ public:
+  Obj(const json& j, std::string source, std::string path) : j_(j), source_(std::move(source)), path_(std::move(path)) {
+    if (!j_.is_object()) {
+      fail(path_.empty() ? "the document" : quoted(path_), std::string("must be an object, got ") + type_name(j_));
+    }
+  }
+
+  bool has(const char* key) const { return j_.contains(key) && !j_.at(key).is_null(); }
+
+  const json& at(const char* key) const {
+    if (!j_.contains(key)) {
+      throw AnalysisError(source_ + ": missing required key " + quoted(key_path(key)));
+    }
+    return j_.at(key);
+  }
+
+  Obj object(const char* key) const { return Obj(at(key), source_, key_path(key)); }
+
+  std::string str(const char* key) const {
+    const json& v = at(key);
+    if (!v.is_string()) wrong_type(key, "a string", v);
+    return v.get<std::string>();
+  }
+
+  // Numbers accept null as NaN: nlohmann::json (and Python's json) write a NaN loss as null.
+  double num(const char* key) const {
+    const json& v = at(key);
+    if (v.is_null()) return kNaN;
+    if (!v.is_number()) wrong_type(key, "a number", v);
+    return v.get<double>();
+  }
+
+  std::int64_t integer(const char* key) const {
+    const json& v = at(key);
+    if (!v.is_number_integer() && !v.is_number_unsigned()) wrong_type(key, "an integer", v);
+    return v.get<std::int64_t>();
+  }
+
+  std::optional<double> opt_num(const char* key) const {
+    if (!has(key)) return std::nullopt;
+    return num(key);
+  }
+  double num_or_nan(const char* key) const { return has(key) ? num(key) : kNaN; }
+  std::string str_or(const char* key, const std::string& fallback) const { return has(key) ? str(key) : fallback; }
+
+ private:
+  std::string key_path(const char* key) const { return path_.empty() ? key : path_ + "." + key; }
+  static std::string quoted(const std::string& s) { return "\"" + s + "\""; }
+  [[noreturn]] void fail(const std::string& what, const std::string& rule) const {
+    throw AnalysisError(source_ + ": " + what + " " + rule);
+  }
+  [[noreturn]] void wrong_type(const char* key, const char* want, const json& got) const {
+    fail("key " + quoted(key_path(key)),
+         std::string("must be ") + want + ", got " + type_name(got) + " (" + got.dump().substr(0, 40) + ")");
+  }
+
+  const json& j_;
+  std::string source_;
+  std::string path_;
+};
+
+StepRecord parse_step(const Obj& o) {
+  namespace k = schema;
+  StepRecord s;
+  s.step = o.integer(k::kStep);
+  s.loss = o.num(k::kLoss);
+  s.step_ms = o.num(k::kStepMs);
+  s.lr = o.num_or_nan(k::kLr);
+  s.grad_norm = o.num_or_nan(k::kGradNorm);
+  s.tokens_per_s = o.num_or_nan(k::kTokensPerS);
+  return s;
+}
+
+json read_json_file(const fs::path& file) {
+  std::ifstream in(file);
+  if (!in) throw AnalysisError(file.string() + ": cannot open for reading");
+  try {
+    return json::parse(in);
+  } catch (const json::parse_error& e) {
+    throw AnalysisError(file.string() + ": not valid JSON: " + e.what());
+  }
+}
+
+// rank<r> -> r, or -1 if the name is not of that form.
+int rank_of_dir(const std::string& name) {
+  const std::string prefix = schema::kRankDirPrefix;
+  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return -1;
+  const std::string digits = name.substr(prefix.size());
+  if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) return -1;
+  if (digits.size() > 6) return -1;
+  return std::stoi(digits);
+}
+
+bool is_scenario_dir(const fs::path& p) { return fs::is_regular_file(p / schema::kScenarioFile); }
+bool is_run_dir(const fs::path& p) { return fs::is_regular_file(p / schema::kResultFile); }
+
+std::vector<fs::path> sorted_subdirs(const fs::path& dir) {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.is_directory() && e.path().filename().string().rfind('.', 0) != 0) out.push_back(e.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Depth-first search below `dir` (not `dir` itself): scenario dirs are taken whole, run dirs loose.
+void walk(const fs::path& dir, std::vector<fs::path>& scenario_dirs, std::vector<fs::path>& run_dirs) {
+  for (const fs::path& sub : sorted_subdirs(dir)) {
+    if (is_scenario_dir(sub)) {
+      scenario_dirs.push_back(sub);
+    } else if (is_run_dir(sub)) {
+      run_dirs.push_back(sub);
+    } else {
+      walk(sub, scenario_dirs, run_dirs);
+    }
+  }
+}
+
+std::string canonical_key(const fs::path& p) {
+  std::error_code ec;
+  fs::path c = fs::weakly_canonical(p, ec);
+  return ec ? p.lexically_normal().string() : c.string();
+}
+
+// "a/b/" -> "a/b", "./a" -> "a": so basename and parent mean what a user expects.
+fs::path tidy(const fs::path& p) {
+  fs::path n = p.lexically_normal();
+  if (n.filename().empty() && n.has_parent_path()) n = n.parent_path();
+  return n;
+}
+
+std::string basename_of(const fs::path& p) { return tidy(p).filename().string(); }
+
+}  // namespace
+
+std::string RunResult::param_dtype() const {
+  if (config.is_object() && config.contains(schema::kConfigPrecision)) {
+    const json& p = config.at(schema::kConfigPrecision);
+    if (p.is_object() && p.contains(schema::kConfigParamDtype) && p.at(schema::kConfigParamDtype).is_string()) {
+      return p.at(schema::kConfigParamDtype).get<std::string>();
+    }
+  }
+  return "fp32";
+}
+
+int RunResult::warmup_steps() const {
+  if (config.is_object() && config.contains(schema::kConfigInstrument)) {
+    const json& ins = config.at(schema::kConfigInstrument);
+    if (ins.is_object() && ins.contains(schema::kConfigWarmupSteps) && ins.at(schema::kConfigWarmupSteps).is_number()) {
+      return ins.at(schema::kConfigWarmupSteps).get<int>();
+    }
+  }
+  return 0;
+}
+
+const std::vector<StepRecord>& RunResult::chart_steps() const {
+  if (!steps.empty()) return steps;
+  auto it = rank_steps.find(0);
+  if (it != rank_steps.end()) return it->second;
+  return steps;
+}
+
+RunResult parse_result(const json& doc, const std::string& source) {
+  namespace k = schema;
+  const Obj top(doc, source, "");
+
+  const json& version = top.at(k::kSchemaVersion);
+  if (!version.is_number_integer() || version.get<int>() != k::kVersion) {
+    throw AnalysisError(source + ": \"" + k::kSchemaVersion + "\" is " + version.dump() + ", this reader supports " +
+                        std::to_string(k::kVersion) + "; rerun the training with a matching dtlab or use a matching " +
+                        "dtlab-report");
+  }
+
+  RunResult r;
+  r.raw = doc;
+  r.config = top.at(k::kConfig);
+  if (!r.config.is_object()) {
+    throw AnalysisError(source + ": key \"config\" must be an object, got " + std::string(r.config.type_name()));
+  }
+
+  const Obj ctx = top.object(k::kContext);
+  r.dtlab_version = ctx.str(k::kDtlabVersion);
+  r.git_sha = ctx.str(k::kGitSha);
+  r.torch_version = ctx.str(k::kTorchVersion);
+  r.host = ctx.str(k::kHost);
+  r.world_size = static_cast<int>(ctx.integer(k::kWorldSize));
+  r.launcher = ctx.str(k::kLauncher);
+  r.started_at = ctx.str(k::kStartedAt);
+  r.threads = ctx.has(k::kThreads) ? static_cast<int>(ctx.integer(k::kThreads)) : 0;
+  r.command = ctx.str_or(k::kCommand, "");
+  std::string config_strategy = "unknown";
+  if (r.config.contains(k::kConfigParallel)) {
+    const json& par = r.config.at(k::kConfigParallel);
+    if (par.is_object() && par.contains(k::kStrategy) && par.at(k::kStrategy).is_string()) {
+      config_strategy = par.at(k::kStrategy).get<std::string>();
+    }
+  }
+  r.strategy = ctx.str_or(k::kStrategy, config_strategy);
+
+  const Obj model = top.object(k::kModel);
+  r.params = model.integer(k::kParams);
+  r.flops_per_token = model.num(k::kFlopsPerToken);
+  std::string config_preset;
+  if (r.config.contains(k::kModel) && r.config.at(k::kModel).is_object() &&
+      r.config.at(k::kModel).contains(k::kPreset) && r.config.at(k::kModel).at(k::kPreset).is_string()) {
+    config_preset = r.config.at(k::kModel).at(k::kPreset).get<std::string>();
+  }
+  r.preset = model.str_or(k::kPreset, config_preset);
+
+  const json& steps = top.at(k::kSteps);
+  if (!steps.is_array()) {
+    throw AnalysisError(source + ": key \"steps\" must be an array, got " + std::string(steps.type_name()));
+  }
+  r.steps.reserve(steps.size());
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    r.steps.push_back(parse_step(Obj(steps[i], source, std::string(k::kSteps) + "[" + std::to_string(i) + "]")));
+  }
+
+  const Obj sum = top.object(k::kSummary);
+  r.tokens_per_s = sum.num(k::kTokensPerS);
+  r.step_ms_median = sum.num(k::kStepMsMedian);
+  r.step_ms_min = sum.num(k::kStepMsMin);
+  r.step_ms_max = sum.num(k::kStepMsMax);
+  r.final_loss = sum.num(k::kFinalLoss);
+  r.tflops = sum.num(k::kTflops);
+  r.wall_s = sum.num(k::kWallS);
+  r.measured_steps = sum.integer(k::kMeasuredSteps);
+  r.mfu_pct = sum.opt_num(k::kMfuPct);
+  r.gemm_tflops = sum.opt_num(k::kGemmTflops);
+  return r;
+}
+
+std::vector<StepRecord> parse_steps_jsonl(std::istream& in, const std::string& source) {
+  std::vector<StepRecord> out;
+  std::string line;
+  int line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    json j;
+    try {
+      j = json::parse(line);
+    } catch (const json::parse_error& e) {
+      throw AnalysisError(source + ":" + std::to_string(line_no) + ": not valid JSON: " + e.what());
+    }
+    out.push_back(parse_step(Obj(j, source + ":" + std::to_string(line_no), "")));
+  }
+  return out;
+}
+
+RunResult load_run(const fs::path& run_dir, const std::string& name) {
+  const fs::path file = run_dir / schema::kResultFile;
+  if (!fs::is_regular_file(file)) {
+    throw AnalysisError(file.string() +
+                        ": not found (a run dir holds result.json, written by rank 0 of `dtlab train`)");
+  }
+  RunResult r = parse_result(read_json_file(file), file.string());
+  r.dir = run_dir.string();
+  r.name = name.empty() ? basename_of(run_dir) : name;
+  for (const fs::path& sub : sorted_subdirs(run_dir)) {
+    const int rank = rank_of_dir(sub.filename().string());
+    const fs::path steps_file = sub / schema::kStepsFile;
+    if (rank < 0 || !fs::is_regular_file(steps_file)) continue;
+    std::ifstream in(steps_file);
+    if (!in) throw AnalysisError(steps_file.string() + ": cannot open for reading");
+    r.rank_steps[rank] = parse_steps_jsonl(in, steps_file.string());
+  }
+  return r;
+}
+
+Scenario load_scenario(const fs::path& dir) {
+  namespace k = schema;
+  const fs::path file = dir / k::kScenarioFile;
+  const std::string source = file.string();
+  const json doc = read_json_file(file);
+  const Obj top(doc, source, "");
+
+  Scenario s;
+  s.dir = dir.string();
+  s.name = top.str(k::kScenario);
+  s.title = top.str_or(k::kTitle, s.name);
+  s.description = top.str_or(k::kDescription, "");
+  if (top.has(k::kNotes)) {
+    const json& notes = top.at(k::kNotes);
+    if (!notes.is_array()) throw AnalysisError(source + ": key \"notes\" must be an array of strings");
+    for (std::size_t i = 0; i < notes.size(); ++i) {
+      if (!notes[i].is_string()) {
+        throw AnalysisError(source + ": key \"notes[" + std::to_string(i) + "]\" must be a string");
+      }
+      s.notes.push_back(notes[i].get<std::string>());
+    }
+  }
+  const json& runs = top.at(k::kRuns);
+  if (!runs.is_array()) throw AnalysisError(source + ": key \"runs\" must be an array");
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const Obj run(runs[i], source, std::string(k::kRuns) + "[" + std::to_string(i) + "]");
+    const std::string run_name = run.str(k::kRunName);
+    const std::string run_dir = run.str_or(k::kRunDir, run_name);
+    s.runs.push_back(load_run(dir / run_dir, run_name));
+  }
+  return s;
+}
+
+std::vector<Scenario> discover(const std::vector<std::string>& inputs) {
+  std::vector<fs::path> scenario_dirs;
+  std::vector<fs::path> run_dirs;
+  for (const std::string& input : inputs) {
+    fs::path p(input);
+    if (!fs::exists(p)) throw AnalysisError(input + ": input does not exist");
+    if (fs::is_regular_file(p)) {
+      const std::string fname = p.filename().string();
+      if (fname != schema::kScenarioFile && fname != schema::kResultFile) {
+        throw AnalysisError(input +
+                            ": not a results input (give a scenario dir, a run dir, a parent dir, or a "
+                            "scenario.json / result.json file)");
+      }
+      p = p.parent_path().empty() ? fs::path(".") : p.parent_path();
+    }
+    if (is_scenario_dir(p)) {
+      scenario_dirs.push_back(p);
+    } else if (is_run_dir(p)) {
+      run_dirs.push_back(p);
+    } else {
+      walk(p, scenario_dirs, run_dirs);
+    }
+  }
+
+  std::vector<Scenario> out;
+  std::set<std::string> seen;
+  for (const fs::path& d : scenario_dirs) {
+    if (seen.insert(canonical_key(d)).second) out.push_back(load_scenario(d));
+  }
+
+  Scenario loose;
+  loose.name = "runs";
+  loose.title = "Selected runs";
+  loose.description = "Run directories given directly (not part of a scenario).";
+  for (const fs::path& d : run_dirs) {
+    if (!seen.insert(canonical_key(d)).second) continue;
+    RunResult r = load_run(d);
+    const bool clash =
+        std::any_of(loose.runs.begin(), loose.runs.end(), [&](const RunResult& o) { return o.name == r.name; });
+    if (clash) r.name = basename_of(tidy(d).parent_path()) + "/" + r.name;
+    loose.runs.push_back(std::move(r));
+  }
+  if (!loose.runs.empty()) {
+    if (loose.runs.size() == 1) loose.dir = loose.runs.front().dir;
+    out.push_back(std::move(loose));
+  }
+
+  if (out.empty()) {
+    std::string list;
+    for (const std::string& i : inputs) list += (list.empty() ? "" : ", ") + i;
+    throw AnalysisError("no scenario.json or result.json found under: " + (list.empty() ? "(no inputs)" : list));
+  }
+  return out;
+}
+
+}  // namespace dtlab::analysis

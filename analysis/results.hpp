@@ -1,0 +1,117 @@
+// results.hpp: load what `dtlab train` and the scenario runner wrote (torch-free).
+//
+// Usage:
+//   using namespace dtlab::analysis;
+//   RunResult run = load_run("results/baseline/single");          // result.json + rank*/steps.jsonl
+//   Scenario sc = load_scenario("results/baseline");               // scenario.json + its run dirs
+//   std::vector<Scenario> all = discover({"results"});             // every scenario below results/
+//
+// Inputs to discover() may be scenario dirs (contain scenario.json), run dirs (contain result.json) or
+// any parent dir (searched recursively; a scenario dir's own subtree is not searched again). Run dirs
+// that belong to no scenario are gathered, in input order, into one ad-hoc scenario named "runs".
+//
+// Errors: every failure throws AnalysisError whose message names the file and, for schema problems,
+// the key path, e.g. `results/x/result.json: missing required key "summary.tokens_per_s"`.
+// Unknown keys are ignored (later schema additions such as comm, prediction, per-rank memory).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace dtlab::analysis {
+
+class AnalysisError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// One training step as recorded in result.json "steps" or one line of rank<r>/steps.jsonl.
+// step, loss and step_ms are required; lr, grad_norm and tokens_per_s are NaN when absent.
+struct StepRecord {
+  std::int64_t step = 0;
+  double loss = 0;
+  double lr = 0;
+  double grad_norm = 0;
+  double step_ms = 0;
+  double tokens_per_s = 0;
+};
+
+struct RunResult {
+  std::string name;  // display name: scenario.json's runs[i].name, else the run dir's basename
+  std::string dir;   // the run dir as found (path string, not canonicalised)
+
+  // context (required unless marked optional)
+  std::string dtlab_version;
+  std::string git_sha;
+  std::string torch_version;
+  std::string host;
+  int world_size = 1;
+  std::string launcher;    // none | dtlab | torchrun | srun | mpirun
+  std::string started_at;  // ISO 8601 UTC
+  int threads = 0;         // optional; 0 when not recorded
+  std::string strategy;    // context.strategy, else config.parallel.strategy, else "unknown"
+  std::string command;     // optional; empty when not recorded
+
+  nlohmann::json config;  // the resolved config exactly as stored
+
+  // model
+  std::int64_t params = 0;
+  double flops_per_token = 0;
+  std::string preset;  // model.preset, else config.model.preset, else ""
+
+  std::vector<StepRecord> steps;                      // result.json "steps" (rank 0)
+  std::map<int, std::vector<StepRecord>> rank_steps;  // rank -> rank<r>/steps.jsonl, when present
+
+  // summary
+  double tokens_per_s = 0;
+  double step_ms_median = 0;
+  double step_ms_min = 0;
+  double step_ms_max = 0;
+  double final_loss = 0;
+  double tflops = 0;
+  double wall_s = 0;
+  std::int64_t measured_steps = 0;
+  std::optional<double> mfu_pct;
+  std::optional<double> gemm_tflops;
+
+  nlohmann::json raw;  // the whole result.json, for sections that read keys added later
+
+  // config.precision.param_dtype, or "fp32" when the config does not say.
+  std::string param_dtype() const;
+  // config.instrument.warmup_steps, or 0 when the config does not say.
+  int warmup_steps() const;
+  // steps when result.json has them, else rank 0's steps.jsonl, else empty.
+  const std::vector<StepRecord>& chart_steps() const;
+};
+
+struct Scenario {
+  std::string name;  // scenario.json "scenario" (an id: lowercase, underscores)
+  std::string title;
+  std::string description;
+  std::string dir;
+  std::vector<std::string> notes;
+  std::vector<RunResult> runs;
+};
+
+// Parses one result.json document. `source` names the file in error messages.
+RunResult parse_result(const nlohmann::json& doc, const std::string& source);
+
+// Parses a steps.jsonl stream (one JSON object per line; blank lines skipped).
+std::vector<StepRecord> parse_steps_jsonl(std::istream& in, const std::string& source);
+
+// Loads run_dir/result.json and every run_dir/rank<r>/steps.jsonl. name defaults to the dir's basename.
+RunResult load_run(const std::filesystem::path& run_dir, const std::string& name = "");
+
+// Loads dir/scenario.json and every run it lists (runs[i].dir is relative to the scenario dir).
+Scenario load_scenario(const std::filesystem::path& dir);
+
+// See the header comment. Throws AnalysisError if an input does not exist or nothing is found.
+std::vector<Scenario> discover(const std::vector<std::string>& inputs);
+
+}  // namespace dtlab::analysis

@@ -1,0 +1,85 @@
+// schema.hpp: analysis/'s own copy of result.json's version and key names (torch-free).
+//
+// The owner is lab/results_schema.hpp; analysis/ never includes lab/, so it keeps this copy.
+// tests/analysis/schema_agreement_test.cpp includes both and checks every shared constant agrees.
+// Keys the lab header does not (yet) own are listed below the shared block and say where they come from.
+#pragma once
+
+namespace dtlab::analysis::schema {
+
+inline constexpr int kVersion = 1;
+
+// ---- shared with lab/results_schema.hpp (same names, same values) --------------------------------
+
+// top level
+inline constexpr const char* kSchemaVersion = "schema_version";
+inline constexpr const char* kContext = "context";
+inline constexpr const char* kConfig = "config";
+inline constexpr const char* kModel = "model";
+inline constexpr const char* kSteps = "steps";
+inline constexpr const char* kSummary = "summary";
+inline constexpr const char* kMemory = "memory";
+
+// context
+inline constexpr const char* kDtlabVersion = "dtlab_version";
+inline constexpr const char* kGitSha = "git_sha";
+inline constexpr const char* kTorchVersion = "torch_version";
+inline constexpr const char* kHost = "host";
+inline constexpr const char* kWorldSize = "world_size";
+inline constexpr const char* kLauncher = "launcher";
+inline constexpr const char* kStartedAt = "started_at";
+inline constexpr const char* kCommand = "command";  // the exact command line that reproduces the run
+inline constexpr const char* kThreads = "threads";
+inline constexpr const char* kStrategy = "strategy";
+
+// model
+inline constexpr const char* kParams = "params";
+inline constexpr const char* kFlopsPerToken = "flops_per_token";
+inline constexpr const char* kPreset = "preset";
+
+// steps[i] (also one line of rank<r>/steps.jsonl)
+inline constexpr const char* kStep = "step";
+inline constexpr const char* kLoss = "loss";
+inline constexpr const char* kLr = "lr";
+inline constexpr const char* kGradNorm = "grad_norm";
+inline constexpr const char* kStepMs = "step_ms";
+inline constexpr const char* kTokensPerS = "tokens_per_s";
+
+// summary
+inline constexpr const char* kStepMsMedian = "step_ms_median";
+inline constexpr const char* kStepMsMin = "step_ms_min";
+inline constexpr const char* kStepMsMax = "step_ms_max";
+inline constexpr const char* kFinalLoss = "final_loss";
+inline constexpr const char* kTflops = "tflops";  // model FLOPs rate (6N + 12Lhs per token), all ranks
+inline constexpr const char* kWallS = "wall_s";
+inline constexpr const char* kMeasuredSteps = "measured_steps";  // steps after instrument.warmup_steps
+
+// ---- analysis-side names (not yet in lab/results_schema.hpp) ------------------------------------
+
+// summary, optional
+inline constexpr const char* kMfuPct = "mfu_pct";          // model FLOPs utilisation, percent
+inline constexpr const char* kGemmTflops = "gemm_tflops";  // measured GEMM peak the MFU is relative to
+
+// files inside a run directory
+inline constexpr const char* kResultFile = "result.json";
+inline constexpr const char* kStepsFile = "steps.jsonl";  // under rank<r>/
+inline constexpr const char* kRankDirPrefix = "rank";
+
+// config paths the report reads (config is the resolved YAML, stored as-is)
+inline constexpr const char* kConfigParallel = "parallel";
+inline constexpr const char* kConfigPrecision = "precision";
+inline constexpr const char* kConfigParamDtype = "param_dtype";  // fp32 | bf16 | fp16
+inline constexpr const char* kConfigInstrument = "instrument";
+inline constexpr const char* kConfigWarmupSteps = "warmup_steps";  // steps excluded from summary statistics
+
+// scenario.json, written by the scenario runner into results/<scenario>/
+inline constexpr const char* kScenarioFile = "scenario.json";
+inline constexpr const char* kScenario = "scenario";
+inline constexpr const char* kTitle = "title";
+inline constexpr const char* kDescription = "description";
+inline constexpr const char* kRuns = "runs";
+inline constexpr const char* kRunName = "name";
+inline constexpr const char* kRunDir = "dir";
+inline constexpr const char* kNotes = "notes";
+
+}  // namespace dtlab::analysis::schema

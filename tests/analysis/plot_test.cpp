@@ -1,0 +1,103 @@
+// plot_test.cpp: gnuplot data/script files (always) and rendering (skipped without gnuplot).
+#include "analysis/plot.hpp"
+
+#include <gtest/gtest.h>
+
+#include "analysis/results.hpp"
+#include "test_util.hpp"
+
+namespace dtlab::analysis {
+namespace {
+using testing::read_text;
+using testing::TempDir;
+
+LineChart two_series() {
+  LineChart c;
+  c.id = "loss_test";
+  c.title = "Loss: it's a test";
+  c.x_label = "step";
+  c.y_label = "loss (nats/token)";
+  c.series.push_back({"fsdp_full_shard", {1, 2, 3}, {5.0, 4.0, 3.5}});
+  c.series.push_back({"ddp", {1, 2}, {5.1, 4.1}});
+  return c;
+}
+
+BarChart bars() {
+  BarChart c;
+  c.id = "throughput_test";
+  c.title = "Throughput";
+  c.y_label = "tokens/s";
+  c.categories = {"single", "ddp"};
+  c.series_names = {"tokens/s"};
+  c.values = {{9950, 15000}};
+  return c;
+}
+
+bool starts_with_png_magic(const std::filesystem::path& p) { return read_text(p).rfind("\x89PNG\r\n\x1a\n", 0) == 0; }
+
+TEST(Plot, LineChartWritesRelativeScriptAndBlocks) {
+  TempDir tmp;
+  const ChartFiles f = write_chart(two_series(), tmp.path());
+  EXPECT_EQ(f.script, tmp.path() / "loss_test.gp");
+  EXPECT_EQ(f.rerun_command(), "gnuplot loss_test.gp");
+  const std::string gp = read_text(f.script);
+  const std::string dat = read_text(f.dat);
+  EXPECT_NE(gp.find("set output 'loss_test.svg'"), std::string::npos);
+  EXPECT_NE(gp.find("set output 'loss_test.png'"), std::string::npos);
+  EXPECT_NE(gp.find("noenhanced"), std::string::npos);
+  EXPECT_NE(gp.find("'loss_test.dat' index 1"), std::string::npos);
+  EXPECT_NE(gp.find("'Loss: it''s a test'"), std::string::npos) << "quotes are doubled in gnuplot strings";
+  EXPECT_NE(gp.find("set ylabel 'loss (nats/token)'"), std::string::npos);
+  EXPECT_EQ(gp.find(tmp.path().string()), std::string::npos) << "script must use relative paths";
+  EXPECT_NE(dat.find("3 3.5\n\n\n"), std::string::npos) << dat;  // series blocks separated by two blank lines
+}
+
+TEST(Plot, BarChartStartsAtZero) {
+  TempDir tmp;
+  const ChartFiles f = write_chart(bars(), tmp.path());
+  const std::string gp = read_text(f.script);
+  EXPECT_NE(gp.find("set yrange [0:"), std::string::npos);
+  EXPECT_NE(gp.find("xtic(1)"), std::string::npos);
+  EXPECT_NE(read_text(f.dat).find("\"single\" 9950"), std::string::npos);
+}
+
+TEST(Plot, ValidatesInput) {
+  TempDir tmp;
+  LineChart bad = two_series();
+  bad.id = "../escape";
+  EXPECT_THROW(write_chart(bad, tmp.path()), AnalysisError);
+  bad = two_series();
+  bad.series[0].y.pop_back();
+  EXPECT_THROW(write_chart(bad, tmp.path()), AnalysisError);
+  BarChart b = bars();
+  b.values[0].pop_back();
+  EXPECT_THROW(write_chart(b, tmp.path()), AnalysisError);
+}
+
+TEST(Plot, RendersSvgAndPng) {
+  if (!gnuplot_available()) GTEST_SKIP() << "gnuplot not installed (apt-get install gnuplot-nox)";
+  TempDir tmp;
+  for (const ChartFiles& f : {write_chart(two_series(), tmp.path()), write_chart(bars(), tmp.path())}) {
+    run_gnuplot(f, tmp.path());
+    EXPECT_NE(read_text(f.svg).find("<svg"), std::string::npos);
+    EXPECT_TRUE(starts_with_png_magic(f.png)) << f.png;
+  }
+}
+
+TEST(Plot, GnuplotFailureIsReported) {
+  if (!gnuplot_available()) GTEST_SKIP() << "gnuplot not installed (apt-get install gnuplot-nox)";
+  TempDir tmp;
+  const ChartFiles f = write_chart(bars(), tmp.path());
+  testing::write_text(f.script, "this is not gnuplot\n");
+  try {
+    run_gnuplot(f, tmp.path());
+    ADD_FAILURE() << "expected AnalysisError";
+  } catch (const AnalysisError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("throughput_test"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("exit code"), std::string::npos) << msg;
+  }
+}
+
+}  // namespace
+}  // namespace dtlab::analysis

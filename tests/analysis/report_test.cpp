@@ -1,0 +1,188 @@
+// report_test.cpp: golden-style checks of index.html rendered from the committed fixtures (by pattern, not
+// bytes), HTML escaping of file content, extension by parts, and failure modes.
+#include "analysis/report.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <regex>
+#include <sstream>
+
+#include "analysis/plot.hpp"
+#include "test_util.hpp"
+
+namespace dtlab::analysis {
+namespace {
+namespace fs = std::filesystem;
+using testing::read_text;
+using testing::TempDir;
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+std::size_t count(const std::string& haystack, const std::string& needle) {
+  std::size_t n = 0;
+  for (std::size_t p = haystack.find(needle); p != std::string::npos; p = haystack.find(needle, p + 1)) ++n;
+  return n;
+}
+
+bool png_magic(const fs::path& p) { return read_text(p).rfind("\x89PNG\r\n\x1a\n", 0) == 0; }
+
+// Restores PATH when it goes out of scope.
+class ScopedPath {
+ public:
+  explicit ScopedPath(const char* value) : old_(std::getenv("PATH") ? std::getenv("PATH") : "") {
+    ::setenv("PATH", value, 1);
+  }
+  ~ScopedPath() { ::setenv("PATH", old_.c_str(), 1); }
+
+ private:
+  std::string old_;
+};
+
+TEST(Report, GoldenFromFixtures) {
+  if (!gnuplot_available()) GTEST_SKIP() << "gnuplot not installed (apt-get install gnuplot-nox)";
+  TempDir tmp;
+  const fs::path out = tmp.path() / "report";
+  std::ostringstream log;
+  ASSERT_EQ(render_report({testing::fixtures_dir() + "/results"}, out.string(), log), 0) << log.str();
+  const std::string html = read_text(out / "index.html");
+
+  // page skeleton
+  EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
+  EXPECT_TRUE(contains(html, "<h1>dtlab report</h1>"));
+  EXPECT_TRUE(contains(html, "How to read this report"));
+  EXPECT_TRUE(contains(html, "git <code>3f9c2ab</code>"));
+  EXPECT_TRUE(contains(html, "torch 2.11.0"));
+  EXPECT_TRUE(contains(html, "host labbox"));
+  EXPECT_TRUE(std::regex_search(html, std::regex("generated \\d{4}-\\d{2}-\\d{2} \\d{2}:\\d{2} UTC")));
+  EXPECT_FALSE(contains(html, "<link ")) << "self-contained: no external stylesheets";
+  EXPECT_FALSE(contains(html, "<script")) << "no scripts";
+
+  // one section per scenario, with title, description and notes
+  EXPECT_TRUE(contains(html, "<section class=\"scenario\" id=\"scenario-baseline\">"));
+  EXPECT_TRUE(contains(html, "<section class=\"scenario\" id=\"scenario-mixed_precision\">"));
+  EXPECT_TRUE(contains(html, "Baseline: one process vs DDP"));
+  EXPECT_TRUE(contains(html, "DDP on two ranks"));
+  EXPECT_TRUE(contains(html, "<li>Fixture data for tests: numbers are synthetic.</li>"));
+
+  // three charts per scenario, SVG inlined with per-chart ids, PNG linked, rerun command shown
+  EXPECT_EQ(count(html, "<svg"), 6u);
+  EXPECT_EQ(count(html, "id=\"gnuplot_canvas\""), 0u) << "ids must be prefixed per chart";
+  for (const char* kind : {"loss", "step_time", "throughput"}) {
+    for (const char* sc : {"baseline", "mixed_precision"}) {
+      const std::string id = std::string(kind) + "_" + sc;
+      EXPECT_TRUE(contains(html, "href=\"" + id + ".png\"")) << id;
+      EXPECT_TRUE(contains(html, "cd " + out.string() + " &amp;&amp; gnuplot " + id + ".gp")) << id;
+      EXPECT_TRUE(png_magic(out / (id + ".png"))) << id;
+      EXPECT_TRUE(fs::exists(out / (id + ".gp"))) << id;
+      EXPECT_TRUE(fs::exists(out / (id + ".dat"))) << id;
+    }
+  }
+
+  // the runs table: one row per run with strategy, world size, params, final loss, median (min-max), MFU
+  EXPECT_EQ(count(html, "<table class=\"runs\">"), 2u);
+  EXPECT_TRUE(contains(html, "<th class=\"num\">MFU %</th>"));
+  EXPECT_TRUE(std::regex_search(html, std::regex("<tr><td>ddp</td><td><code>ddp</code></td><td class=\"num\">2</td>"
+                                                 "<td>tiny</td><td class=\"num\">150.8 k</td>")));
+  EXPECT_TRUE(std::regex_search(html, std::regex("<tr><td>single</td><td><code>single</code></td>"
+                                                 "<td class=\"num\">1</td>")));
+  EXPECT_TRUE(
+      std::regex_search(html, std::regex("<td class=\"num\">[0-9.]+ <span class=\"range\">\\([0-9.]+–[0-9.]+\\)")));
+  EXPECT_TRUE(std::regex_search(html, std::regex("<tr><td>bf16</td>.*<td>bf16</td>")))  // precision column
+      << "mixed_precision shows a precision column";
+
+  // reproduce commands, escaped
+  EXPECT_TRUE(contains(html,
+                       "<pre><code>build/bin/dtlab launch -n 2 -- build/bin/dtlab train --config "
+                       "scenarios/configs/baseline.yaml train.steps=24 parallel.strategy=ddp "
+                       "--out results/baseline/ddp</code></pre>"));
+
+  // warm-up steps (config.instrument.warmup_steps = 2 in the fixtures) are shaded in the step-time chart
+  EXPECT_TRUE(contains(read_text(out / "step_time_baseline.gp"), "to first 2.5, graph 1"));
+
+  // the mixed precision note appears once: only mixed_precision has a bf16 run
+  EXPECT_EQ(count(html, "Mixed precision on CPU."), 1u);
+}
+
+TEST(Report, EscapesEverythingFromFiles) {
+  if (!gnuplot_available()) GTEST_SKIP() << "gnuplot not installed (apt-get install gnuplot-nox)";
+  TempDir tmp;
+  const fs::path sc = tmp.path() / "results" / "evil";
+  testing::write_scenario(sc, "evil", {"r1"}, "<b>Title</b> & co", {"<script>alert(1)</script>"});
+  auto doc = testing::minimal_result("ddp<i>");
+  doc["context"]["command"] = "dtlab train --note='<x>' && echo \"hi\"";
+  doc["context"]["host"] = "<host>";
+  testing::write_run(sc / "r1", doc);
+  const fs::path out = tmp.path() / "out";
+  std::ostringstream log;
+  ASSERT_EQ(render_report({sc.string()}, out.string(), log), 0) << log.str();
+  const std::string html = read_text(out / "index.html");
+  EXPECT_FALSE(contains(html, "<script>alert(1)</script>"));
+  EXPECT_TRUE(contains(html, "&lt;script&gt;alert(1)&lt;/script&gt;"));
+  EXPECT_TRUE(contains(html, "&lt;b&gt;Title&lt;/b&gt; &amp; co"));
+  EXPECT_TRUE(contains(html, "<code>ddp&lt;i&gt;</code>"));
+  EXPECT_TRUE(contains(html, "dtlab train --note=&#39;&lt;x&gt;&#39; &amp;&amp; echo &quot;hi&quot;"));
+  EXPECT_TRUE(contains(html, "host &lt;host&gt;"));
+}
+
+TEST(Report, PartsAreData) {
+  if (!gnuplot_available()) GTEST_SKIP() << "gnuplot not installed (apt-get install gnuplot-nox)";
+  TempDir tmp;
+  std::vector<SectionPart> parts = {
+      [](SectionContext& ctx) {
+        return "<p class=\"custom\">runs=" + std::to_string(ctx.scenario.runs.size()) + "</p>";
+      },
+      chart_part("wall", "Wall time per run.",
+                 [](const Scenario& s) -> std::optional<Chart> {
+                   BarChart c;
+                   c.title = "wall";
+                   c.y_label = "wall time (s)";
+                   c.series_names = {"wall_s"};
+                   c.values.resize(1);
+                   for (const RunResult& r : s.runs) {
+                     c.categories.push_back(r.name);
+                     c.values[0].push_back(r.wall_s);
+                   }
+                   return c;
+                 }),
+  };
+  std::ostringstream log;
+  const fs::path out = tmp.path() / "out";
+  ASSERT_EQ(render_report({testing::fixtures_dir() + "/results/baseline"}, out.string(), log, parts), 0) << log.str();
+  const std::string html = read_text(out / "index.html");
+  EXPECT_TRUE(contains(html, "<p class=\"custom\">runs=2</p>"));
+  EXPECT_EQ(count(html, "<svg"), 1u);
+  EXPECT_TRUE(png_magic(out / "wall_baseline.png"));
+  EXPECT_FALSE(contains(html, "<table class=\"runs\">"));
+}
+
+TEST(Report, BadInputsReturnOneAndSayWhy) {
+  TempDir tmp;
+  std::ostringstream log;
+  EXPECT_EQ(render_report({(tmp.path() / "missing").string()}, (tmp.path() / "out").string(), log), 1);
+  EXPECT_TRUE(contains(log.str(), "does not exist")) << log.str();
+  EXPECT_FALSE(fs::exists(tmp.path() / "out" / "index.html"));
+}
+
+TEST(Report, MissingGnuplotStillWritesPageAndSaysSo) {
+  TempDir tmp;
+  const fs::path out = tmp.path() / "out";
+  std::ostringstream log;
+  int rc = 0;
+  {
+    ScopedPath no_tools("/nonexistent");
+    rc = render_report({testing::fixtures_dir() + "/results/baseline"}, out.string(), log);
+  }
+  EXPECT_EQ(rc, 1);
+  EXPECT_TRUE(contains(log.str(), "gnuplot not found")) << log.str();
+  const std::string html = read_text(out / "index.html");
+  EXPECT_TRUE(contains(html, "Chart not rendered"));
+  EXPECT_TRUE(contains(html, "apt-get install gnuplot-nox"));
+  EXPECT_TRUE(fs::exists(out / "loss_baseline.gp")) << "scripts are still written so the user can render later";
+  EXPECT_TRUE(contains(html, "<table class=\"runs\">"));
+}
+
+}  // namespace
+}  // namespace dtlab::analysis
