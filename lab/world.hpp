@@ -1,12 +1,17 @@
-// world.hpp: who this process is in the job (rank, world size, launcher) and the scalar reductions
-// the trainer needs for metrics. The single-process world is the trivial case; process groups and
-// rendezvous build on this.
+// world.hpp: who this process is in the job (rank, world size, launcher), its communicator, and the
+// scalar reductions the trainer needs for metrics. SingleProcessWorld is the trivial case;
+// lab/dist/dist_world.hpp is the multi-process one (TCPStore rendezvous + Gloo/NCCL).
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace dtlab {
+
+class Comm;
 
 class World {
  public:
@@ -15,24 +20,35 @@ class World {
   int world_size() const { return world_size_; }
   int local_rank() const { return local_rank_; }
   int local_world_size() const { return local_world_size_; }
-  // Which launcher's environment gave the rank: none | dtlab | torchrun | openmpi | pmi | slurm | cli.
+  // Which launcher's environment gave the rank: none | cli | dtlab | torchrun | env | openmpi | pmi | slurm.
   const std::string& launcher() const { return launcher_; }
   bool is_main() const { return rank_ == 0; }
 
-  // Sum / max of one scalar over all ranks (metrics, loss reporting). Collective: every rank calls it.
+  // Sum / max of one scalar over all ranks (metrics, loss reporting, agreed decisions). Collective.
   virtual double all_reduce_sum(double value) = 0;
   virtual double all_reduce_max(double value) = 0;
+
+  // The communicator of all ranks. Throws in a single-process world.
+  virtual Comm& comm() = 0;
+  // Splits the world into groups (every rank in exactly one; all ranks call it with the same
+  // `groups`, in the same order) and returns this rank's group communicator. `name` must be unique.
+  virtual std::shared_ptr<Comm> split(const std::string& name, const std::vector<std::vector<int>>& groups) = 0;
 
  protected:
   int rank_ = 0, world_size_ = 1, local_rank_ = 0, local_world_size_ = 1;
   std::string launcher_ = "none";
 };
 
-// The one-process world: rank 0 of 1; reductions are the identity.
+// The one-process world: rank 0 of 1; reductions are the identity; there is no communicator.
 class SingleProcessWorld final : public World {
  public:
   double all_reduce_sum(double value) override { return value; }
   double all_reduce_max(double value) override { return value; }
+  Comm& comm() override {
+    throw std::logic_error("single-process world has no communicator (world_size=1); a strategy that "
+                           "communicates needs `dtlab launch -n N` or another launcher");
+  }
+  std::shared_ptr<Comm> split(const std::string&, const std::vector<std::vector<int>>&) override { comm(); return nullptr; }
 };
 
 }  // namespace dtlab

@@ -8,12 +8,14 @@
 namespace dtlab {
 
 std::unique_ptr<Strategy> make_single_strategy();
+std::unique_ptr<Strategy> make_ddp_strategy();
 
 namespace {
 using Factory = std::unique_ptr<Strategy> (*)();
 const std::vector<std::pair<std::string, Factory>>& registry() {
   static const std::vector<std::pair<std::string, Factory>> table = {
       {"single", &make_single_strategy},
+      {"ddp", &make_ddp_strategy},
   };
   return table;
 }

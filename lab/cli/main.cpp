@@ -17,6 +17,8 @@
 #include "analysis/report.hpp"
 #include "lab/config.hpp"
 #include "lab/data.hpp"
+#include "lab/dist/dist_world.hpp"
+#include "lab/dist/rank_env.hpp"
 #include "lab/launch.hpp"
 #include "lab/results.hpp"
 #include "lab/train/trainer.hpp"
@@ -50,16 +52,35 @@ std::string reproduce_command(int argc, char** argv) {
   return out;
 }
 
+struct DistArgs {
+  dtlab::RankArgs rank;
+  std::string bind_addr;
+  double timeout_s = 60.0;
+};
+
+// The world this process belongs to: one process, or a rank of a job found by discover_rank_env.
+std::unique_ptr<dtlab::World> make_world(const DistArgs& args, const std::string& backend) {
+  const dtlab::RankEnv env = dtlab::discover_rank_env(args.rank, dtlab::current_environment());
+  if (env.world_size == 1 && env.launcher == "none") return std::make_unique<dtlab::SingleProcessWorld>();
+  dtlab::RendezvousOptions options;
+  options.timeout = std::chrono::milliseconds(static_cast<int64_t>(args.timeout_s * 1000.0));
+  options.bind_addr = args.bind_addr;
+  options.backend = backend == "auto" ? "gloo" : backend;  // CPU tensors: gloo (nccl needs CUDA tensors)
+  return std::make_unique<dtlab::DistWorld>(env, options);
+}
+
 int run_train(const std::string& config_path, const std::vector<std::string>& overrides, const std::string& out_dir,
-              const std::string& command) {
-  dtlab::SingleProcessWorld world;
-  const dtlab::Config config = dtlab::load_config(config_path, overrides, world.world_size());
+              const std::string& command, const DistArgs& dist) {
+  const dtlab::RankEnv env = dtlab::discover_rank_env(dist.rank, dtlab::current_environment());
+  // Validate before any rendezvous, so a bad config fails fast on every rank alike.
+  const dtlab::Config config = dtlab::load_config(config_path, overrides, env.world_size);
   auto strategy = dtlab::make_strategy(config.parallel.strategy);
+  auto world = make_world(dist, config.parallel.backend);
   dtlab::TrainOptions options;
   options.out_dir = out_dir;
   options.command = command;
-  auto outcome = dtlab::train(config, *strategy, world, options);
-  if (world.is_main()) {
+  auto outcome = dtlab::train(config, *strategy, *world, options);
+  if (world->is_main()) {
     const auto& summary = outcome.result["summary"];
     std::printf("done: %lld steps | final loss %.4f | median %.1f ms/step | %.0f tok/s | results in %s\n",
                 static_cast<long long>(outcome.steps.size()), summary["final_loss"].get<double>(),
@@ -80,6 +101,15 @@ int main(int argc, char** argv) {
   train->add_option("--config", config_path, "YAML config file (scenarios/configs/*.yaml)")->required();
   train->add_option("--out", out_dir, "results directory (result.json, rank<r>/steps.jsonl)")->required();
   train->add_option("overrides", overrides, "section.key=value overrides, e.g. train.steps=50 model.preset=small");
+  DistArgs dist;
+  train->add_option("--rank", dist.rank.rank, "this process's rank (else from the launcher's environment)");
+  train->add_option("--world-size", dist.rank.world_size, "number of ranks (with --rank)");
+  train->add_option("--local-rank", dist.rank.local_rank, "rank on this machine (with --rank)");
+  train->add_option("--master-addr", dist.rank.master_addr, "rendezvous host (rank 0's address)");
+  train->add_option("--master-port", dist.rank.master_port, "rendezvous port");
+  train->add_option("--bind", dist.bind_addr,
+                    "address rank 0's store listens on when MASTER_ADDR is not loopback (explicit by design)");
+  train->add_option("--timeout", dist.timeout_s, "rendezvous and collective timeout in seconds");
 
   std::string data_out;
   std::vector<std::string> text_files;
@@ -103,8 +133,8 @@ int main(int argc, char** argv) {
   launch->add_option("--master-port", launch_options.master_port, "rendezvous port (default: a free port)");
   launch->add_option("--grace", launch_options.grace_s, "seconds between SIGTERM and SIGKILL when stopping ranks");
   launch->add_option("--timeout", launch_options.timeout_s, "stop the job after this many seconds (0 = never)");
-  launch->add_option("command", launch_options.command, "PROGRAM ARGS...")->required();
-  launch->prefix_command();  // everything after the options (or after --) is the program's
+  launch->prefix_command();  // everything from PROGRAM on (or after --) is the program's: see remaining()
+  launch->footer("PROGRAM ARGS...  the program each rank runs, with its own arguments");
 
   auto* version = app.add_subcommand("version", "print versions");
 
@@ -115,7 +145,7 @@ int main(int argc, char** argv) {
   }
 
   try {
-    if (*train) return run_train(config_path, overrides, out_dir, reproduce_command(argc, argv));
+    if (*train) return run_train(config_path, overrides, out_dir, reproduce_command(argc, argv), dist);
     if (*data_build) {
       if (text_files.empty()) text_files = dtlab::default_corpus_files();
       const int64_t n = dtlab::build_token_file_from_text(text_files, data_out);
@@ -123,7 +153,16 @@ int main(int argc, char** argv) {
                   text_files.size());
       return 0;
     }
-    if (*launch) return dtlab::run_launch(launch_options);
+    if (*launch) {
+      launch_options.command = launch->remaining();
+      if (!launch_options.command.empty() && launch_options.command.front() == "--")
+        launch_options.command.erase(launch_options.command.begin());
+      if (launch_options.command.empty()) {
+        std::fprintf(stderr, "dtlab launch: no PROGRAM given (usage: dtlab launch -n N [--] PROGRAM ARGS...)\n");
+        return 2;
+      }
+      return dtlab::run_launch(launch_options);
+    }
     if (*report) return dtlab::analysis::render_report(report_inputs, report_out, std::cout);
     if (*version) {
       std::printf("dtlab %s (git %s), torch %s\n", dtlab::dtlab_version().c_str(), dtlab::git_sha().c_str(),

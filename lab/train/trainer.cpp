@@ -10,6 +10,7 @@
 #include <ATen/Parallel.h>
 
 #include "lab/data.hpp"
+#include "lab/dist/fault_injection.hpp"
 #include "lab/model.hpp"
 #include "lab/model_shape.hpp"
 #include "lab/results.hpp"
@@ -109,6 +110,7 @@ TrainOutcome train(const Config& config, Strategy& strategy, World& world, const
     const double grad_norm = std::sqrt(strategy.grad_sum_of_squares());
     if (t.grad_clip > 0.0 && grad_norm > t.grad_clip) strategy.scale_gradients(t.grad_clip / (grad_norm + 1e-6));
     const double lr = learning_rate(t, step);
+    inject_delay("before_optimizer", world.rank());
     strategy.optimizer_step(lr);
     const double step_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - step_start).count();
@@ -122,6 +124,7 @@ TrainOutcome train(const Config& config, Strategy& strategy, World& world, const
       std::fflush(stdout);
     }
     if (options.after_step) options.after_step(step + 1, strategy);
+    inject_fault(step + 1, world.rank());
   }
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
 

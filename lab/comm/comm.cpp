@@ -1,0 +1,159 @@
+// comm.cpp: recorded collectives over a c10d::Backend (see comm.hpp).
+#include "lab/comm/comm.hpp"
+
+#include "lab/dist/fault_injection.hpp"
+
+#include <chrono>
+#include <stdexcept>
+
+#include <ATen/core/ivalue.h>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+namespace dtlab {
+
+const char* to_string(CommAlgorithm a) { return a == CommAlgorithm::ring ? "ring" : "backend"; }
+
+double comm_clock_us() {
+  static const auto epoch = std::chrono::steady_clock::now();
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - epoch).count();
+}
+
+void CommHandle::wait() {
+  if (!wait_fn_) return;
+  auto fn = std::move(wait_fn_);
+  wait_fn_ = nullptr;
+  fn();
+}
+
+Comm::Comm(c10::intrusive_ptr<c10d::Backend> backend, std::string group_name, int rank, int size)
+    : backend_(std::move(backend)), group_name_(std::move(group_name)), rank_(rank), size_(size) {
+  comm_clock_us();  // fix the epoch
+}
+
+Comm::~Comm() = default;
+
+std::vector<std::pair<int64_t, int64_t>> Comm::chunk_bounds(int64_t n, int p) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  const int64_t base = n / p, extra = n % p;
+  int64_t begin = 0;
+  for (int r = 0; r < p; ++r) {
+    const int64_t len = base + (r < extra ? 1 : 0);
+    out.emplace_back(begin, begin + len);
+    begin += len;
+  }
+  return out;
+}
+
+std::shared_ptr<Comm::LiveRecord> Comm::start_record(const std::string& op, const std::string& algorithm,
+                                                     const at::Tensor& t, int64_t bytes, const std::string& tag) {
+  if (before_collective) before_collective(op);
+  inject_delay(("before_" + op).c_str(), rank_);
+  auto live = std::make_shared<LiveRecord>();
+  CollectiveRecord& r = live->record;
+  r.op = op;
+  r.algorithm = algorithm;
+  r.dtype = t.defined() ? c10::getDtypeNames(t.scalar_type()).first : "none";  // "float32", as documented
+  r.bytes = bytes;
+  r.group_size = size_;
+  r.group = group_name_;
+  r.tag = tag;
+  std::lock_guard<std::mutex> lock(mutex_);
+  r.seq = next_seq_++;
+  r.start_us = comm_clock_us();
+  records_.push_back(live);
+  return live;
+}
+
+CommHandle Comm::track(const c10::intrusive_ptr<c10d::Work>& work, std::shared_ptr<LiveRecord> record,
+                       bool has_completion_callback, std::function<void()> after_wait) {
+  if (has_completion_callback) {
+    // Stamp the end when the backend completes the work (runs on a backend thread).
+    work->getFuture()->addCallback([record](c10::ivalue::Future&) { record->end_us.store(comm_clock_us()); });
+  }
+  CommHandle handle;
+  handle.wait_fn_ = [work, record, after_wait = std::move(after_wait), group = group_name_]() {
+    try {
+      work->wait();
+    } catch (const std::exception& e) {
+      throw std::runtime_error("comm: " + record->record.op + " on group '" + group + "' (seq " +
+                               std::to_string(record->record.seq) + ", " + std::to_string(record->record.bytes) +
+                               " bytes) failed: " + e.what());
+    }
+    if (after_wait) after_wait();
+    double expected = 0;
+    record->end_us.compare_exchange_strong(expected, comm_clock_us());
+  };
+  return handle;
+}
+
+CommHandle Comm::all_reduce(at::Tensor& tensor, const std::string& tag) {
+  auto record = start_record("all_reduce", "backend", tensor, static_cast<int64_t>(tensor.nbytes()), tag);
+  std::vector<at::Tensor> tensors{tensor};
+  return track(backend_->allreduce(tensors), record, true);
+}
+
+CommHandle Comm::broadcast(at::Tensor& tensor, int root, const std::string& tag) {
+  auto record = start_record("broadcast", "backend", tensor, static_cast<int64_t>(tensor.nbytes()), tag);
+  std::vector<at::Tensor> tensors{tensor};
+  c10d::BroadcastOptions options;
+  options.rootRank = root;
+  return track(backend_->broadcast(tensors, options), record, true);
+}
+
+CommHandle Comm::all_gather(at::Tensor& output, at::Tensor& input, CommAlgorithm algorithm, const std::string& tag) {
+  if (!output.is_contiguous() || !input.is_contiguous() || output.dim() != 1 || input.dim() != 1)
+    throw std::invalid_argument("comm: all_gather needs 1-D contiguous tensors");
+  auto record = start_record("all_gather", to_string(algorithm), input, static_cast<int64_t>(output.nbytes()), tag);
+  if (algorithm == CommAlgorithm::ring) {
+    ring_all_gather(output, input);
+    record->end_us.store(comm_clock_us());
+    return {};
+  }
+  if (output.numel() != input.numel() * size_)
+    throw std::invalid_argument("comm: backend all_gather needs output numel (" + std::to_string(output.numel()) +
+                                ") = world (" + std::to_string(size_) + ") * input numel (" +
+                                std::to_string(input.numel()) + ")");
+  return track(backend_->_allgather_base(output, input), record, true);
+}
+
+CommHandle Comm::reduce_scatter(at::Tensor& output, at::Tensor& input, CommAlgorithm algorithm, const std::string& tag) {
+  if (!output.is_contiguous() || !input.is_contiguous() || output.dim() != 1 || input.dim() != 1)
+    throw std::invalid_argument("comm: reduce_scatter needs 1-D contiguous tensors");
+  auto record =
+      start_record("reduce_scatter", to_string(algorithm), input, static_cast<int64_t>(input.nbytes()), tag);
+  if (algorithm == CommAlgorithm::ring) {
+    ring_reduce_scatter(output, input);
+    record->end_us.store(comm_clock_us());
+    return {};
+  }
+  if (input.numel() != output.numel() * size_)
+    throw std::invalid_argument("comm: backend reduce_scatter needs input numel (" + std::to_string(input.numel()) +
+                                ") = world (" + std::to_string(size_) + ") * output numel (" +
+                                std::to_string(output.numel()) + ")");
+  // Gloo emulates this with an all-reduce and writes the output only inside wait(); its work has no
+  // completion future, so the end time is stamped when wait() returns.
+  return track(backend_->_reduce_scatter_base(output, input), record, false);
+}
+
+void Comm::barrier() {
+  auto record = start_record("barrier", "backend", at::Tensor(), 0, "");
+  track(backend_->barrier(), record, false).wait();
+}
+
+std::vector<CollectiveRecord> Comm::records() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<CollectiveRecord> out;
+  for (const auto& live : records_) {
+    out.push_back(live->record);
+    out.back().end_us = live->end_us.load();
+  }
+  return out;
+}
+
+size_t Comm::record_count() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return records_.size();
+}
+
+}  // namespace dtlab

@@ -1,0 +1,121 @@
+// comm.hpp: the only door to c10d. Every collective of dtlab goes through a Comm, which records it.
+//
+//   Comm& c = world.comm();
+//   CommHandle h = c.all_reduce(bucket);   // async: returns at once
+//   ... overlap compute ...
+//   h.wait();                               // rethrows the backend's error, if any
+//
+// Each call appends a CollectiveRecord: op, algorithm, dtype, bytes (of one rank's input, the
+// nccl-tests convention: the full buffer for all_reduce/broadcast, the gathered size for
+// all_gather/reduce_scatter), group size and name, and the start and end times of the work. The end
+// time is stamped when the backend completes the work (a future callback), not when it was enqueued
+// nor when someone waited for it; for work that has no completion callback (Gloo's emulated
+// reduce_scatter) it is stamped when wait() returns. Times are microseconds on the steady clock since
+// the process's first Comm (comm_clock_us()).
+//
+// Algorithms: `backend` uses the backend's own collective. For Gloo, `ring` runs the lab's ring
+// reduce-scatter / all-gather over send/recv: Gloo's reduce_scatter_tensor is an all-reduce plus a
+// chunk copy (twice the bytes of a ring). Ring calls run synchronously in the caller's thread.
+// Chunks: a 1-D buffer of n elements splits over p ranks as evenly as possible, the first n % p chunks
+// one element longer (chunk_bounds); for the backend algorithm n must divide by p.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <c10/util/intrusive_ptr.h>
+
+namespace c10d {
+class Backend;
+class Work;
+}  // namespace c10d
+
+namespace dtlab {
+
+enum class CommAlgorithm { backend, ring };
+const char* to_string(CommAlgorithm a);
+
+struct CollectiveRecord {
+  int64_t seq = 0;         // per Comm, from 0
+  std::string op;          // all_reduce | broadcast | all_gather | reduce_scatter | send | recv | barrier
+  std::string algorithm;   // backend | ring
+  std::string dtype;       // float32 | bfloat16 | float16 | ...
+  int64_t bytes = 0;
+  int group_size = 1;
+  std::string group;       // "world", "shard.0", ...
+  std::string tag;         // caller's label, e.g. "ddp.bucket.3"
+  double start_us = 0;
+  double end_us = 0;  // 0 until completed
+};
+
+double comm_clock_us();
+
+class CommHandle {
+ public:
+  CommHandle() = default;
+  // Blocks until done; rethrows the backend's failure with the op and group named.
+  void wait();
+  bool valid() const { return static_cast<bool>(wait_fn_); }
+
+ private:
+  friend class Comm;
+  std::function<void()> wait_fn_;
+};
+
+class Comm {
+ public:
+  Comm(c10::intrusive_ptr<c10d::Backend> backend, std::string group_name, int rank, int size);
+  ~Comm();
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const std::string& group_name() const { return group_name_; }
+
+  CommHandle all_reduce(at::Tensor& tensor, const std::string& tag = "");  // sum, in place
+  CommHandle broadcast(at::Tensor& tensor, int root, const std::string& tag = "");
+  // output (p * chunk) <- every rank's input (chunk). Ring: uneven chunks allowed (see chunk_bounds).
+  CommHandle all_gather(at::Tensor& output, at::Tensor& input, CommAlgorithm algorithm, const std::string& tag = "");
+  // output (this rank's chunk) <- sum over ranks of input's chunk. Input and output are 1-D contiguous.
+  CommHandle reduce_scatter(at::Tensor& output, at::Tensor& input, CommAlgorithm algorithm, const std::string& tag = "");
+  void barrier();
+
+  // Copies of the records so far (thread-safe).
+  std::vector<CollectiveRecord> records() const;
+  size_t record_count() const;
+
+  // Element ranges [begin, end) of each rank's chunk when n elements split over p ranks.
+  static std::vector<std::pair<int64_t, int64_t>> chunk_bounds(int64_t n, int p);
+
+  // Called before each collective is issued (fault injection / delay tests); may be empty.
+  std::function<void(const std::string& op)> before_collective;
+
+ private:
+  struct LiveRecord {  // a record whose end time a backend thread stamps
+    CollectiveRecord record;
+    std::atomic<double> end_us{0};
+  };
+  std::shared_ptr<LiveRecord> start_record(const std::string& op, const std::string& algorithm,
+                                                 const at::Tensor& t, int64_t bytes, const std::string& tag);
+  CommHandle track(const c10::intrusive_ptr<c10d::Work>& work, std::shared_ptr<LiveRecord> record,
+                   bool has_completion_callback, std::function<void()> after_wait = {});
+  void ring_reduce_scatter(at::Tensor& output, const at::Tensor& input);
+  void ring_all_gather(at::Tensor& output, const at::Tensor& input);
+  void send_recv(at::Tensor& send_buf, int to, at::Tensor& recv_buf, int from, int tag);
+
+  c10::intrusive_ptr<c10d::Backend> backend_;
+  std::string group_name_;
+  int rank_, size_;
+  mutable std::mutex mutex_;
+  std::deque<std::shared_ptr<LiveRecord>> records_;
+  int64_t next_seq_ = 0;
+  int next_p2p_tag_ = 1;
+};
+
+}  // namespace dtlab

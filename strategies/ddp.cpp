@@ -1,0 +1,227 @@
+// ddp.cpp: the `ddp` strategy — every rank holds the whole model; gradients are averaged across ranks
+// by bucketed all-reduces that overlap the rest of backward.
+//
+// wrap:      parameters broadcast from rank 0; gradient buckets in reverse parameter order
+//            (train.parallel.bucket_cap_mb, first bucket 1 MiB, see ddp_buckets.hpp); every .grad is a
+//            view into its bucket's flat buffer, so accumulation writes the bucket directly (no copies).
+// backward:  a post-accumulate-grad hook per parameter counts the bucket's ready gradients; when the
+//            last one lands (on the last micro-step only), that bucket's all-reduce starts
+//            asynchronously. Buckets start strictly in index order, so every rank issues the same
+//            collectives in the same order.
+// finish:    wait for every bucket, divide by world size. The loss is scaled by world size, so the
+//            averaged gradient is the gradient of the global mean loss.
+// reduce_dtype (precision.reduce_dtype): bf16/fp16 communication of fp32 gradients through a
+//            temporary buffer per bucket.
+#include <memory>
+#include <stdexcept>
+
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include "lab/comm/comm.hpp"
+#include "lab/dist/fault_injection.hpp"
+#include "lab/train/optimizer.hpp"
+#include "lab/train/strategy.hpp"
+#include "strategies/ddp_buckets.hpp"
+
+namespace dtlab {
+
+at::ScalarType dtype_from_name(const std::string& name);
+
+namespace {
+
+class DdpStrategy;
+
+// Forwards "gradient of parameter i is accumulated" to the strategy.
+struct GradReadyHook final : torch::autograd::PostAccumulateGradHook {
+  GradReadyHook(DdpStrategy* s, size_t i) : strategy(s), index(i) {}
+  void operator()(const torch::autograd::Variable&) override;
+  DdpStrategy* strategy;
+  size_t index;
+};
+
+struct Bucket {
+  std::vector<size_t> params;  // indices into params_
+  at::Tensor buffer;           // flat fp32 gradients; .grad of each param is a view into it
+  at::Tensor wire;             // reduce-dtype copy (undefined when reducing in fp32)
+  size_t ready = 0;
+  CommHandle handle;
+  bool launched = false;
+};
+
+class DdpStrategy final : public Strategy {
+ public:
+  std::string id() const override { return "ddp"; }
+
+  void wrap(std::shared_ptr<GPT> model, const Config& config, World& world) override {
+    if (config.parallel.offload)
+      throw std::invalid_argument("parallel.strategy=ddp does not combine with parallel.offload=true: DDP keeps "
+                                  "full replicas on the device; use fsdp_full_shard with offload");
+    if (config.parallel.activation_checkpointing != "none" || config.precision.param_dtype != "fp32")
+      throw std::invalid_argument("parallel.strategy=ddp in this build supports neither "
+                                  "parallel.activation_checkpointing nor precision.param_dtype != fp32");
+    model_ = std::move(model);
+    world_size_ = world.world_size();
+    rank_ = world.rank();
+    comm_ = &world.comm();
+    reduce_dtype_ = dtype_from_name(config.precision.reduce_dtype);
+
+    std::vector<bool> decay;
+    for (const auto& p : model_->parameters()) {
+      params_.push_back(*p.tensor);
+      decay.push_back(!p.is_norm_or_embedding || config.train.decay_norms_and_embeddings);
+    }
+    broadcast_parameters();
+
+    std::vector<int64_t> grad_bytes;
+    for (const auto& p : params_) grad_bytes.push_back(static_cast<int64_t>(p.nbytes()));
+    const auto cap = static_cast<int64_t>(config.parallel.bucket_cap_mb * 1024.0 * 1024.0);
+    const BucketLayout layout = assign_buckets(grad_bytes, cap, kFirstBucketCapBytes);
+    bucket_of_.assign(params_.size(), 0);
+    for (size_t b = 0; b < layout.buckets.size(); ++b) {
+      Bucket bucket;
+      int64_t numel = 0;
+      for (int i : layout.buckets[b]) numel += params_[static_cast<size_t>(i)].numel();
+      bucket.buffer = at::zeros({numel}, params_[0].options().requires_grad(false));
+      if (reduce_dtype_ != at::kFloat) bucket.wire = at::empty({numel}, bucket.buffer.options().dtype(reduce_dtype_));
+      int64_t offset = 0;
+      for (int i : layout.buckets[b]) {
+        at::Tensor& p = params_[static_cast<size_t>(i)];
+        p.mutable_grad() = bucket.buffer.narrow(0, offset, p.numel()).view(p.sizes());
+        offset += p.numel();
+        bucket.params.push_back(static_cast<size_t>(i));
+        bucket_of_[static_cast<size_t>(i)] = b;
+      }
+      buckets_.push_back(std::move(bucket));
+    }
+    for (size_t i = 0; i < params_.size(); ++i)
+      torch::autograd::impl::set_post_acc_grad_hooks(params_[i], std::make_unique<GradReadyHook>(this, i));
+    optimizer_ = make_optimizer(config.train, params_, std::move(decay));
+  }
+
+  double forward_backward(const Batch& batch, double loss_weight, bool is_last_micro) override {
+    sync_ = is_last_micro;  // no communication on the non-final micro-steps of accumulation
+    for (auto& b : buckets_) b.ready = 0;
+    at::Tensor loss = GPT::loss_sum(model_->forward(batch.inputs), batch.targets) * loss_weight;
+    inject_delay("after_forward", rank_);
+    (loss * static_cast<double>(world_size_)).backward();
+    return loss.item<double>();
+  }
+
+  void on_grad_ready(size_t index) {
+    if (!sync_) return;
+    Bucket& bucket = buckets_[bucket_of_[index]];
+    ++bucket.ready;
+    launch_ready_buckets();
+  }
+
+  void finish_gradients() override {
+    for (size_t b = next_launch_; b < buckets_.size(); ++b) launch(b);  // gradients that never arrived count as 0
+    next_launch_ = buckets_.size();
+    for (auto& bucket : buckets_) {
+      bucket.handle.wait();
+      if (bucket.wire.defined()) bucket.buffer.copy_(bucket.wire);
+      bucket.buffer.div_(static_cast<double>(world_size_));
+      bucket.launched = false;
+    }
+    next_launch_ = 0;
+  }
+
+  double grad_sum_of_squares() override {
+    // Replicas hold identical gradients: no communication needed. Summed per parameter in model order
+    // (as `single` does), so the result does not depend on the bucket layout.
+    double total = 0.0;
+    for (const auto& p : params_) total += p.grad().pow(2).sum().item<double>();
+    return total;
+  }
+
+  void scale_gradients(double factor) override {
+    for (auto& b : buckets_) b.buffer.mul_(factor);
+  }
+
+  void optimizer_step(double lr) override {
+    std::vector<at::Tensor> grads;
+    for (auto& p : params_) grads.push_back(p.grad());
+    optimizer_->step(grads, lr);
+  }
+
+  void zero_grad() override {
+    for (auto& b : buckets_) b.buffer.zero_();
+  }
+
+  StateBytes state_bytes() const override {
+    StateBytes bytes;
+    for (const auto& p : params_) bytes.params += static_cast<int64_t>(p.nbytes());
+    for (const auto& b : buckets_) {
+      bytes.grads += static_cast<int64_t>(b.buffer.nbytes());
+      if (b.wire.defined()) bytes.buffers += static_cast<int64_t>(b.wire.nbytes());
+    }
+    bytes.optimizer = optimizer_->state_bytes();
+    return bytes;
+  }
+
+  std::vector<std::pair<std::string, at::Tensor>> full_state() override {
+    std::vector<std::pair<std::string, at::Tensor>> out;
+    for (const auto& p : model_->parameters()) out.emplace_back(p.name, p.tensor->detach().clone());
+    return out;
+  }
+
+ private:
+  // One flat broadcast from rank 0 so every replica starts identical.
+  void broadcast_parameters() {
+    at::NoGradGuard no_grad;
+    std::vector<at::Tensor> flat_parts;
+    for (const auto& p : params_) flat_parts.push_back(p.detach().reshape({-1}));
+    at::Tensor flat = at::cat(flat_parts);
+    comm_->broadcast(flat, 0, "ddp.broadcast_params").wait();
+    int64_t offset = 0;
+    for (auto& p : params_) {
+      p.detach().copy_(flat.narrow(0, offset, p.numel()).view(p.sizes()));
+      offset += p.numel();
+    }
+  }
+
+  void launch_ready_buckets() {
+    while (next_launch_ < buckets_.size() && buckets_[next_launch_].ready == buckets_[next_launch_].params.size())
+      launch(next_launch_++);
+  }
+
+  void launch(size_t b) {
+    Bucket& bucket = buckets_[b];
+    if (bucket.launched) return;
+    bucket.launched = true;
+    const std::string tag = "ddp.bucket." + std::to_string(b);
+    if (bucket.wire.defined()) {
+      bucket.wire.copy_(bucket.buffer);
+      bucket.handle = comm_->all_reduce(bucket.wire, tag);
+    } else {
+      bucket.handle = comm_->all_reduce(bucket.buffer, tag);
+    }
+  }
+
+  std::shared_ptr<GPT> model_;
+  Comm* comm_ = nullptr;
+  int world_size_ = 1, rank_ = 0;
+  at::ScalarType reduce_dtype_ = at::kFloat;
+  std::vector<at::Tensor> params_;
+  std::vector<Bucket> buckets_;
+  std::vector<size_t> bucket_of_;
+  size_t next_launch_ = 0;
+  bool sync_ = true;
+  std::unique_ptr<Optimizer> optimizer_;
+};
+
+void GradReadyHook::operator()(const torch::autograd::Variable&) { strategy->on_grad_ready(index); }
+
+}  // namespace
+
+at::ScalarType dtype_from_name(const std::string& name) {
+  if (name == "fp32") return at::kFloat;
+  if (name == "bf16") return at::kBFloat16;
+  if (name == "fp16") return at::kHalf;
+  throw std::invalid_argument("dtype '" + name + "' is not one of fp32 | bf16 | fp16");
+}
+
+std::unique_ptr<Strategy> make_ddp_strategy() { return std::make_unique<DdpStrategy>(); }
+
+}  // namespace dtlab

@@ -1,0 +1,128 @@
+// parity_test.cpp: every strategy against the single-process reference, over real processes
+// (`dtlab launch -n W strategy_rank ...`, Gloo on 127.0.0.1), plus RELIABILITY A2 (replica identity
+// with a corrupted-rank control), A5 (bucket-size invariance), A6 (delay injection) and C14 (a rank
+// killed mid-run).
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <set>
+
+#include "tests/strategy/job.hpp"
+
+namespace dtlab {
+namespace {
+
+const std::string kBin = std::string(DTLAB_BINARY_DIR) + "/bin/";
+
+testing::JobResult launch(int world, std::vector<std::string> rank_args, double timeout_s = 180,
+                          const std::vector<std::string>& env = {}) {
+  std::vector<std::string> args = {kBin + "dtlab", "launch", "-n", std::to_string(world), kBin + "strategy_rank"};
+  args.insert(args.end(), rank_args.begin(), rank_args.end());
+  return testing::run_job(args, timeout_s, env);
+}
+
+struct ParityCase {
+  std::string strategy;
+  int world;
+  std::string optimizer;
+  int accumulation;
+};
+
+std::string case_name(const ::testing::TestParamInfo<ParityCase>& info) {
+  const auto& c = info.param;
+  return c.strategy + "_w" + std::to_string(c.world) + "_" + c.optimizer + "_acc" + std::to_string(c.accumulation);
+}
+
+class Parity : public ::testing::TestWithParam<ParityCase> {};
+
+TEST_P(Parity, LossAndEveryParameterMatchTheReferenceAtEveryStep) {
+  const auto& c = GetParam();
+  const int micro = 8 / (c.world * c.accumulation);
+  auto job = launch(c.world, {"--check-replicas", "parallel.strategy=" + c.strategy, "train.optimizer=" + c.optimizer,
+                              "train.micro_batch=" + std::to_string(micro), "train.steps=10"});
+  EXPECT_EQ(job.exit_code, 0) << job.output;
+  EXPECT_NE(job.output.find("parity OK"), std::string::npos) << job.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(Ddp, Parity,
+                         ::testing::Values(ParityCase{"ddp", 2, "sgd", 1}, ParityCase{"ddp", 2, "adamw", 1},
+                                           ParityCase{"ddp", 2, "sgd", 2}, ParityCase{"ddp", 2, "adamw", 2},
+                                           ParityCase{"ddp", 4, "sgd", 1}, ParityCase{"ddp", 4, "adamw", 1},
+                                           ParityCase{"ddp", 4, "sgd", 2}, ParityCase{"ddp", 4, "adamw", 2}),
+                         case_name);
+
+// A2 control: a corrupted element on rank 1 makes the checker fail on every rank within that step.
+TEST(ReplicaCheck, CorruptedRankIsNamedByEveryRank) {
+  auto job = launch(2, {"--check-replicas", "--corrupt-step", "3", "parallel.strategy=ddp", "train.micro_batch=4"});
+  EXPECT_NE(job.exit_code, 0);
+  const std::regex named("rank [01].*replica check after step 3: parameter 'tok_embedding' on rank 1 differs");
+  int ranks_reporting = 0;
+  for (const std::string prefix : {"[rank 0] strategy_rank: replica check after step 3", "[rank 1] strategy_rank: replica check after step 3"})
+    ranks_reporting += job.output.find(prefix) != std::string::npos;
+  EXPECT_EQ(ranks_reporting, 2) << job.output;
+  EXPECT_NE(job.output.find("on rank 1 differs from rank 0"), std::string::npos) << job.output;
+  EXPECT_EQ(job.output.find("replica check after step 2"), std::string::npos) << job.output;
+}
+
+std::vector<std::string> digest_lines(const std::string& output) {
+  std::vector<std::string> lines;
+  std::regex re(R"((digest|loss-bits) \d+ [0-9a-f]+)");
+  for (std::sregex_iterator it(output.begin(), output.end(), re), end; it != end; ++it) lines.push_back(it->str());
+  return lines;
+}
+
+// A5: the bucket layout must not change the math (world 2: every element is one a + b).
+TEST(DdpBuckets, ReducedResultsAreBitIdenticalAcrossBucketCaps) {
+  // tiny: lm_head is 256*64*4 = 65536 bytes; 2 parameters ~ 2 * 65536.
+  const std::vector<std::string> caps = {"1000000", std::to_string(65536.0 / 1048576.0),
+                                         std::to_string(65540.0 / 1048576.0), std::to_string(65532.0 / 1048576.0),
+                                         std::to_string(131072.0 / 1048576.0)};
+  std::vector<std::string> first;
+  for (const auto& cap : caps) {
+    auto job = launch(2, {"--digest", "--no-reference", "parallel.strategy=ddp", "train.micro_batch=4",
+                          "train.steps=4", "parallel.bucket_cap_mb=" + cap});
+    ASSERT_EQ(job.exit_code, 0) << job.output;
+    auto digests = digest_lines(job.output);
+    ASSERT_EQ(digests.size(), 8u) << job.output;
+    if (first.empty()) first = digests;
+    EXPECT_EQ(digests, first) << "bucket_cap_mb=" << cap;
+  }
+}
+
+// A6: delays before collectives, after forward and before the optimizer change nothing.
+TEST(DdpTiming, DelaysDoNotChangeResults) {
+  const std::vector<std::string> args = {"--digest", "--no-reference", "parallel.strategy=ddp", "train.micro_batch=2",
+                                         "train.steps=4"};
+  auto plain = launch(2, args);
+  auto delayed = launch(2, args, 180,
+                        {"DTLAB_INJECT_DELAY=before_all_reduce=15,after_forward@1=20,before_optimizer@0=10"});
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  ASSERT_EQ(delayed.exit_code, 0) << delayed.output;
+  EXPECT_EQ(digest_lines(plain.output), digest_lines(delayed.output));
+  EXPECT_EQ(digest_lines(plain.output).size(), 8u);
+}
+
+// C14: rank 1 dies mid-run; the launcher and every rank exit non-zero within 60 s naming rank 1.
+class RankDeath : public ::testing::TestWithParam<std::pair<std::string, std::string>> {};
+
+TEST_P(RankDeath, JobStopsNamingRankOne) {
+  const auto& [kind, expected] = GetParam();
+  const std::string out_dir = ::testing::TempDir() + "dtlab_fault_" + kind;
+  std::vector<std::string> args = {kBin + "dtlab", "launch", "-n", "2", kBin + "dtlab", "train", "--config",
+                                   std::string(DTLAB_SOURCE_DIR) + "/tests/strategy/tiny_ddp.yaml",
+                                   "train.steps=200", "--out", out_dir, "--timeout", "30"};
+  auto job = testing::run_job(args, 90, {"DTLAB_INJECT_FAULT=1:3:" + kind});
+  EXPECT_FALSE(job.timed_out) << job.output;
+  EXPECT_NE(job.exit_code, 0) << job.output;
+  EXPECT_LT(job.seconds, 60.0) << job.output;
+  EXPECT_NE(job.output.find("rank 1 " + expected), std::string::npos) << job.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(Faults, RankDeath,
+                         ::testing::Values(std::make_pair("exit", "exited with code 1"),
+                                           std::make_pair("sigkill", "was killed by signal SIGKILL"),
+                                           std::make_pair("sigterm", "was killed by signal SIGTERM")),
+                         [](const auto& info) { return info.param.first; });
+
+}  // namespace
+}  // namespace dtlab

@@ -1,0 +1,169 @@
+// strategy_rank.cpp: one rank of a parity check (run under `dtlab launch -n W`).
+//
+// Each rank first trains the single-process reference locally (same seed, same global batch, same
+// optimizer), keeping the loss and every parameter after each step; then it trains the requested
+// strategy across the job and compares after every step: loss and every (gathered) parameter within
+// fp32 tolerance (rtol 1.3e-6, atol 1e-5). At the end the parameters must have moved from their
+// initial values. Prints one verdict line per step on rank 0; exits 1 naming the first mismatch.
+//
+//   dtlab launch -n 2 strategy_rank [--check-replicas] [--corrupt-step N] [--digest] [--] key=value...
+// --check-replicas  A2: after each step all-gather parameter hashes; replicas must be identical
+// --corrupt-step N  the control: rank 1 corrupts one element of the state it checks after step N
+// --digest          print "digest <step> <hex>" of the loss and parameter bits (bit-identity tests)
+// --no-reference    skip the reference (digest-only runs)
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "lab/comm/comm.hpp"
+#include "lab/config.hpp"
+#include "lab/dist/dist_world.hpp"
+#include "lab/dist/rank_env.hpp"
+#include "lab/dist/replica_check.hpp"
+#include "lab/model.hpp"
+#include "lab/train/trainer.hpp"
+#include "strategies/registry.hpp"
+
+namespace {
+
+using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+
+struct Args {
+  bool check_replicas = false, digest = false, reference = true;
+  int corrupt_step = -1;
+  std::vector<std::string> overrides;
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string s = argv[i];
+    if (s == "--check-replicas") a.check_replicas = true;
+    else if (s == "--digest") a.digest = true;
+    else if (s == "--no-reference") a.reference = false;
+    else if (s == "--corrupt-step" && i + 1 < argc) a.corrupt_step = std::atoi(argv[++i]);
+    else if (s == "--") continue;
+    else a.overrides.push_back(s);
+  }
+  return a;
+}
+
+std::vector<std::string> with_defaults(const std::vector<std::string>& overrides) {
+  std::vector<std::string> all = {"model.preset=tiny", "train.steps=10", "train.global_batch=8", "train.warmup_steps=2",
+                                  "train.threads=1", "train.lr=3e-3", "instrument.log_every=1000"};
+  all.insert(all.end(), overrides.begin(), overrides.end());
+  return all;
+}
+
+bool close(double got, double want) { return std::abs(got - want) <= 1e-5 + 1.3e-6 * std::abs(want); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args args = parse(argc, argv);
+  try {
+    const dtlab::RankEnv env = dtlab::discover_rank_env({}, dtlab::current_environment());
+    const dtlab::Config config = dtlab::load_config("", with_defaults(args.overrides), env.world_size);
+    const bool main_rank = env.rank == 0;
+
+    // 1. The single-process reference, trained locally on every rank.
+    std::vector<double> ref_loss;
+    std::vector<NamedTensors> ref_state;
+    if (args.reference) {
+      std::vector<std::string> ref_overrides = args.overrides;
+      for (const char* o : {"parallel.strategy=single", "parallel.offload=false",
+                            "parallel.activation_checkpointing=none", "precision.reduce_dtype=fp32"})
+        ref_overrides.push_back(o);
+      const dtlab::Config ref_config = dtlab::load_config("", with_defaults(ref_overrides), 1);
+      auto reference = dtlab::make_strategy("single");
+      dtlab::SingleProcessWorld single;
+      dtlab::TrainOptions ref_options;
+      ref_options.print_steps = ref_options.print_config = false;
+      ref_options.after_step = [&](int64_t, dtlab::Strategy& s) { ref_state.push_back(s.full_state()); };
+      for (const auto& r : dtlab::train(ref_config, *reference, single, ref_options).steps) ref_loss.push_back(r.loss);
+    }
+
+    // 2. The strategy under test, across the job.
+    dtlab::RendezvousOptions rendezvous;
+    rendezvous.timeout = std::chrono::seconds(60);
+    dtlab::DistWorld world(env, rendezvous);
+    auto strategy = dtlab::make_strategy(config.parallel.strategy);
+    dtlab::TrainOptions options;
+    options.print_steps = options.print_config = false;
+    int failures = 0;
+    options.after_step = [&](int64_t step, dtlab::Strategy& s) {
+      NamedTensors state = s.full_state();
+      if (args.reference) {
+        const NamedTensors& want = ref_state[static_cast<size_t>(step - 1)];
+        double worst = 0;
+        std::string worst_name;
+        for (size_t i = 0; i < state.size(); ++i) {
+          const bool ok = at::allclose(state[i].second, want[i].second, 1.3e-6, 1e-5);
+          const double diff = (state[i].second - want[i].second).abs().max().item<double>();
+          if (diff > worst) worst = diff, worst_name = state[i].first;
+          if (!ok) {
+            ++failures;
+            std::printf("rank %d step %lld: parameter %s differs from the reference: max |diff| %.3g\n", env.rank,
+                        static_cast<long long>(step), state[i].first.c_str(), diff);
+          }
+        }
+        if (main_rank)
+          std::printf("step %lld: parameters max |diff| %.3g (%s)\n", static_cast<long long>(step), worst,
+                      worst == 0 ? "bit-identical" : worst_name.c_str());
+      }
+      if (args.check_replicas) {
+        if (env.rank == 1 && step == args.corrupt_step) {
+          state[0].second.view({-1})[0] += 1e-3f;  // the control: one element on rank 1
+        }
+        dtlab::check_replicas_identical(world.comm(), state, "after step " + std::to_string(step));
+      }
+      if (args.digest && main_rank) {
+        uint64_t h = 0;
+        for (const auto& [name, t] : state) h = h * 1099511628211ULL ^ dtlab::tensor_hash(t);
+        std::printf("digest %lld %016llx\n", static_cast<long long>(step), static_cast<unsigned long long>(h));
+      }
+      std::fflush(stdout);
+    };
+    const auto outcome = dtlab::train(config, *strategy, world, options);
+
+    if (args.reference) {
+      for (size_t i = 0; i < outcome.steps.size(); ++i) {
+        const bool ok = close(outcome.steps[i].loss, ref_loss[i]);
+        if (!ok) ++failures;
+        if (main_rank || !ok)
+          std::printf("rank %d step %zu: loss %.8f vs reference %.8f %s\n", env.rank, i + 1, outcome.steps[i].loss,
+                      ref_loss[i], ok ? "ok" : "MISMATCH");
+      }
+      // The parameters moved from their initial values (a frozen model cannot pass).
+      dtlab::GPT initial(config.model, config.train.seed);
+      const NamedTensors final_state = strategy->full_state();
+      const auto init_params = initial.parameters();
+      size_t moved = 0;
+      for (size_t i = 0; i < final_state.size(); ++i)
+        moved += !at::equal(final_state[i].second, *init_params[i].tensor);
+      if (moved < final_state.size()) {
+        ++failures;
+        std::printf("rank %d: only %zu of %zu parameters moved from their initial values\n", env.rank, moved,
+                    final_state.size());
+      }
+    }
+    if (args.digest && main_rank)
+      for (const auto& r : outcome.steps) {
+        uint64_t bits;
+        std::memcpy(&bits, &r.loss, sizeof bits);
+        std::printf("loss-bits %lld %016llx\n", static_cast<long long>(r.step), static_cast<unsigned long long>(bits));
+      }
+    const double all_failures = world.all_reduce_sum(failures);
+    if (all_failures > 0) {
+      std::printf("rank %d: parity FAILED (%d mismatches here, %g in the job)\n", env.rank, failures, all_failures);
+      return 1;
+    }
+    if (main_rank) std::printf("parity OK: %s, world %d, %zu steps\n", config.parallel.strategy.c_str(), env.world_size, outcome.steps.size());
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "strategy_rank: %s\n", e.what());
+    return 1;
+  }
+}
