@@ -34,7 +34,7 @@ test: build
 
 # The cuda build's CPU tests (GPU-only tests skip with a reason).
 test-cuda: build-cuda
-	@ctest --test-dir $(BUILD_CUDA) --output-on-failure -j $(JOBS) --timeout 600 -L unit
+	@ctest --test-dir $(BUILD_CUDA) --output-on-failure -j $(JOBS) --timeout 600
 
 # Every study (scenario_*), then the micro-benchmarks, then the report.
 benchmark: build

@@ -173,6 +173,13 @@ ChartFiles write_chart(const BarChart& c, const fs::path& dir) {
       if (std::isfinite(v)) max_v = std::max(max_v, v);
     }
   }
+  if (c.stacked) {  // the axis must hold the tallest stack
+    for (std::size_t k = 0; k < c.categories.size(); ++k) {
+      double total = 0;
+      for (const auto& row : c.values) total += std::isfinite(row[k]) ? row[k] : 0.0;
+      max_v = std::max(max_v, total);
+    }
+  }
   const ChartFiles f = files_for(c.id, dir);
 
   std::ostringstream dat;
@@ -196,7 +203,7 @@ ChartFiles write_chart(const BarChart& c, const fs::path& dir) {
   gp << prologue(c.id, c.title) << "set ylabel " << gq(c.y_label) << "\n"
      << "set yrange [0:" << num(max_v > 0 ? max_v * 1.15 : 1.0) << "]\n"
      << "set style data histograms\n"
-     << "set style histogram clustered gap 1\n"
+     << (c.stacked ? "set style histogram rowstacked\nset boxwidth 0.6\n" : "set style histogram clustered gap 1\n")
      << "set style fill solid 0.9 border lc rgb 'white'\n"
      << "set xtics scale 0" << (c.categories.size() > 5 || longest > 14 ? " rotate by -25" : "") << "\n"
      << "set xrange [-0.6:" << num(static_cast<double>(c.categories.size()) - 0.4) << "]\n"
@@ -205,8 +212,14 @@ ChartFiles write_chart(const BarChart& c, const fs::path& dir) {
     gp << "  '" << c.id << ".dat' using " << s + 2 << (s == 0 ? ":xtic(1)" : "") << " lt " << s + 1 << " title "
        << gq(c.series_names[s]) << ", \\\n";
   }
+  if (c.stacked) {  // one label per stack: the total
+    std::string sum_expr;
+    for (std::size_t s = 0; s < n; ++s) sum_expr += (s ? "+$" : "$") + std::to_string(s + 2);
+    gp << "  '" << c.id << ".dat' using ($0):(" << sum_expr << "):(sprintf('" << fmt << "', " << sum_expr
+       << ")) with labels offset 0,0.7 font ',11' textcolor rgb '#333333' notitle\n";
+  }
   // Labels sit above each bar: with `gap 1`, a group of n bars spans n/(n+1) around the category centre.
-  for (std::size_t s = 0; s < n; ++s) {
+  for (std::size_t s = 0; s < n && !c.stacked; ++s) {
     const double offset = (static_cast<double>(s) - (static_cast<double>(n) - 1) / 2.0) / (static_cast<double>(n) + 1);
     gp << "  '" << c.id << ".dat' using ($0 + " << num(offset) << "):" << s + 2 << ":(sprintf('" << fmt << "', $"
        << s + 2 << ")) with labels offset 0,0.7 font ',11' textcolor rgb '#333333' notitle"

@@ -128,6 +128,59 @@ std::string table_part(SectionContext& ctx) {
   return h.str();
 }
 
+// Median exposed communication wait per run (only when some run communicates).
+std::optional<Chart> comm_wait_chart(const Scenario& sc) {
+  const bool any = std::any_of(sc.runs.begin(), sc.runs.end(), [](const RunResult& r) {
+    return r.world_size > 1 && r.comm_wait_ms_median.has_value();
+  });
+  if (!any) return std::nullopt;
+  BarChart c;
+  c.title = sc.title + ": time waiting on communication";
+  c.y_label = "median ms per step (exposed)";
+  c.series_names = {"communication wait", "rest of the step"};
+  c.stacked = true;
+  c.values.resize(2);
+  for (const RunResult& r : sc.runs) {
+    const double wait = r.comm_wait_ms_median.value_or(0.0);
+    c.categories.push_back(r.name);
+    c.values[0].push_back(wait);
+    c.values[1].push_back(std::max(0.0, r.step_ms_median - wait));
+  }
+  return c;
+}
+
+// Scaling efficiency against the scenario's one-process, one-thread run: tokens/s of a W-rank run
+// (one thread per rank) over W times the one-thread run's tokens/s. Shown when such a run exists.
+std::string scaling_part(SectionContext& ctx) {
+  const Scenario& sc = ctx.scenario;
+  const RunResult* base = nullptr;
+  for (const RunResult& r : sc.runs)
+    if (r.world_size == 1 && r.threads == 1) base = &r;
+  const bool any_distributed =
+      std::any_of(sc.runs.begin(), sc.runs.end(), [](const RunResult& r) { return r.world_size > 1; });
+  if (!base || !any_distributed || base->tokens_per_s <= 0) return "";
+  std::ostringstream h;
+  h << "<h3>Scaling</h3>\n<div class=\"table-wrap\"><table class=\"runs\">\n<thead><tr><th>run</th>"
+    << "<th class=\"num\">ranks &times; threads</th><th class=\"num\">tokens/s</th><th class=\"num\">tokens/s per rank</th>"
+    << "<th class=\"num\">speed-up vs " << html_escape(base->name) << "</th><th class=\"num\">scaling efficiency</th>"
+    << "<th class=\"num\">comm wait ms (median)</th></tr></thead>\n<tbody>\n";
+  for (const RunResult& r : sc.runs) {
+    const double speedup = r.tokens_per_s / base->tokens_per_s;
+    const double efficiency = speedup / std::max(1, r.world_size * std::max(1, r.threads));
+    h << "<tr><td>" << html_escape(r.name) << "</td><td class=\"num\">" << r.world_size << " &times; " << r.threads
+      << "</td><td class=\"num\">" << html_escape(fmt_grouped(r.tokens_per_s)) << "</td><td class=\"num\">"
+      << html_escape(fmt_grouped(r.tokens_per_s / std::max(1, r.world_size))) << "</td><td class=\"num\">"
+      << html_escape(fmt_fixed(speedup, 2)) << "&times;</td><td class=\"num\">"
+      << html_escape(fmt_fixed(100.0 * efficiency, 0)) << "%</td><td class=\"num\">"
+      << (r.comm_wait_ms_median ? html_escape(fmt_fixed(*r.comm_wait_ms_median, 1)) : "–") << "</td></tr>\n";
+  }
+  h << "</tbody></table></div>\n<p class=\"muted\" style=\"font-size:12.5px;margin:4px 0 0\">Scaling efficiency = "
+       "tokens/s / (ranks &times; threads &times; tokens/s of the one-process, one-thread run): 100% means each "
+       "added core did a full core's work. Communication wait is the time after backward spent waiting for "
+       "gradient all-reduces that did not overlap with compute.</p>\n";
+  return h.str();
+}
+
 std::string reproduce_part(SectionContext& ctx) {
   const Scenario& sc = ctx.scenario;
   if (sc.runs.empty()) return "";
@@ -156,7 +209,12 @@ std::vector<SectionPart> default_section_parts() {
       chart_part("step_time", "Wall time of each step (ms). Early warm-up steps are excluded from the table's median.",
                  step_time_chart),
       chart_part("throughput", "Tokens processed per second by all ranks, over the timed steps.", throughput_chart),
+      chart_part("comm_wait",
+                 "Median step time split into exposed communication wait (after backward, waiting for "
+                 "collectives) and everything else.",
+                 comm_wait_chart),
       table_part,
+      scaling_part,
       reproduce_part,
   };
 }

@@ -92,6 +92,7 @@ StepRecord parse_step(const Obj& o) {
   s.lr = o.num_or_nan(k::kLr);
   s.grad_norm = o.num_or_nan(k::kGradNorm);
   s.tokens_per_s = o.num_or_nan(k::kTokensPerS);
+  s.comm_wait_ms = o.num_or_nan(k::kCommWaitMs);
   return s;
 }
 
@@ -251,6 +252,7 @@ RunResult parse_result(const json& doc, const std::string& source) {
   r.measured_steps = sum.integer(k::kMeasuredSteps);
   r.mfu_pct = sum.opt_num(k::kMfuPct);
   r.gemm_tflops = sum.opt_num(k::kGemmTflops);
+  r.comm_wait_ms_median = sum.opt_num(k::kCommWaitMsMedian);
   return r;
 }
 

@@ -40,6 +40,7 @@ struct StepRecord {
   double grad_norm = 0;
   double step_ms = 0;
   double tokens_per_s = 0;
+  double comm_wait_ms = 0;  // optional; NaN when not recorded
 };
 
 struct RunResult {
@@ -79,6 +80,7 @@ struct RunResult {
   std::int64_t measured_steps = 0;
   std::optional<double> mfu_pct;
   std::optional<double> gemm_tflops;
+  std::optional<double> comm_wait_ms_median;  // exposed communication wait per step (distributed runs)
 
   nlohmann::json raw;  // the whole result.json, for sections that read keys added later
 

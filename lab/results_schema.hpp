@@ -41,11 +41,13 @@ inline constexpr const char* kLr = "lr";
 inline constexpr const char* kGradNorm = "grad_norm";
 inline constexpr const char* kStepMs = "step_ms";
 inline constexpr const char* kTokensPerS = "tokens_per_s";
+inline constexpr const char* kCommWaitMs = "comm_wait_ms";  // optional: exposed communication wait of the step
 
 // summary
 inline constexpr const char* kStepMsMedian = "step_ms_median";
 inline constexpr const char* kStepMsMin = "step_ms_min";
 inline constexpr const char* kStepMsMax = "step_ms_max";
+inline constexpr const char* kCommWaitMsMedian = "comm_wait_ms_median";  // optional
 inline constexpr const char* kFinalLoss = "final_loss";
 inline constexpr const char* kTflops = "tflops";  // model FLOPs rate (6N + 12Lhs per token), all ranks
 inline constexpr const char* kWallS = "wall_s";

@@ -90,14 +90,14 @@ int run_scenario(const Scenario& scenario, int argc, char** argv) {
                              {"runs", nlohmann::json::array()}};
   for (const auto& run : scenario.runs) {
     if (!only.empty() && run.name != only) continue;
-    if (run.world_size != 1) {
-      std::cerr << "scenario_" << scenario.name << ": run '" << run.name << "' needs world_size "
-                << run.world_size << ", which needs `dtlab launch` (not in this build)\n";
-      return 1;
-    }
     const fs::path run_dir = scenario_dir / run.name;
-    std::vector<std::string> args = {display_path(dtlab), "train", "--config",
-                                     display_path(source_dir / "scenarios" / "configs" / run.config)};
+    std::vector<std::string> args;
+    if (run.world_size > 1) {  // ranks are processes started by the lab's launcher
+      args = {display_path(dtlab), "launch", "-n", std::to_string(run.world_size)};
+    }
+    for (const std::string& a : {display_path(dtlab), std::string("train"), std::string("--config"),
+                                 display_path(source_dir / "scenarios" / "configs" / run.config)})
+      args.push_back(a);
     for (const auto& o : run.overrides) args.push_back(o);
     if (quick)
       for (const auto& o : run.quick_overrides) args.push_back(o);
@@ -113,7 +113,7 @@ int run_scenario(const Scenario& scenario, int argc, char** argv) {
       return 1;
     }
     manifest["runs"].push_back({{"name", run.name}, {"dir", run.name}, {"command", join(args)},
-                                {"world_size", run.world_size}, {"wall_s", seconds}});
+                                {"world_size", run.world_size}, {"wall_s", seconds}, {"note", run.note}});
   }
   std::ofstream(scenario_dir / "scenario.json") << manifest.dump(2) << "\n";
   std::cout << "\nscenario " << scenario.name << ": results in " << scenario_dir.string() << "\n";

@@ -133,8 +133,10 @@ int main(int argc, char** argv) {
   launch->add_option("--master-port", launch_options.master_port, "rendezvous port (default: a free port)");
   launch->add_option("--grace", launch_options.grace_s, "seconds between SIGTERM and SIGKILL when stopping ranks");
   launch->add_option("--timeout", launch_options.timeout_s, "stop the job after this many seconds (0 = never)");
-  launch->prefix_command();  // everything from PROGRAM on (or after --) is the program's: see remaining()
-  launch->footer("PROGRAM ARGS...  the program each rank runs, with its own arguments");
+  launch->add_option("command", launch_options.command, "PROGRAM ARGS... (each rank's program and its arguments)")
+      ->required();
+  launch->prefix_command();       // everything from PROGRAM on belongs to the program, even -n or --timeout
+  launch->positionals_at_end();   // ... and `--` may separate it explicitly
 
   auto* version = app.add_subcommand("version", "print versions");
 
@@ -153,16 +155,7 @@ int main(int argc, char** argv) {
                   text_files.size());
       return 0;
     }
-    if (*launch) {
-      launch_options.command = launch->remaining();
-      if (!launch_options.command.empty() && launch_options.command.front() == "--")
-        launch_options.command.erase(launch_options.command.begin());
-      if (launch_options.command.empty()) {
-        std::fprintf(stderr, "dtlab launch: no PROGRAM given (usage: dtlab launch -n N [--] PROGRAM ARGS...)\n");
-        return 2;
-      }
-      return dtlab::run_launch(launch_options);
-    }
+    if (*launch) return dtlab::run_launch(launch_options);
     if (*report) return dtlab::analysis::render_report(report_inputs, report_out, std::cout);
     if (*version) {
       std::printf("dtlab %s (git %s), torch %s\n", dtlab::dtlab_version().c_str(), dtlab::git_sha().c_str(),

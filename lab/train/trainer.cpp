@@ -30,7 +30,8 @@ double median_of(std::vector<double> v) {
 
 nlohmann::json step_json(const StepRecord& r) {
   return {{schema::kStep, r.step},       {schema::kLoss, r.loss},   {schema::kLr, r.lr},
-          {schema::kGradNorm, r.grad_norm}, {schema::kStepMs, r.step_ms}, {schema::kTokensPerS, r.tokens_per_s}};
+          {schema::kGradNorm, r.grad_norm}, {schema::kStepMs, r.step_ms}, {schema::kTokensPerS, r.tokens_per_s},
+          {schema::kCommWaitMs, r.comm_wait_ms}};
 }
 
 }  // namespace
@@ -101,7 +102,10 @@ TrainOutcome train(const Config& config, Strategy& strategy, World& world, const
       Batch batch = sampler.batch(step, micro);
       local_loss += strategy.forward_backward(batch, loss_weight, micro == accumulation - 1);
     }
+    const auto wait_start = std::chrono::steady_clock::now();
     strategy.finish_gradients();
+    const double comm_wait_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wait_start).count();
     const double loss = world.all_reduce_sum(local_loss);
     if (!std::isfinite(loss))
       throw TrainingError("training: loss is " + std::string(std::isnan(loss) ? "nan" : "inf") + " at step " +
@@ -115,7 +119,7 @@ TrainOutcome train(const Config& config, Strategy& strategy, World& world, const
     const double step_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - step_start).count();
 
-    StepRecord record{step + 1, loss, lr, grad_norm, step_ms, tokens_per_step / (step_ms / 1000.0)};
+    StepRecord record{step + 1, loss, lr, grad_norm, step_ms, tokens_per_step / (step_ms / 1000.0), comm_wait_ms};
     outcome.steps.push_back(record);
     if (writer) writer->append_step(step_json(record));
     if (world.is_main() && options.print_steps &&
@@ -129,11 +133,12 @@ TrainOutcome train(const Config& config, Strategy& strategy, World& world, const
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
 
   // Summary over steps after warm-up (all steps if the run is shorter than the warm-up).
-  std::vector<double> measured_ms;
+  std::vector<double> measured_ms, measured_wait_ms;
   for (const auto& r : outcome.steps)
-    if (r.step > config.instrument.warmup_steps) measured_ms.push_back(r.step_ms);
-  if (measured_ms.empty())
-    for (const auto& r : outcome.steps) measured_ms.push_back(r.step_ms);
+    if (r.step > config.instrument.warmup_steps || static_cast<int64_t>(outcome.steps.size()) <= config.instrument.warmup_steps) {
+      measured_ms.push_back(r.step_ms);
+      measured_wait_ms.push_back(r.comm_wait_ms);
+    }
   double total_ms = 0.0;
   for (double ms : measured_ms) total_ms += ms;
   const double tokens_per_s = tokens_per_step * static_cast<double>(measured_ms.size()) / (total_ms / 1000.0);
@@ -144,6 +149,7 @@ TrainOutcome train(const Config& config, Strategy& strategy, World& world, const
       {schema::kStepMsMedian, median_of(measured_ms)},
       {schema::kStepMsMin, *std::min_element(measured_ms.begin(), measured_ms.end())},
       {schema::kStepMsMax, *std::max_element(measured_ms.begin(), measured_ms.end())},
+      {schema::kCommWaitMsMedian, median_of(measured_wait_ms)},
       {schema::kFinalLoss, outcome.steps.empty() ? 0.0 : outcome.steps.back().loss},
       {schema::kTflops, counts.flops_per_token * tokens_per_s / 1e12},
       {schema::kWallS, wall_s},
