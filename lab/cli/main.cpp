@@ -19,6 +19,7 @@
 #include "lab/data.hpp"
 #include "lab/dist/dist_world.hpp"
 #include "lab/dist/rank_env.hpp"
+#include "lab/export.hpp"
 #include "lab/launch.hpp"
 #include "lab/results.hpp"
 #include "lab/train/trainer.hpp"
@@ -138,6 +139,16 @@ int main(int argc, char** argv) {
   launch->prefix_command();       // everything from PROGRAM on belongs to the program, even -n or --timeout
   launch->positionals_at_end();   // ... and `--` may separate it explicitly
 
+  std::string export_config, export_out;
+  std::vector<std::string> export_overrides;
+  int export_world = 1;
+  auto* export_ref = app.add_subcommand(
+      "export-reference", "write init weights, batches and learning rates for an outside reference (tests/reference/)");
+  export_ref->add_option("--config", export_config, "YAML config file")->required();
+  export_ref->add_option("--world-size", export_world, "ranks the batches are split for")->check(CLI::PositiveNumber);
+  export_ref->add_option("--out", export_out, "directory to write")->required();
+  export_ref->add_option("overrides", export_overrides, "section.key=value overrides");
+
   auto* version = app.add_subcommand("version", "print versions");
 
   try {
@@ -156,6 +167,12 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*launch) return dtlab::run_launch(launch_options);
+    if (*export_ref) {
+      const dtlab::Config config = dtlab::load_config(export_config, export_overrides, export_world);
+      dtlab::export_reference_inputs(config, export_world, export_out);
+      std::printf("wrote reference inputs to %s\n", export_out.c_str());
+      return 0;
+    }
     if (*report) return dtlab::analysis::render_report(report_inputs, report_out, std::cout);
     if (*version) {
       std::printf("dtlab %s (git %s), torch %s\n", dtlab::dtlab_version().c_str(), dtlab::git_sha().c_str(),

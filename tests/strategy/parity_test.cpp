@@ -4,8 +4,10 @@
 // killed mid-run).
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <regex>
 #include <set>
+#include <sstream>
 
 #include "tests/strategy/job.hpp"
 
@@ -123,6 +125,38 @@ INSTANTIATE_TEST_SUITE_P(Faults, RankDeath,
                                            std::make_pair("sigkill", "was killed by signal SIGKILL"),
                                            std::make_pair("sigterm", "was killed by signal SIGTERM")),
                          [](const auto& info) { return info.param.first; });
+
+}  // namespace
+}  // namespace dtlab
+
+namespace dtlab {
+namespace {
+
+// dtlab ranks under torchrun --no-python (agent store: every rank a store client under its prefix)
+// train exactly like under `dtlab launch`.
+TEST(Torchrun, RanksRunUnderTorchrunAndMatchDtlabLaunch) {
+  const std::string torchrun = std::string(std::getenv("HOME") ? std::getenv("HOME") : "") + "/.cache/dtlab/venv/bin/torchrun";
+  if (access(torchrun.c_str(), X_OK) != 0) GTEST_SKIP() << "torchrun not found at " << torchrun << " (make setup)";
+  const std::string config = std::string(DTLAB_SOURCE_DIR) + "/tests/strategy/tiny_ddp.yaml";
+  const std::string dir = ::testing::TempDir() + "dtlab_torchrun";
+  auto tr = testing::run_job({torchrun, "--standalone", "--nproc-per-node=2", "--no-python", kBin + "dtlab", "train",
+                              "--config", config, "train.steps=4", "--out", dir + "/tr"},
+                             120);
+  ASSERT_EQ(tr.exit_code, 0) << tr.output;
+  auto dl = testing::run_job({kBin + "dtlab", "launch", "-n", "2", kBin + "dtlab", "train", "--config", config,
+                              "train.steps=4", "--out", dir + "/dl"},
+                             120);
+  ASSERT_EQ(dl.exit_code, 0) << dl.output;
+  const std::regex final_loss(R"(final loss ([0-9.]+))");
+  std::smatch a, b;
+  ASSERT_TRUE(std::regex_search(tr.output, a, final_loss)) << tr.output;
+  ASSERT_TRUE(std::regex_search(dl.output, b, final_loss)) << dl.output;
+  EXPECT_EQ(a[1].str(), b[1].str());
+  std::ifstream result(dir + "/tr/result.json");
+  std::stringstream text;
+  text << result.rdbuf();
+  EXPECT_NE(text.str().find("\"launcher\": \"torchrun\""), std::string::npos);
+}
 
 }  // namespace
 }  // namespace dtlab

@@ -1,0 +1,21 @@
+// gpu_test.cpp: the GPU probe never crashes and says plainly when no CUDA device is there.
+#include <gtest/gtest.h>
+
+#include "lab/instrument/gpu.hpp"
+
+namespace dtlab {
+namespace {
+
+TEST(GpuStatus, ReportsWhatThisBuildAndMachineHave) {
+  const GpuStatus status = gpu_status();
+  EXPECT_FALSE(status.summary.empty());
+  if (!status.built_with_cuda) {
+    EXPECT_EQ(status.summary, "cpu build (no CUDA)");
+  } else if (status.device_count == 0) {
+    EXPECT_NE(status.summary.find("unavailable: no CUDA device"), std::string::npos) << status.summary;
+  }
+  NvtxRange range("forward-compute");  // a no-op or an NVTX push/pop; never throws
+}
+
+}  // namespace
+}  // namespace dtlab
