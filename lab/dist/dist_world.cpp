@@ -57,6 +57,33 @@ int listen_socket(const std::string& addr, int port) {
   return fd;
 }
 
+// Waits until something accepts TCP connections at host:port, or the deadline passes. LibTorch's
+// client retries a full timeout per attempt (a 5 s timeout fails after ~12 s); probing first keeps the
+// failure within the timeout and the message ours.
+bool wait_for_listener(const std::string& host, int port, Clock::time_point deadline) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  while (true) {
+    addrinfo* found = nullptr;
+    if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) == 0) {
+      for (addrinfo* a = found; a; a = a->ai_next) {
+        const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+        if (fd < 0) continue;
+        const bool ok = ::connect(fd, a->ai_addr, a->ai_addrlen) == 0;
+        ::close(fd);
+        if (ok) {
+          ::freeaddrinfo(found);
+          return true;
+        }
+      }
+      ::freeaddrinfo(found);
+    }
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
 }  // namespace
 
 bool is_loopback_address(const std::string& host) {
@@ -90,6 +117,11 @@ DistWorld::DistWorld(const RankEnv& env, const RendezvousOptions& options) : opt
   so.waitWorkers = false;
   so.timeout = options.timeout;
   so.multiTenant = false;
+  const auto connect_deadline = Clock::now() + options.timeout;
+  if (!so.isServer && !wait_for_listener(master, env.master_port, connect_deadline))
+    throw RendezvousError("rendezvous: rank " + std::to_string(rank_) + " could not reach the rendezvous store at " +
+                          master + ":" + std::to_string(env.master_port) + " within " + seconds_text(options.timeout) +
+                          " (is rank 0 running? are MASTER_ADDR/MASTER_PORT right?)");
   if (so.isServer) so.masterListenFd = listen_socket(loopback ? master : options.bind_addr, env.master_port);
   try {
     store_ = c10::make_intrusive<c10d::TCPStore>(master, so);

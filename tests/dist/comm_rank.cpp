@@ -1,0 +1,274 @@
+// comm_rank.cpp: one rank of a `dtlab launch -n N build/bin/comm_rank` job that checks the comm layer
+// against the backend on real processes (driven by dist_tests; also useful by hand).
+//
+// For every size in kSizes — including sizes that do not divide the world size and sizes below it —
+//   * ring reduce_scatter == all_reduce of the whole buffer, this rank's chunk (bit-exact on
+//     integer-valued fp32, whose sums are exact), == the closed-form sum, and == the backend's
+//     reduce_scatter when the size divides (the backend needs that);
+//   * ring all_gather == the expected concatenation (bit-exact) and == the backend's all_gather when
+//     the size divides;
+//   * ring reduce_scatter on random fp32 matches all_reduce within rtol 1e-6 (the ring adds in another
+//     order than Gloo's all-reduce, so only rounding may differ);
+// then the recorded collectives (one record per call: op, algorithm, bytes, group size, times) and
+// the replica check (identical tensors pass; one element changed on rank 1 fails on every rank,
+// naming rank 1 and the parameter).
+//
+// Every rank issues the same collectives whatever its results, so a failing check never leaves a
+// peer waiting; at the end the failure counts are summed, and every rank exits 1 if any rank failed.
+// Output: one "ok"/"FAIL" verdict line per check, then "comm_rank: all checks passed" (exit 0).
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "lab/comm/comm.hpp"
+#include "lab/dist/dist_world.hpp"
+#include "lab/dist/rank_env.hpp"
+#include "lab/dist/replica_check.hpp"
+
+namespace {
+
+using dtlab::Comm;
+using dtlab::CommAlgorithm;
+
+const std::vector<int64_t> kSizes = {1, 2, 3, 7, 64, 1000, 4097, 65536 + 3};
+
+// What one call must have recorded.
+struct ExpectedRecord {
+  std::string op, algorithm, dtype;
+  int64_t bytes;
+  std::string what;  // the check that issued it, for messages
+};
+
+class Checks {
+ public:
+  explicit Checks(int rank) : rank_(rank) {}
+
+  void verdict(bool ok, const std::string& what, const std::string& detail = "") {
+    if (!ok) ++failures_;
+    std::printf("%s %s%s%s\n", ok ? "ok  " : "FAIL", what.c_str(), detail.empty() ? "" : ": ", detail.c_str());
+    std::fflush(stdout);
+  }
+  int failures() const { return failures_; }
+  int rank() const { return rank_; }
+
+ private:
+  int rank_;
+  int failures_ = 0;
+};
+
+// "" when equal bit for bit; else the first differing index and both values.
+std::string bit_difference(const at::Tensor& got, const at::Tensor& want) {
+  if (got.sizes() != want.sizes())
+    return "shape " + std::to_string(got.numel()) + " vs expected " + std::to_string(want.numel());
+  if (at::equal(got, want)) return "";
+  const at::Tensor differs = got.ne(want).nonzero();
+  const int64_t i = differs[0][0].item<int64_t>();
+  return "first difference at element " + std::to_string(i) + ": got " + std::to_string(got[i].item<float>()) +
+         ", expected " + std::to_string(want[i].item<float>()) + " (" + std::to_string(differs.size(0)) +
+         " elements differ)";
+}
+
+std::string size_label(const char* op, int64_t n, int p) {
+  return std::string(op) + " n=" + std::to_string(n) + (n % p == 0 ? " (divisible)" : n < p ? " (n < p)" : " (uneven)");
+}
+
+at::Tensor chunk_of(const at::Tensor& full, const std::pair<int64_t, int64_t>& bounds) {
+  return full.narrow(0, bounds.first, bounds.second - bounds.first);
+}
+
+// Integer-valued fp32 inputs: rank r holds (r+1) * (i % 17); the sum over p ranks is
+// (i % 17) * p(p+1)/2 <= 16 * 36 for p <= 8 — exact in fp32 in any order of addition.
+at::Tensor integer_input(int rank, int64_t n) {
+  return at::arange(n, at::kLong).remainder(17).to(at::kFloat).mul(static_cast<float>(rank + 1));
+}
+at::Tensor integer_sum(int p, int64_t n) {
+  return at::arange(n, at::kLong).remainder(17).to(at::kFloat).mul(static_cast<float>(p * (p + 1) / 2));
+}
+
+// All-gather values: element i (owned by rank r) is (r + 1) * 100000 + i, exact in fp32 for these sizes
+// and different on every rank, so a chunk landing in the wrong place shows.
+at::Tensor gathered_values(const std::vector<std::pair<int64_t, int64_t>>& bounds, int64_t n) {
+  at::Tensor out = at::arange(n, at::kLong).to(at::kFloat);
+  for (size_t r = 0; r < bounds.size(); ++r) chunk_of(out, bounds[r]).add_(static_cast<float>((r + 1) * 100000));
+  return out;
+}
+
+void check_size(Comm& comm, Checks& checks, int64_t n, std::vector<ExpectedRecord>& expected) {
+  const int p = comm.size(), r = comm.rank();
+  const auto bounds = Comm::chunk_bounds(n, p);
+  const int64_t mine = bounds[r].second - bounds[r].first;
+  const bool divisible = n % p == 0;
+  const int64_t fp32 = 4;
+
+  // --- reduce_scatter, integer-valued: ring vs all_reduce chunk vs closed form vs backend ---
+  {
+    at::Tensor input = integer_input(r, n);
+    at::Tensor ring_out = at::empty({mine}, at::kFloat);
+    comm.reduce_scatter(ring_out, input, CommAlgorithm::ring, "test.rs.ring").wait();
+    expected.push_back({"reduce_scatter", "ring", "float32", n * fp32, size_label("reduce_scatter ring", n, p)});
+    at::Tensor reduced = input.clone();
+    comm.all_reduce(reduced, "test.rs.reference").wait();
+    expected.push_back({"all_reduce", "backend", "float32", n * fp32, size_label("all_reduce reference", n, p)});
+
+    const std::string label = size_label("reduce_scatter", n, p);
+    std::string diff = bit_difference(ring_out, chunk_of(reduced, bounds[r]).contiguous());
+    checks.verdict(diff.empty(), label + ": ring == all_reduce chunk (bit-exact)", diff);
+    diff = bit_difference(ring_out, chunk_of(integer_sum(p, n), bounds[r]).contiguous());
+    checks.verdict(diff.empty(), label + ": ring == closed-form sum (bit-exact)", diff);
+    if (!input.equal(integer_input(r, n))) checks.verdict(false, label + ": ring modified its input");
+    if (divisible) {
+      at::Tensor backend_out = at::empty({mine}, at::kFloat);
+      comm.reduce_scatter(backend_out, input, CommAlgorithm::backend, "test.rs.backend").wait();
+      expected.push_back({"reduce_scatter", "backend", "float32", n * fp32, size_label("reduce_scatter backend", n, p)});
+      diff = bit_difference(ring_out, backend_out);
+      checks.verdict(diff.empty(), label + ": ring == backend reduce_scatter (bit-exact)", diff);
+    }
+  }
+
+  // --- all_gather: ring vs expected concatenation vs backend ---
+  {
+    const at::Tensor want = gathered_values(bounds, n);
+    at::Tensor input = chunk_of(want, bounds[r]).clone();
+    at::Tensor ring_out = at::full({n}, -1.0f, at::kFloat);
+    comm.all_gather(ring_out, input, CommAlgorithm::ring, "test.ag.ring").wait();
+    expected.push_back({"all_gather", "ring", "float32", n * fp32, size_label("all_gather ring", n, p)});
+    const std::string label = size_label("all_gather", n, p);
+    std::string diff = bit_difference(ring_out, want);
+    checks.verdict(diff.empty(), label + ": ring == expected concatenation (bit-exact)", diff);
+    if (divisible) {
+      at::Tensor backend_out = at::full({n}, -1.0f, at::kFloat);
+      comm.all_gather(backend_out, input, CommAlgorithm::backend, "test.ag.backend").wait();
+      expected.push_back({"all_gather", "backend", "float32", n * fp32, size_label("all_gather backend", n, p)});
+      diff = bit_difference(ring_out, backend_out);
+      checks.verdict(diff.empty(), label + ": ring == backend all_gather (bit-exact)", diff);
+    }
+  }
+
+  // --- reduce_scatter, random fp32: ring vs all_reduce chunk within rounding ---
+  {
+    at::manual_seed(1000 * n + r);  // different data on every rank
+    at::Tensor input = at::randn({n}, at::kFloat);
+    at::Tensor ring_out = at::empty({mine}, at::kFloat);
+    comm.reduce_scatter(ring_out, input, CommAlgorithm::ring, "test.rs.random.ring").wait();
+    expected.push_back({"reduce_scatter", "ring", "float32", n * fp32, size_label("reduce_scatter ring random", n, p)});
+    at::Tensor reduced = input.clone();
+    comm.all_reduce(reduced, "test.rs.random.reference").wait();
+    expected.push_back({"all_reduce", "backend", "float32", n * fp32, size_label("all_reduce random reference", n, p)});
+    const at::Tensor want = chunk_of(reduced, bounds[r]);
+    // rtol 1e-6 as asked; atol 1e-6 because a sum of p ~N(0,1) values can cancel to ~0, where a
+    // one-ulp difference of the addends (~1e-7 each) is all that remains.
+    const bool close = at::allclose(ring_out, want, 1e-6, 1e-6);
+    std::string detail;
+    if (!close && mine > 0)
+      detail = "max abs difference " + std::to_string((ring_out - want).abs().max().item<float>());
+    checks.verdict(close, size_label("reduce_scatter random fp32", n, p) + ": ring ~= all_reduce chunk (rtol 1e-6)",
+                   detail);
+  }
+}
+
+// One record per call, in call order, with the fields the caller can predict.
+void check_records(Comm& comm, Checks& checks, size_t first, const std::vector<ExpectedRecord>& expected) {
+  const auto records = comm.records();
+  const size_t issued = records.size() - first;
+  checks.verdict(issued == expected.size(), "records: one per collective issued",
+                 std::to_string(issued) + " records for " + std::to_string(expected.size()) + " collectives");
+  int bad = 0;
+  for (size_t i = 0; i < expected.size() && first + i < records.size(); ++i) {
+    const auto& got = records[first + i];
+    const auto& want = expected[i];
+    std::string problem;
+    if (got.op != want.op) problem += " op=" + got.op + " (expected " + want.op + ")";
+    if (got.algorithm != want.algorithm) problem += " algorithm=" + got.algorithm + " (expected " + want.algorithm + ")";
+    if (got.dtype != want.dtype) problem += " dtype=" + got.dtype + " (expected " + want.dtype + ")";
+    if (got.bytes != want.bytes)
+      problem += " bytes=" + std::to_string(got.bytes) + " (expected " + std::to_string(want.bytes) + ")";
+    if (got.group_size != comm.size()) problem += " group_size=" + std::to_string(got.group_size);
+    if (got.group != "world") problem += " group=" + got.group;
+    if (i > 0 && got.seq != records[first + i - 1].seq + 1) problem += " seq not consecutive";
+    if (!(got.start_us > 0)) problem += " start_us=" + std::to_string(got.start_us);
+    if (!(got.end_us >= got.start_us)) problem += " end_us=" + std::to_string(got.end_us) + " < start_us";
+    if (!problem.empty() && bad++ < 5) checks.verdict(false, "record " + std::to_string(got.seq) + " of " + want.what, problem);
+  }
+  checks.verdict(bad == 0, "records: op, algorithm, dtype, bytes, group, seq and times as issued",
+                 bad ? std::to_string(bad) + " records wrong" : "");
+}
+
+void check_replicas(Comm& comm, Checks& checks) {
+  at::manual_seed(7);  // the same "parameters" on every rank
+  std::vector<std::pair<std::string, at::Tensor>> named = {{"blocks.0.attn.weight", at::randn({16, 16})},
+                                                           {"blocks.0.attn.bias", at::randn({16})},
+                                                           {"head.weight", at::randn({5, 16})}};
+  try {
+    dtlab::check_replicas_identical(comm, named, "after identical init");
+    checks.verdict(true, "replica check: identical tensors pass");
+  } catch (const std::exception& e) {
+    checks.verdict(false, "replica check: identical tensors pass", e.what());
+  }
+  // The check is one recorded all_gather of one int64 hash per tensor from every rank.
+  const auto last = comm.records().back();
+  const int64_t gathered_bytes = static_cast<int64_t>(named.size()) * comm.size() * 8;
+  checks.verdict(last.op == "all_gather" && last.algorithm == "backend" && last.dtype == "int64" &&
+                     last.bytes == gathered_bytes && last.tag == "replica_check" && last.end_us >= last.start_us,
+                 "replica check: recorded as one int64 all_gather of " + std::to_string(gathered_bytes) + " bytes",
+                 last.op + " " + last.algorithm + " " + last.dtype + " " + std::to_string(last.bytes) + " bytes, tag " +
+                     last.tag);
+
+  if (comm.size() < 2) return;
+  if (comm.rank() == 1) named[1].second[3] += 1.0f;  // one element off, on rank 1 only
+  try {
+    dtlab::check_replicas_identical(comm, named, "after corrupting rank 1");
+    checks.verdict(false, "replica check: corruption on rank 1 detected on every rank", "no ReplicaMismatch thrown");
+  } catch (const dtlab::ReplicaMismatch& e) {
+    const std::string message = e.what();
+    const bool names_both = message.find("rank 1") != std::string::npos &&
+                            message.find("'blocks.0.attn.bias'") != std::string::npos;
+    checks.verdict(names_both, "replica check: corruption on rank 1 detected on every rank, naming rank 1 and "
+                               "the parameter", message);
+  }
+}
+
+int run() {
+  const dtlab::RankEnv env = dtlab::discover_rank_env({}, dtlab::current_environment());
+  if (env.world_size < 2) {
+    std::fprintf(stderr, "comm_rank: needs a job of >= 2 ranks (run: dtlab launch -n N comm_rank); got %s, "
+                         "world size %d\n", env.launcher.c_str(), env.world_size);
+    return 1;
+  }
+  dtlab::RendezvousOptions options;
+  options.timeout = std::chrono::seconds(30);
+  dtlab::DistWorld world(env, options);
+  Comm& comm = world.comm();
+  Checks checks(comm.rank());
+  std::printf("comm_rank: rank %d of %d (launcher %s)\n", comm.rank(), comm.size(), env.launcher.c_str());
+
+  const size_t first_record = comm.record_count();
+  std::vector<ExpectedRecord> expected;
+  for (int64_t n : kSizes) check_size(comm, checks, n, expected);
+  check_records(comm, checks, first_record, expected);
+  check_replicas(comm, checks);
+
+  // Agree on the verdict so every rank exits alike.
+  const double failures_everywhere = world.all_reduce_sum(checks.failures());
+  if (failures_everywhere > 0) {
+    std::printf("comm_rank: %d check(s) failed on this rank, %.0f on all ranks\n", checks.failures(),
+                failures_everywhere);
+    return 1;
+  }
+  std::printf("comm_rank: all checks passed\n");
+  return 0;
+}
+
+}  // namespace
+
+int main() {
+  try {
+    return run();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "comm_rank: error: %s\n", e.what());
+    return 1;
+  }
+}
