@@ -74,6 +74,8 @@ struct ParallelConfig {
   double bucket_cap_mb = 25.0;
   int64_t shard_size = 0;  // fsdp_hybrid: ranks per shard group (must divide world size); 0 = world
   bool prefetch = true;
+  std::string reduce_scatter = "ring";  // ring | backend: Gloo's own reduce-scatter is an all-reduce (2x bytes)
+  std::string wrap = "block";           // FSDP units: block (one per transformer block) | every_2 | every_4 | model
   bool offload = false;
   std::string activation_checkpointing = "none";  // none | full | selective
 };

@@ -60,8 +60,8 @@ class BinaryWriter {
 
 void export_reference_inputs(const Config& config, int world_size, const std::string& out_dir) {
   const TrainConfig& t = config.train;
-  if (world_size < 1) throw std::invalid_argument("export-reference: world size must be >= 1, got " +
-                                                  std::to_string(world_size));
+  if (world_size < 1)
+    throw std::invalid_argument("export-reference: world size must be >= 1, got " + std::to_string(world_size));
   if (t.micro_batch < 1 || t.global_batch % (t.micro_batch * world_size) != 0)
     throw std::invalid_argument("export-reference: train.global_batch=" + std::to_string(t.global_batch) +
                                 " is not divisible by train.micro_batch * world_size = " +
@@ -132,8 +132,7 @@ void export_reference_inputs(const Config& config, int world_size, const std::st
 
   nlohmann::json manifest = {
       {"format", "dtlab reference inputs v1 (little-endian, no headers)"},
-      {"files",
-       {{"init", "init.bin"}, {"batches", "batches.bin"}, {"loss_weights", "loss_weights.bin"}}},
+      {"files", {{"init", "init.bin"}, {"batches", "batches.bin"}, {"loss_weights", "loss_weights.bin"}}},
       {"params", params},
       {"param_count", model.parameter_count()},
       {"world_size", world_size},

@@ -20,6 +20,7 @@
 
 #include "lab/comm/comm.hpp"
 #include "lab/dist/fault_injection.hpp"
+#include "lab/train/checkpoint.hpp"
 #include "lab/train/optimizer.hpp"
 #include "lab/train/strategy.hpp"
 #include "strategies/ddp_buckets.hpp"
@@ -57,9 +58,11 @@ class DdpStrategy final : public Strategy {
     if (config.parallel.offload)
       throw std::invalid_argument("parallel.strategy=ddp does not combine with parallel.offload=true: DDP keeps "
                                   "full replicas on the device; use fsdp_full_shard with offload");
-    if (config.parallel.activation_checkpointing != "none" || config.precision.param_dtype != "fp32")
-      throw std::invalid_argument("parallel.strategy=ddp in this build supports neither "
-                                  "parallel.activation_checkpointing nor precision.param_dtype != fp32");
+    if (config.precision.param_dtype != "fp32")
+      throw std::invalid_argument("parallel.strategy=ddp with precision.param_dtype=" + config.precision.param_dtype +
+                                  ": mixed precision compute is not built yet; use fp32 (precision.reduce_dtype=bf16 "
+                                  "communicates in bf16)");
+    checkpointing_ = checkpoint_mode(config.parallel.activation_checkpointing);
     model_ = std::move(model);
     world_size_ = world.world_size();
     rank_ = world.rank();
@@ -102,7 +105,7 @@ class DdpStrategy final : public Strategy {
   double forward_backward(const Batch& batch, double loss_weight, bool is_last_micro) override {
     sync_ = is_last_micro;  // no communication on the non-final micro-steps of accumulation
     for (auto& b : buckets_) b.ready = 0;
-    at::Tensor loss = GPT::loss_sum(model_->forward(batch.inputs), batch.targets) * loss_weight;
+    at::Tensor loss = GPT::loss_sum(forward_with_checkpointing(*model_, batch.inputs, checkpointing_), batch.targets) * loss_weight;
     inject_delay("after_forward", rank_);
     (loss * static_cast<double>(world_size_)).backward();
     return loss.item<double>();
@@ -209,6 +212,7 @@ class DdpStrategy final : public Strategy {
   size_t next_launch_ = 0;
   bool sync_ = true;
   std::unique_ptr<Optimizer> optimizer_;
+  CheckpointMode checkpointing_ = CheckpointMode::none;
 };
 
 void GradReadyHook::operator()(const torch::autograd::Variable&) { strategy->on_grad_ready(index); }

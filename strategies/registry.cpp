@@ -9,6 +9,11 @@ namespace dtlab {
 
 std::unique_ptr<Strategy> make_single_strategy();
 std::unique_ptr<Strategy> make_ddp_strategy();
+std::unique_ptr<Strategy> make_fsdp_full_shard_strategy();
+std::unique_ptr<Strategy> make_fsdp_shard_grad_op_strategy();
+std::unique_ptr<Strategy> make_fsdp_no_shard_strategy();
+std::unique_ptr<Strategy> make_fsdp_hybrid_strategy();
+std::unique_ptr<Strategy> make_zero1_strategy();
 
 namespace {
 using Factory = std::unique_ptr<Strategy> (*)();
@@ -16,6 +21,11 @@ const std::vector<std::pair<std::string, Factory>>& registry() {
   static const std::vector<std::pair<std::string, Factory>> table = {
       {"single", &make_single_strategy},
       {"ddp", &make_ddp_strategy},
+      {"fsdp_full_shard", &make_fsdp_full_shard_strategy},
+      {"fsdp_shard_grad_op", &make_fsdp_shard_grad_op_strategy},
+      {"fsdp_no_shard", &make_fsdp_no_shard_strategy},
+      {"fsdp_hybrid", &make_fsdp_hybrid_strategy},
+      {"zero1", &make_zero1_strategy},
   };
   return table;
 }

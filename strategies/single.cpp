@@ -3,6 +3,7 @@
 #include <cmath>
 #include <memory>
 
+#include "lab/train/checkpoint.hpp"
 #include "lab/train/optimizer.hpp"
 #include "lab/train/strategy.hpp"
 
@@ -17,11 +18,13 @@ class SingleStrategy final : public Strategy {
     if (world.world_size() != 1)
       throw std::invalid_argument("parallel.strategy=single runs one process, but world_size=" +
                                   std::to_string(world.world_size()) + "; use ddp or an fsdp strategy");
-    if (config.parallel.offload || config.parallel.activation_checkpointing != "none" ||
-        config.precision.param_dtype != "fp32")
-      throw std::invalid_argument(
-          "parallel.strategy=single does not apply modifiers (parallel.offload, "
-          "parallel.activation_checkpointing, precision.param_dtype) in this build; leave them at their defaults");
+    if (config.parallel.offload)
+      throw std::invalid_argument("parallel.strategy=single does not combine with parallel.offload=true: offload "
+                                  "moves sharded state to the host; use an fsdp strategy or zero1 with offload");
+    if (config.precision.param_dtype != "fp32")
+      throw std::invalid_argument("parallel.strategy=single with precision.param_dtype=" + config.precision.param_dtype +
+                                  ": mixed precision is not built yet; use fp32");
+    checkpointing_ = checkpoint_mode(config.parallel.activation_checkpointing);
     model_ = std::move(model);
     std::vector<at::Tensor> params;
     std::vector<bool> decay;
@@ -34,7 +37,7 @@ class SingleStrategy final : public Strategy {
   }
 
   double forward_backward(const Batch& batch, double loss_weight, bool /*is_last_micro*/) override {
-    at::Tensor loss = GPT::loss_sum(model_->forward(batch.inputs), batch.targets) * loss_weight;
+    at::Tensor loss = GPT::loss_sum(forward_with_checkpointing(*model_, batch.inputs, checkpointing_), batch.targets) * loss_weight;
     loss.backward();
     return loss.item<double>();
   }
@@ -84,6 +87,7 @@ class SingleStrategy final : public Strategy {
   std::shared_ptr<GPT> model_;
   std::vector<at::Tensor> params_;
   std::unique_ptr<Optimizer> optimizer_;
+  CheckpointMode checkpointing_ = CheckpointMode::none;
 };
 
 }  // namespace

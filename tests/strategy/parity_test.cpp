@@ -28,11 +28,14 @@ struct ParityCase {
   int world;
   std::string optimizer;
   int accumulation;
+  std::vector<std::string> extra = {};  // modifiers and shape overrides
+  std::string label = "";               // appended to the test name
 };
 
 std::string case_name(const ::testing::TestParamInfo<ParityCase>& info) {
   const auto& c = info.param;
-  return c.strategy + "_w" + std::to_string(c.world) + "_" + c.optimizer + "_acc" + std::to_string(c.accumulation);
+  return c.strategy + "_w" + std::to_string(c.world) + "_" + c.optimizer + "_acc" + std::to_string(c.accumulation) +
+         (c.label.empty() ? "" : "_" + c.label);
 }
 
 class Parity : public ::testing::TestWithParam<ParityCase> {};
@@ -40,8 +43,12 @@ class Parity : public ::testing::TestWithParam<ParityCase> {};
 TEST_P(Parity, LossAndEveryParameterMatchTheReferenceAtEveryStep) {
   const auto& c = GetParam();
   const int micro = 8 / (c.world * c.accumulation);
-  auto job = launch(c.world, {"--check-replicas", "parallel.strategy=" + c.strategy, "train.optimizer=" + c.optimizer,
-                              "train.micro_batch=" + std::to_string(micro), "train.steps=10"});
+  std::vector<std::string> args = {"parallel.strategy=" + c.strategy, "train.optimizer=" + c.optimizer,
+                                   "train.micro_batch=" + std::to_string(micro), "train.steps=10"};
+  const bool replicated = c.strategy == "ddp" || c.strategy == "fsdp_no_shard";
+  if (replicated) args.insert(args.begin(), "--check-replicas");
+  args.insert(args.end(), c.extra.begin(), c.extra.end());
+  auto job = launch(c.world, args);
   EXPECT_EQ(job.exit_code, 0) << job.output;
   EXPECT_NE(job.output.find("parity OK"), std::string::npos) << job.output;
 }
@@ -50,8 +57,62 @@ INSTANTIATE_TEST_SUITE_P(Ddp, Parity,
                          ::testing::Values(ParityCase{"ddp", 2, "sgd", 1}, ParityCase{"ddp", 2, "adamw", 1},
                                            ParityCase{"ddp", 2, "sgd", 2}, ParityCase{"ddp", 2, "adamw", 2},
                                            ParityCase{"ddp", 4, "sgd", 1}, ParityCase{"ddp", 4, "adamw", 1},
-                                           ParityCase{"ddp", 4, "sgd", 2}, ParityCase{"ddp", 4, "adamw", 2}),
+                                           ParityCase{"ddp", 4, "sgd", 2}, ParityCase{"ddp", 4, "adamw", 2},
+                                           ParityCase{"ddp", 2, "adamw", 1, {"parallel.activation_checkpointing=full"}, "ac"}),
                          case_name);
+
+// RELIABILITY A3: every sharded strategy x {offload off, on} x {AC none, full}, world 2 and 4 (HYBRID
+// 2x2). World 4 uses a shape whose units do not divide by 4 (d_model 42, ffn 113), so shards are padded.
+std::vector<ParityCase> sharded_matrix() {
+  const std::vector<std::string> padded_shape = {"model.d_model=42", "model.n_heads=3", "model.n_kv_heads=1",
+                                                 "model.ffn_hidden=113"};
+  std::vector<ParityCase> cases;
+  for (const int world : {2, 4}) {
+    std::vector<std::string> strategies = {"fsdp_full_shard", "fsdp_shard_grad_op", "fsdp_no_shard", "zero1"};
+    if (world == 4) strategies.push_back("fsdp_hybrid");
+    for (const auto& strategy : strategies)
+      for (const bool offload : {false, true})
+        for (const std::string ac : {"none", "full"}) {
+          ParityCase c{strategy, world, offload ? "sgd" : "adamw", world == 2 ? 2 : 1};
+          c.extra = {"parallel.offload=" + std::string(offload ? "true" : "false"),
+                     "parallel.activation_checkpointing=" + ac};
+          if (strategy == "fsdp_hybrid") c.extra.push_back("parallel.shard_size=2");
+          if (world == 4) c.extra.insert(c.extra.end(), padded_shape.begin(), padded_shape.end());
+          c.label = std::string(offload ? "offload" : "device") + "_ac_" + ac + (world == 4 ? "_padded" : "");
+          cases.push_back(c);
+        }
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Sharded, Parity, ::testing::ValuesIn(sharded_matrix()), case_name);
+
+// Wrap policies and the backend's reduce-scatter give the same training too.
+INSTANTIATE_TEST_SUITE_P(
+    Wrap, Parity,
+    ::testing::Values(ParityCase{"fsdp_full_shard", 2, "adamw", 1, {"parallel.wrap=every_2"}, "every_2"},
+                      ParityCase{"fsdp_full_shard", 2, "adamw", 1, {"parallel.wrap=model"}, "whole_model"},
+                      ParityCase{"fsdp_full_shard", 2, "sgd", 1, {"parallel.reduce_scatter=backend"}, "backend_rs"},
+                      ParityCase{"fsdp_full_shard", 2, "adamw", 1, {"parallel.prefetch=false"}, "no_prefetch"}),
+    case_name);
+
+std::vector<std::string> digest_lines(const std::string& output);
+
+// A3: activation checkpointing changes memory and time, never the numbers (bit-identical).
+TEST(ActivationCheckpointing, LossesAndParametersAreBitIdenticalWithAndWithoutIt) {
+  for (const std::string strategy : {"fsdp_full_shard", "ddp"}) {
+    std::vector<std::string> first;
+    for (const std::string ac : {"none", "full", "selective"}) {
+      auto job = launch(2, {"--digest", "--no-reference", "parallel.strategy=" + strategy, "train.micro_batch=4",
+                            "train.steps=4", "parallel.activation_checkpointing=" + ac});
+      ASSERT_EQ(job.exit_code, 0) << job.output;
+      auto digests = digest_lines(job.output);
+      ASSERT_EQ(digests.size(), 8u) << job.output;
+      if (first.empty()) first = digests;
+      EXPECT_EQ(digests, first) << strategy << " activation_checkpointing=" << ac;
+    }
+  }
+}
 
 // A2 control: a corrupted element on rank 1 makes the checker fail on every rank within that step.
 TEST(ReplicaCheck, CorruptedRankIsNamedByEveryRank) {

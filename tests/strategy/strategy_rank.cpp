@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
     if (args.reference) {
       std::vector<std::string> ref_overrides = args.overrides;
       for (const char* o : {"parallel.strategy=single", "parallel.offload=false",
-                            "parallel.activation_checkpointing=none", "precision.reduce_dtype=fp32"})
+                            "parallel.activation_checkpointing=none", "precision.reduce_dtype=fp32", "parallel.shard_size=0"})
         ref_overrides.push_back(o);
       const dtlab::Config ref_config = dtlab::load_config("", with_defaults(ref_overrides), 1);
       auto reference = dtlab::make_strategy("single");
