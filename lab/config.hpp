@@ -85,7 +85,9 @@ struct PrecisionConfig {
   std::string reduce_dtype = "fp32";  // fp32 | bf16 | fp16
   std::string master_dtype = "fp32";  // fp32 | bf16
   std::string loss_scale = "none";    // none | dynamic
-  bool stochastic_rounding = false;
+  double loss_scale_init = 65536.0;   // dynamic: the first scale
+  int64_t loss_scale_growth_interval = 2000;  // dynamic: double the scale after this many good steps
+  bool stochastic_rounding = false;   // master_dtype=bf16: round the optimizer's fp32 result stochastically
 };
 
 struct InstrumentConfig {

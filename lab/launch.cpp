@@ -1,7 +1,9 @@
 // launch.cpp: `dtlab launch` — starts N local ranks of one program, relays their output line by line
 // with a "[rank r] " prefix, and supervises them (first failure stops the rest; no orphans).
 //
-// Process model: every rank is fork()ed, put in its own process group (setpgid) and exec()ed with a
+// Process model: every rank is fork()ed, made the leader of its own session and process group (setsid,
+// as torchrun does: with the kernel's autogroup scheduling each session gets its own CPU share, so ranks
+// started here compete for cores exactly like ranks started by torchrun) and exec()ed with a
 // torchrun-style environment. The launcher makes itself a child subreaper (Linux) so that grandchildren
 // a rank leaves behind are re-parented to it and reaped here, not by init; stopping a rank always
 // signals its whole group (kill(-pgid, ...)). The launcher is single-threaded: one poll() loop reads the
@@ -259,7 +261,7 @@ void read_stream(RankStream& stream, int rank) {
 // Runs in the child between fork and exec: only async-signal-safe calls, everything prepared before.
 [[noreturn]] void exec_rank(int stdout_write_fd, int stderr_write_fd, char* const* argv, char* const* envp,
                             const char* program) {
-  setpgid(0, 0);
+  setsid();  // new session and process group, pgid = pid
   struct sigaction default_action{};
   default_action.sa_handler = SIG_DFL;
   sigemptyset(&default_action.sa_mask);
@@ -367,9 +369,8 @@ class Supervisor {
     }
     if (pid == 0) exec_rank(out_pipe[1], err_pipe[1], argv.data(), envp.data(), argv[0]);
 
-    // Also set the group from the parent, so a kill(-pid) right after fork cannot miss the child.
-    // (EACCES once the child has exec'ed is harmless: the child has done it itself by then.)
-    setpgid(pid, pid);
+    // No setpgid from the parent: it would make the child a group leader and its setsid() fail. A stop
+    // that races the child's setsid() falls back to signalling the pid itself (see signal_all).
     ::close(out_pipe[1]);
     ::close(err_pipe[1]);
     Rank rank;
@@ -465,7 +466,8 @@ class Supervisor {
   // still hold background children). ESRCH simply means the group is already empty.
   void kill_all_groups(int signal_number) {
     if (signal_number == SIGKILL) sent_sigkill_ = true;
-    for (const Rank& rank : ranks_) ::kill(-rank.pid, signal_number);
+    for (const Rank& rank : ranks_)
+      if (::kill(-rank.pid, signal_number) != 0 && errno == ESRCH && !rank.reaped) ::kill(rank.pid, signal_number);
   }
 
   bool any_group_alive() const {

@@ -33,6 +33,8 @@ class World {
   // Splits the world into groups (every rank in exactly one; all ranks call it with the same
   // `groups`, in the same order) and returns this rank's group communicator. `name` must be unique.
   virtual std::shared_ptr<Comm> split(const std::string& name, const std::vector<std::vector<int>>& groups) = 0;
+  // Every communicator of this rank: the world's, then the groups from split() (records, audits).
+  virtual std::vector<Comm*> all_comms() = 0;
 
  protected:
   int rank_ = 0, world_size_ = 1, local_rank_ = 0, local_world_size_ = 1;
@@ -49,6 +51,7 @@ class SingleProcessWorld final : public World {
                            "communicates needs `dtlab launch -n N` or another launcher");
   }
   std::shared_ptr<Comm> split(const std::string&, const std::vector<std::vector<int>>&) override { comm(); return nullptr; }
+  std::vector<Comm*> all_comms() override { return {}; }
 };
 
 }  // namespace dtlab

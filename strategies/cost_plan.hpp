@@ -52,4 +52,15 @@ CostPlan ddp_cost_plan(const Config& config);
 // By parallel.strategy; throws std::invalid_argument for strategies without a plan.
 CostPlan cost_plan(const Config& config);
 
+// The sharded strategies (strategies/sharded_cost.cpp, mirroring fsdp_engine.cpp). Per-rank state
+// depends on the rank: the padding of each unit sits in the last shards, and optimizer state covers only
+// the non-padding elements of this rank's shard. REQUIRES 0 <= rank < config.world_size.
+CostPlan fsdp_full_shard_cost_plan(const Config& config, int rank = 0);
+CostPlan fsdp_shard_grad_op_cost_plan(const Config& config, int rank = 0);
+CostPlan fsdp_no_shard_cost_plan(const Config& config, int rank = 0);
+CostPlan fsdp_hybrid_cost_plan(const Config& config, int rank = 0);
+CostPlan zero1_cost_plan(const Config& config, int rank = 0);
+// By parallel.strategy for one rank (cost_plan(config) is rank 0; single and ddp ignore the rank).
+CostPlan cost_plan(const Config& config, int rank);
+
 }  // namespace dtlab

@@ -3,6 +3,8 @@
 #include "strategies/fsdp_engine.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <stdexcept>
 
 #include <torch/csrc/autograd/function_hook.h>
@@ -12,8 +14,12 @@
 #include "lab/dist/fault_injection.hpp"
 #include "lab/train/checkpoint.hpp"
 #include "lab/train/optimizer.hpp"
+#include "kernels/stochastic_round.hpp"
 
 namespace dtlab {
+
+at::ScalarType dtype_from_name(const std::string& name);  // strategies/ddp.cpp
+
 namespace {
 
 // Storage of `t` (and every view of it) released / re-allocated in place: views stay valid objects
@@ -56,7 +62,9 @@ struct FlatUnit {
   at::Tensor full;           // gathered parameters [padded]; the model computes with views of it
   at::Tensor full_writer;    // storage alias of `full` for collective writes
   at::Tensor full_grad;      // gradients of the gathered parameters [padded]
-  at::Tensor reduce_out;     // reduce-scatter output [shard_numel] on the compute side
+  at::Tensor reduce_in;      // reduce-dtype copy of full_grad when it differs from the compute dtype
+  at::Tensor reduce_out;     // reduce-scatter output [shard_numel], reduce dtype
+  at::Tensor master_scratch; // master_dtype=bf16: fp32 copy of the shard the optimizer steps on
   std::vector<at::Tensor> views;
   bool params_ready = false;
   bool gather_pending = false;
@@ -80,10 +88,15 @@ class ShardedStrategy final : public Strategy {
   std::string id() const override { return id_; }
 
   void wrap(std::shared_ptr<GPT> model, const Config& config, World& world) override {
-    if (config.precision.param_dtype != "fp32" || config.precision.reduce_dtype != "fp32")
-      throw std::invalid_argument("parallel.strategy=" + id_ + " with precision.param_dtype=" +
-                                  config.precision.param_dtype + " / precision.reduce_dtype=" +
-                                  config.precision.reduce_dtype + ": mixed precision is not built yet; use fp32");
+    compute_dtype_ = dtype_from_name(config.precision.param_dtype);
+    reduce_dtype_ = dtype_from_name(config.precision.reduce_dtype);
+    master_dtype_ = dtype_from_name(config.precision.master_dtype);
+    dynamic_scaling_ = config.precision.loss_scale == "dynamic";
+    loss_scale_ = dynamic_scaling_ ? config.precision.loss_scale_init : 1.0;
+    if (master_dtype_ != at::kFloat && compute_dtype_ == at::kFloat)
+      throw std::invalid_argument("precision.master_dtype=" + config.precision.master_dtype +
+                                  " with precision.param_dtype=fp32: the master copy cannot be narrower than the "
+                                  "parameters it updates; use param_dtype=bf16");
     if (config.model.tie_embeddings && config.parallel.wrap != "model")
       throw std::invalid_argument("parallel.strategy=" + id_ + " with model.tie_embeddings=true: the tied weight "
                                   "would span the embedding and head units; use parallel.wrap=model or untied "
@@ -99,6 +112,8 @@ class ShardedStrategy final : public Strategy {
     setup_groups(world);
     build_units();
     build_optimizer();
+    for (auto& unit : units_)  // the optimizer's views of the scratch exist now: hold its bytes only during steps
+      if (unit.master_scratch.defined()) release_storage(unit.master_scratch);
   }
 
   double forward_backward(const Batch& batch, double loss_weight, bool is_last_micro) override {
@@ -115,7 +130,7 @@ class ShardedStrategy final : public Strategy {
     }
     at::Tensor loss = GPT::loss_sum(x, batch.targets) * loss_weight;
     inject_delay("after_forward", rank_);
-    (loss * static_cast<double>(world_size_)).backward();
+    (loss * (static_cast<double>(world_size_) * loss_scale_)).backward();
     return loss.item<double>();
   }
 
@@ -146,7 +161,10 @@ class ShardedStrategy final : public Strategy {
         release_params(unit);
         break;
       case ShardingMode::no_shard:
-        if (is_last_micro_) unit.grad_reduce = replica_comm_->all_reduce(unit.full_grad, "fsdp.grads." + unit.name);
+        if (is_last_micro_) {
+          at::Tensor wire = reduce_input(unit);
+          unit.grad_reduce = replica_comm_->all_reduce(wire, "fsdp.grads." + unit.name);
+        }
         break;
       case ShardingMode::zero1:
         if (is_last_micro_) {
@@ -159,17 +177,35 @@ class ShardedStrategy final : public Strategy {
 
   void finish_gradients() override {
     wait_pending_gathers();
+    ++steps_seen_;
     for (auto& unit : units_) {
       if (mode_ == ShardingMode::no_shard) {
         unit.grad_reduce.wait();
-        if (offload_) unit.shard_grad.copy_(unit.full_grad);
+        const at::Tensor& reduced = unit.reduce_in.defined() ? unit.reduce_in : unit.full_grad;  // all-reduced in place
+        if (!unit.shard_grad.is_same(reduced)) unit.shard_grad.copy_(reduced);
       }
-      if (mode_ == ShardingMode::hybrid && replica_comm_) replica_comm_->all_reduce(unit.shard_grad, "fsdp.replicas." + unit.name).wait();
-      unit.shard_grad.div_(static_cast<double>(world_size_));
+      if (mode_ == ShardingMode::hybrid && replica_comm_) {
+        // Across replicas in the reduce dtype, like the reduce-scatter inside the group.
+        at::Tensor wire = reduce_dtype_ == at::kFloat ? unit.shard_grad : unit.shard_grad.to(reduce_dtype_);
+        replica_comm_->all_reduce(wire, "fsdp.replicas." + unit.name).wait();
+        if (!wire.is_same(unit.shard_grad)) unit.shard_grad.copy_(wire);
+      }
+      unit.shard_grad.div_(static_cast<double>(world_size_) * loss_scale_);
+    }
+    if (inject_nonfinite(steps_seen_, rank_) && !units_.empty()) units_[0].shard_grad[0] = INFINITY;
+    step_skipped_ = false;
+    if (dynamic_scaling_) {  // every rank learns whether any rank saw inf/nan, and all skip together
+      double local_bad = 0;
+      for (const auto& unit : units_) local_bad += unit.shard_grad.isfinite().all().item<bool>() ? 0.0 : 1.0;
+      at::Tensor flag = at::full({1}, local_bad, at::kDouble);
+      (shard_comm_ ? shard_comm_ : replica_comm_)->all_reduce(flag, "loss_scale.found_inf").wait();
+      if (replica_comm_ && shard_comm_ && replica_comm_ != shard_comm_) replica_comm_->all_reduce(flag, "loss_scale.found_inf").wait();
+      step_skipped_ = flag.item<double>() > 0;
     }
   }
 
   double grad_sum_of_squares() override {
+    if (step_skipped_) return std::numeric_limits<double>::infinity();  // reported; the step is skipped anyway
     double local = 0.0;
     for (const auto& unit : units_) local += unit.shard_grad.pow(2).sum().item<double>();
     if (mode_ == ShardingMode::no_shard) return local;  // every rank holds every gradient
@@ -183,13 +219,46 @@ class ShardedStrategy final : public Strategy {
   }
 
   void optimizer_step(double lr) override {
+    used_loss_scale_ = loss_scale_;
+    if (dynamic_scaling_) {
+      if (step_skipped_) {  // no update, optimizer state untouched; retry with half the scale
+        loss_scale_ *= 0.5;
+        good_steps_ = 0;
+        return;
+      }
+      if (++good_steps_ >= config_.precision.loss_scale_growth_interval) {
+        loss_scale_ *= 2.0;
+        good_steps_ = 0;
+      }
+    }
+    if (master_dtype_ != at::kFloat) {  // step in fp32 on a scratch copy, round back to the bf16 master
+      for (auto& unit : units_) {
+        ensure_storage(unit.master_scratch, unit.shard_numel * 4);
+        unit.master_scratch.copy_(unit.shard);
+      }
+    }
     optimizer_->step(optimizer_grads_, lr);
+    if (master_dtype_ != at::kFloat) {
+      for (size_t u = 0; u < units_.size(); ++u) {
+        FlatUnit& unit = units_[u];
+        const uint64_t seed = (static_cast<uint64_t>(steps_seen_) << 20) ^ (static_cast<uint64_t>(u) << 8) ^
+                              static_cast<uint64_t>(rank_);
+        if (config_.precision.stochastic_rounding) {
+          kernels::stochastic_round_to_bf16_cpu(unit.master_scratch.data_ptr<float>(),
+                                                reinterpret_cast<uint16_t*>(unit.shard.data_ptr()),
+                                                static_cast<size_t>(unit.shard_numel), seed);
+        } else {
+          unit.shard.copy_(unit.master_scratch);
+        }
+        release_storage(unit.master_scratch);
+      }
+    }
     for (auto& unit : units_) {
       if (mode_ == ShardingMode::zero1) {
-        at::Tensor source = (offload_ ? unit.compute_shard.copy_(unit.shard) : unit.shard).clone();
+        at::Tensor source = (separate_compute_copy() ? unit.compute_shard.copy_(unit.shard) : unit.shard).clone();
         shard_comm_->all_gather(unit.full_writer, source, CommAlgorithm::backend, "zero1.params." + unit.name).wait();
-      } else if (mode_ == ShardingMode::no_shard && offload_) {
-        unit.params_ready = false;  // the host master changed: copy again at the next gather
+      } else if (mode_ == ShardingMode::no_shard && separate_compute_copy()) {
+        unit.params_ready = false;  // the master changed: copy (and cast) again at the next gather
       }
     }
   }
@@ -202,53 +271,74 @@ class ShardedStrategy final : public Strategy {
     }
   }
 
+  // Exact bytes per rank by category (padding included). params: the master parameters this rank keeps
+  // (its shards, or the full flat parameters for zero1/no_shard); grads: the gradients it keeps between
+  // backward and the optimizer (fp32 shards, or full for zero1/no_shard); optimizer: moments/momentum of
+  // its non-padding shard elements; buffers: everything transient at the peak — gathered parameters and
+  // their gradients (one unit, two with prefetch, for full_shard/hybrid; all units' parameters for
+  // shard_grad_op), reduce-scatter outputs, compute-side copies of offloaded or differently typed
+  // masters, reduce-dtype wire copies and the fp32 scratch of a bf16 master.
   StateBytes state_bytes() const override {
+    const int64_t master_b = static_cast<int64_t>(c10::elementSize(master_dtype_));
+    const int64_t compute_b = static_cast<int64_t>(c10::elementSize(compute_dtype_));
+    const int64_t reduce_b = static_cast<int64_t>(c10::elementSize(reduce_dtype_));
     StateBytes b;
-    int64_t largest_unit = 0, all_units = 0;
+    int64_t largest_unit = 0, all_units = 0, largest_wire = 0;
     for (const auto& unit : units_) {
-      largest_unit = std::max(largest_unit, unit.padded * 4);
-      all_units += unit.padded * 4;
+      largest_unit = std::max(largest_unit, unit.padded * compute_b);
+      largest_wire = std::max(largest_wire, unit.reduce_in.defined() ? unit.padded * reduce_b : 0);
+      all_units += unit.padded * compute_b;
       switch (mode_) {
         case ShardingMode::full_shard:
         case ShardingMode::shard_grad_op:
         case ShardingMode::hybrid:
-          b.params += unit.shard_numel * 4;
+          b.params += unit.shard_numel * master_b;
           b.grads += unit.shard_numel * 4;
-          b.buffers += unit.shard_numel * 4;  // reduce-scatter output
+          b.buffers += unit.shard_numel * reduce_b;  // reduce-scatter output
           break;
         case ShardingMode::no_shard:
-          b.params += unit.padded * 4;
-          b.grads += unit.padded * 4;
-          break;
         case ShardingMode::zero1:
-          b.params += unit.padded * 4;
-          b.grads += unit.padded * 4;
-          b.buffers += unit.shard_numel * 4;  // reduce-scatter output = the gradient shard
+          b.params += unit.padded * compute_b;
+          b.grads += unit.padded * compute_b;
+          if (separate_compute_copy()) b.params += unit.shard_numel * master_b;  // the separate master
+          if (!unit.shard_grad.is_same(unit.full_grad)) b.buffers += unit.shard_numel * 4;  // fp32 gradient shard
+          if (mode_ == ShardingMode::zero1) b.buffers += unit.shard_numel * reduce_b;  // reduce-scatter output
           break;
       }
-      if (offload_) b.buffers += unit.shard_numel * 4;  // compute-side copy of the host shard
+      if (separate_compute_copy()) b.buffers += unit.shard_numel * compute_b;  // compute-side copy of the master
+      if (master_dtype_ != at::kFloat) b.buffers += unit.shard_numel * 4;      // fp32 scratch of the optimizer step
     }
-    // Gathered parameters and their gradients at the peak: one unit (two while prefetching) for
-    // full_shard / hybrid; every unit's parameters at once for shard_grad_op.
     if (mode_ == ShardingMode::full_shard || mode_ == ShardingMode::hybrid)
-      b.buffers += largest_unit * (prefetch_ ? 3 : 2);
+      b.buffers += largest_unit * (prefetch_ ? 3 : 2);  // gathered params + grads, + the prefetched unit
     if (mode_ == ShardingMode::shard_grad_op) b.buffers += all_units + largest_unit;
-    if (mode_ == ShardingMode::no_shard && offload_) b.buffers += 0;
+    b.buffers += largest_wire;
     b.optimizer = optimizer_->state_bytes();
     return b;
+  }
+
+  double loss_scale() const override { return used_loss_scale_; }
+  bool step_skipped() const override { return step_skipped_; }
+
+  std::map<std::string, std::string> dtype_audit() const override {
+    auto name = [](at::ScalarType t) { return std::string(c10::getDtypeNames(t).first); };
+    return {{"params", name(compute_dtype_)},
+            {"master", name(master_dtype_)},
+            {"grads", name(compute_dtype_)},
+            {"grad_shards", "float32"},
+            {"reduce", name(reduce_dtype_)},
+            {"optimizer_state", "float32"}};
   }
 
   std::vector<std::pair<std::string, at::Tensor>> full_state() override {
     std::vector<std::pair<std::string, at::Tensor>> out;
     for (auto& unit : units_) {
+      // The master parameters (what the optimizer updates), gathered, in fp32.
       at::Tensor flat;
-      if (mode_ == ShardingMode::zero1) {
-        flat = unit.full.detach();
-      } else if (shard_group_size_ == 1) {
-        flat = unit.shard;
+      if (shard_group_size_ == 1) {
+        flat = unit.shard.to(at::kFloat);
       } else {
-        flat = at::empty({unit.padded}, unit.shard.options());
-        at::Tensor source = unit.shard.clone();
+        flat = at::empty({unit.padded}, unit.shard.options().dtype(at::kFloat));
+        at::Tensor source = unit.shard.to(at::kFloat).clone();
         shard_comm_->all_gather(flat, source, CommAlgorithm::backend, "full_state").wait();
       }
       for (size_t i = 0; i < unit.params.size(); ++i)
@@ -264,6 +354,16 @@ class ShardedStrategy final : public Strategy {
     int64_t n = 1;
     for (int64_t s : shape) n *= s;
     return n;
+  }
+
+  // The master shard needs a compute-side copy before gathers: offloaded, or in another dtype.
+  bool separate_compute_copy() const { return offload_ || compute_dtype_ != master_dtype_; }
+
+  // What goes on the wire for a unit's gradient: full_grad itself, or its copy in the reduce dtype.
+  at::Tensor reduce_input(FlatUnit& unit) {
+    if (!unit.reduce_in.defined()) return unit.full_grad;
+    unit.reduce_in.copy_(unit.full_grad);
+    return unit.reduce_in;
   }
 
   bool frees_after_forward() const { return mode_ == ShardingMode::full_shard || mode_ == ShardingMode::hybrid; }
@@ -348,25 +448,32 @@ class ShardedStrategy final : public Strategy {
       for (size_t i = 0; i < unit.params.size(); ++i)
         initial.narrow(0, unit.offsets[i], unit.params[i].tensor->numel()).copy_(unit.params[i].tensor->detach().reshape({-1}));
 
-      unit.full = at::zeros({unit.padded}, options);
+      const auto compute = options.dtype(compute_dtype_);
+      unit.full = at::zeros({unit.padded}, compute);
       unit.full_writer = storage_alias(unit.full);
-      unit.full_grad = at::zeros({unit.padded}, options);
+      unit.full_grad = at::zeros({unit.padded}, compute);
       const at::Tensor my_chunk = initial.narrow(0, shard_rank_ * unit.shard_numel, unit.shard_numel);
       if (params_persist()) {
         unit.full_writer.copy_(initial);
         unit.params_ready = true;
-        // The master shard is this rank's chunk of the persistent flat parameters, unless offloaded.
-        unit.shard = offload_ ? my_chunk.clone() : unit.full_writer.narrow(0, shard_rank_ * unit.shard_numel, unit.shard_numel);
-      } else {
-        unit.shard = my_chunk.clone();
       }
-      if (mode_ == ShardingMode::no_shard && !offload_) {
+      if (params_persist() && !separate_compute_copy()) {
+        // The master shard is this rank's chunk of the persistent flat parameters.
+        unit.shard = unit.full_writer.narrow(0, shard_rank_ * unit.shard_numel, unit.shard_numel);
+      } else {
+        unit.shard = my_chunk.to(master_dtype_).clone();
+      }
+      if (mode_ == ShardingMode::no_shard && !separate_compute_copy() && reduce_dtype_ == at::kFloat) {
         unit.shard_grad = unit.full_grad;  // F = 1: the all-reduced gradient is the shard's gradient
       } else {
-        unit.shard_grad = at::zeros({unit.shard_numel}, options);
+        unit.shard_grad = at::zeros({unit.shard_numel}, options);  // fp32: gradients accumulate in fp32
       }
-      if (offload_) unit.compute_shard = at::empty({unit.shard_numel}, options);
-      unit.reduce_out = at::empty({unit.shard_numel}, options);
+      if (separate_compute_copy()) unit.compute_shard = at::empty({unit.shard_numel}, compute);
+      if (reduce_dtype_ != compute_dtype_) unit.reduce_in = at::empty({unit.padded}, options.dtype(reduce_dtype_));
+      unit.reduce_out = at::empty({unit.shard_numel}, options.dtype(reduce_dtype_));
+      if (master_dtype_ != at::kFloat) {
+        unit.master_scratch = at::zeros({unit.shard_numel}, options);  // released after build_optimizer
+      }
 
       // Bind the model's parameters to views of the gathered buffer; their .grad to views of full_grad.
       for (size_t i = 0; i < unit.params.size(); ++i) {
@@ -399,7 +506,8 @@ class ShardedStrategy final : public Strategy {
         const int64_t a = std::max(begin, unit.offsets[i]);
         const int64_t b = std::min(end, unit.offsets[i] + numel_of(unit.shapes[i]));
         if (a >= b) continue;
-        params.push_back(unit.shard.narrow(0, a - begin, b - a));
+        const at::Tensor& updated = master_dtype_ == at::kFloat ? unit.shard : unit.master_scratch;
+        params.push_back(updated.narrow(0, a - begin, b - a));
         optimizer_grads_.push_back(unit.shard_grad.narrow(0, a - begin, b - a));
         decay.push_back(unit.decay[i]);
       }
@@ -418,7 +526,7 @@ class ShardedStrategy final : public Strategy {
     if (unit.params_ready || unit.gather_pending) return;
     ensure_storage(unit.full, unit.padded * 4);
     at::Tensor source = unit.shard;
-    if (offload_) source = unit.compute_shard.copy_(unit.shard);  // host -> compute buffer
+    if (separate_compute_copy()) source = unit.compute_shard.copy_(unit.shard);  // host -> compute, and/or cast
     if (shard_group_size_ == 1) {
       unit.full_writer.copy_(source);
       unit.params_ready = true;
@@ -459,10 +567,11 @@ class ShardedStrategy final : public Strategy {
   // Reduce-scatters the unit's full gradient over the shard group into its gradient shard.
   void reduce_scatter_into(FlatUnit& unit, bool accumulate) {
     at::Tensor& out = unit.reduce_out;
+    at::Tensor input = reduce_input(unit);
     if (shard_group_size_ == 1) {
-      out.copy_(unit.full_grad);
+      out.copy_(input);
     } else {
-      shard_comm_->reduce_scatter(out, unit.full_grad, algorithm_, "fsdp.grads." + unit.name).wait();
+      shard_comm_->reduce_scatter(out, input, algorithm_, "fsdp.grads." + unit.name).wait();
     }
     if (accumulate) {
       unit.shard_grad.add_(out);
@@ -478,6 +587,10 @@ class ShardedStrategy final : public Strategy {
   int world_size_ = 1, rank_ = 0, shard_group_size_ = 1, shard_rank_ = 0;
   bool offload_ = false, prefetch_ = true, is_last_micro_ = true;
   CheckpointMode checkpointing_ = CheckpointMode::none;
+  at::ScalarType compute_dtype_ = at::kFloat, reduce_dtype_ = at::kFloat, master_dtype_ = at::kFloat;
+  bool dynamic_scaling_ = false, step_skipped_ = false;
+  double loss_scale_ = 1.0, used_loss_scale_ = 1.0;
+  int64_t good_steps_ = 0, steps_seen_ = 0;
   CommAlgorithm algorithm_ = CommAlgorithm::ring;
   Comm* shard_comm_ = nullptr;
   Comm* replica_comm_ = nullptr;

@@ -1,5 +1,8 @@
 // single.cpp: the `single` strategy — one process holds everything; the reference every other
 // strategy is compared with. Gradients accumulate in each parameter's .grad over micro-steps.
+// With precision.param_dtype bf16/fp16 it is the emulated mixed-precision reference: the model computes
+// with 16-bit copies of fp32 master parameters (refreshed before each step), gradients are cast to fp32
+// and the optimizer updates the masters.
 #include <cmath>
 #include <memory>
 
@@ -8,6 +11,9 @@
 #include "lab/train/strategy.hpp"
 
 namespace dtlab {
+
+at::ScalarType dtype_from_name(const std::string& name);  // strategies/ddp.cpp
+
 namespace {
 
 class SingleStrategy final : public Strategy {
@@ -21,9 +27,11 @@ class SingleStrategy final : public Strategy {
     if (config.parallel.offload)
       throw std::invalid_argument("parallel.strategy=single does not combine with parallel.offload=true: offload "
                                   "moves sharded state to the host; use an fsdp strategy or zero1 with offload");
-    if (config.precision.param_dtype != "fp32")
-      throw std::invalid_argument("parallel.strategy=single with precision.param_dtype=" + config.precision.param_dtype +
-                                  ": mixed precision is not built yet; use fp32");
+    if (config.precision.loss_scale != "none" || config.precision.master_dtype != "fp32")
+      throw std::invalid_argument("parallel.strategy=single with precision.loss_scale=" + config.precision.loss_scale +
+                                  " / precision.master_dtype=" + config.precision.master_dtype +
+                                  ": the single-process reference emulates bf16/fp16 compute with fp32 masters only; "
+                                  "loss scaling and bf16 masters are implemented by the sharded strategies");
     checkpointing_ = checkpoint_mode(config.parallel.activation_checkpointing);
     model_ = std::move(model);
     std::vector<at::Tensor> params;
@@ -33,37 +41,64 @@ class SingleStrategy final : public Strategy {
       decay.push_back(!p.is_norm_or_embedding || config.train.decay_norms_and_embeddings);
     }
     params_ = params;
+    compute_dtype_ = dtype_from_name(config.precision.param_dtype);
+    if (compute_dtype_ != at::kFloat) {
+      // params_ stay the fp32 masters; the model computes with 16-bit leaf copies bound in their place.
+      for (const auto& p : model_->parameters()) {
+        at::Tensor copy = p.tensor->detach().to(compute_dtype_).requires_grad_(true);
+        compute_.push_back(copy);
+        *p.tensor = copy;
+      }
+      for (const auto& p : params_) master_grads_.push_back(at::zeros_like(p));
+    }
     optimizer_ = make_optimizer(config.train, std::move(params), std::move(decay));
   }
 
   double forward_backward(const Batch& batch, double loss_weight, bool /*is_last_micro*/) override {
+    if (!compute_.empty() && !compute_fresh_) {  // masters -> 16-bit compute copies, once per step
+      at::NoGradGuard no_grad;
+      for (size_t i = 0; i < compute_.size(); ++i) compute_[i].copy_(params_[i]);
+      compute_fresh_ = true;
+    }
     at::Tensor loss = GPT::loss_sum(forward_with_checkpointing(*model_, batch.inputs, checkpointing_), batch.targets) * loss_weight;
     loss.backward();
     return loss.item<double>();
   }
 
-  void finish_gradients() override {}
+  void finish_gradients() override {
+    for (size_t i = 0; i < compute_.size(); ++i)  // 16-bit gradients -> fp32 master gradients
+      master_grads_[i].copy_(compute_[i].grad().defined() ? compute_[i].grad() : at::zeros_like(compute_[i]));
+  }
+
+  std::map<std::string, std::string> dtype_audit() const override {
+    const std::string compute = c10::getDtypeNames(compute_dtype_).first;
+    return {{"params", compute}, {"master", "float32"}, {"grads", compute}, {"optimizer_state", "float32"}};
+  }
 
   double grad_sum_of_squares() override {
     double total = 0.0;
-    for (const auto& p : params_)
-      if (p.grad().defined()) total += p.grad().pow(2).sum().item<double>();
+    for (const auto& g : grads())
+      if (g.defined()) total += g.pow(2).sum().item<double>();
     return total;
   }
 
   void scale_gradients(double factor) override {
-    for (auto& p : params_)
-      if (p.grad().defined()) p.mutable_grad().mul_(factor);
+    for (auto& g : grads())
+      if (g.defined()) g.mul_(factor);
   }
 
   void optimizer_step(double lr) override {
-    std::vector<at::Tensor> grads;
-    for (auto& p : params_) grads.push_back(p.grad().defined() ? p.grad() : at::zeros_like(p));
-    optimizer_->step(grads, lr);
+    std::vector<at::Tensor> step_grads;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      const at::Tensor g = grads()[i];
+      step_grads.push_back(g.defined() ? g : at::zeros_like(params_[i]));
+    }
+    optimizer_->step(step_grads, lr);
+    compute_fresh_ = false;
   }
 
   void zero_grad() override {
-    for (auto& p : params_)
+    for (auto& p : compute_.empty() ? params_ : compute_)
       if (p.grad().defined()) p.mutable_grad().zero_();
   }
 
@@ -73,21 +108,38 @@ class SingleStrategy final : public Strategy {
       bytes.params += static_cast<int64_t>(p.nbytes());
       bytes.grads += static_cast<int64_t>(p.nbytes());  // one gradient per parameter once backward ran
     }
+    for (const auto& c : compute_) {  // mixed precision: 16-bit compute copies and their gradients
+      bytes.params += static_cast<int64_t>(c.nbytes());
+      bytes.grads += static_cast<int64_t>(c.nbytes());
+    }
     bytes.optimizer = optimizer_->state_bytes();
     return bytes;
   }
 
   std::vector<std::pair<std::string, at::Tensor>> full_state() override {
     std::vector<std::pair<std::string, at::Tensor>> out;
-    for (const auto& p : model_->parameters()) out.emplace_back(p.name, p.tensor->detach().clone());
+    const auto refs = model_->parameters();
+    for (size_t i = 0; i < refs.size(); ++i) out.emplace_back(refs[i].name, params_[i].detach().clone());
     return out;
   }
 
  private:
   std::shared_ptr<GPT> model_;
   std::vector<at::Tensor> params_;
+  // The gradients the optimizer uses: the fp32 masters' (mixed precision) or the parameters' own.
+  std::vector<at::Tensor> grads() {
+    if (!compute_.empty()) return master_grads_;
+    std::vector<at::Tensor> out;
+    for (auto& p : params_) out.push_back(p.grad());
+    return out;
+  }
+
   std::unique_ptr<Optimizer> optimizer_;
   CheckpointMode checkpointing_ = CheckpointMode::none;
+  at::ScalarType compute_dtype_ = at::kFloat;
+  std::vector<at::Tensor> compute_;       // 16-bit compute copies bound into the model (mixed precision)
+  std::vector<at::Tensor> master_grads_;  // their gradients in fp32
+  bool compute_fresh_ = false;
 };
 
 }  // namespace

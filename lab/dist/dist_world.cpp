@@ -201,6 +201,12 @@ std::shared_ptr<Comm> DistWorld::split(const std::string& name, const std::vecto
   return comm;
 }
 
+std::vector<Comm*> DistWorld::all_comms() {
+  std::vector<Comm*> out = {comm_.get()};
+  for (auto& [name, comm] : groups_) out.push_back(comm.get());
+  return out;
+}
+
 double DistWorld::all_reduce_sum(double value) {
   at::Tensor t = at::full({1}, value, at::kDouble);
   comm_->all_reduce(t, "metric").wait();

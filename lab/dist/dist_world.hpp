@@ -50,6 +50,7 @@ class DistWorld final : public World {
   double all_reduce_max(double value) override;
   Comm& comm() override { return *comm_; }
   std::shared_ptr<Comm> split(const std::string& name, const std::vector<std::vector<int>>& groups) override;
+  std::vector<Comm*> all_comms() override;
   const RendezvousOptions& options() const { return options_; }
 
  private:

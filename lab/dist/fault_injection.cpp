@@ -42,6 +42,15 @@ void inject_delay(const char* point, int rank) {
   if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
 }
 
+bool inject_nonfinite(int64_t step, int rank) {
+  static const char* spec = std::getenv("DTLAB_INJECT_INF");
+  if (!spec) return false;
+  int inf_rank = -1;
+  long long inf_step = -1;
+  if (std::sscanf(spec, "%d:%lld", &inf_rank, &inf_step) != 2) return false;
+  return inf_rank == rank && inf_step == step;
+}
+
 void inject_fault(int64_t step, int rank) {
   static const char* spec = std::getenv("DTLAB_INJECT_FAULT");
   if (!spec) return;

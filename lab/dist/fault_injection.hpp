@@ -15,4 +15,8 @@ void inject_delay(const char* point, int rank);
 //   DTLAB_INJECT_FAULT="RANK:STEP:KIND", KIND = exit (exit code 1) | sigkill | sigterm | abort
 void inject_fault(int64_t step, int rank);
 
+// Test-only non-finite gradient (RELIABILITY D21): DTLAB_INJECT_INF="RANK:STEP" makes this return true
+// on that rank at that step; the strategy then writes an inf into one of its gradients.
+bool inject_nonfinite(int64_t step, int rank);
+
 }  // namespace dtlab

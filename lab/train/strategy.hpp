@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -59,6 +60,13 @@ class Strategy {
   virtual void zero_grad() = 0;
 
   virtual StateBytes state_bytes() const = 0;
+  // Dynamic loss scaling (fp16): the scale used for the step just taken, and whether that step was
+  // skipped because some rank found a non-finite gradient. Strategies without scaling: 1 / false.
+  virtual double loss_scale() const { return 1.0; }
+  virtual bool step_skipped() const { return false; }
+  // Dtypes of what the strategy holds: {"params": compute dtype, "master": ..., "grads": ...,
+  // "reduce": ..., "optimizer_state": ...} (names as c10 prints them: float32, bfloat16, float16).
+  virtual std::map<std::string, std::string> dtype_audit() const { return {}; }
   // Full (gathered) parameters by name, in model order: parity checks and checkpoints. Collective.
   virtual std::vector<std::pair<std::string, at::Tensor>> full_state() = 0;
 };

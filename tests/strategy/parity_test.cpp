@@ -221,3 +221,75 @@ TEST(Torchrun, RanksRunUnderTorchrunAndMatchDtlabLaunch) {
 
 }  // namespace
 }  // namespace dtlab
+
+namespace dtlab {
+namespace {
+
+// RELIABILITY A4: mixed precision against the emulated single-process reference (bf16 compute, fp32
+// reduce, fp32 master) at bf16 tolerance, with the dtype of every collective intercepted.
+struct PrecisionCase {
+  std::string strategy;
+  int world;
+  std::vector<std::string> overrides;
+  std::vector<std::string> expect_dtypes;  // OP=DTYPE
+  std::string label;
+};
+
+class MixedPrecision : public ::testing::TestWithParam<PrecisionCase> {};
+
+TEST_P(MixedPrecision, MatchesTheEmulatedReferenceAtBf16ToleranceWithTheRightWireDtypes) {
+  const auto& c = GetParam();
+  std::vector<std::string> args = {"--tolerance", "bf16", "parallel.strategy=" + c.strategy,
+                                   "train.micro_batch=" + std::to_string(8 / c.world / 2)};
+  for (const auto& d : c.expect_dtypes) args.insert(args.begin(), {"--expect-dtype", d});
+  args.insert(args.end(), c.overrides.begin(), c.overrides.end());
+  auto job = launch(c.world, args);
+  EXPECT_EQ(job.exit_code, 0) << job.output;
+  EXPECT_NE(job.output.find("parity OK"), std::string::npos) << job.output;
+  for (const auto& d : c.expect_dtypes)
+    EXPECT_NE(job.output.find("dtype check: "), std::string::npos) << job.output;
+}
+
+const std::vector<std::string> kBf16 = {"precision.param_dtype=bf16"};
+INSTANTIATE_TEST_SUITE_P(
+    Policies, MixedPrecision,
+    ::testing::Values(
+        PrecisionCase{"fsdp_full_shard", 2, kBf16, {"all_gather=bfloat16", "reduce_scatter=float32"}, "full_shard"},
+        PrecisionCase{"fsdp_shard_grad_op", 2, kBf16, {"all_gather=bfloat16", "reduce_scatter=float32"}, "shard_grad_op"},
+        PrecisionCase{"zero1", 2, kBf16, {"reduce_scatter=float32"}, "zero1"},
+        PrecisionCase{"fsdp_no_shard", 2, kBf16, {"all_reduce=float32"}, "no_shard"},
+        PrecisionCase{"fsdp_hybrid", 4, {"precision.param_dtype=bf16", "parallel.shard_size=2"},
+                      {"all_gather=bfloat16", "reduce_scatter=float32"}, "hybrid_2x2"},
+        PrecisionCase{"fsdp_full_shard", 2, {"precision.param_dtype=bf16", "precision.reduce_dtype=bf16"},
+                      {"all_gather=bfloat16", "reduce_scatter=bfloat16"}, "bf16_reduce"},
+        PrecisionCase{"fsdp_full_shard", 2,
+                      {"precision.param_dtype=bf16", "precision.master_dtype=bf16", "precision.stochastic_rounding=true"},
+                      {"all_gather=bfloat16"}, "bf16_master_stochastic_rounding"},
+        PrecisionCase{"ddp", 2, {"precision.reduce_dtype=bf16"}, {"all_reduce=bfloat16"}, "ddp_bf16_reduce"}),
+    [](const auto& info) { return info.param.label; });
+
+// RELIABILITY D21: fp16 with dynamic loss scaling; an inf on rank 1's gradients at step 3 makes every
+// rank skip that step (parameters and optimizer state unchanged) and halves the scale.
+TEST(LossScaler, NonFiniteGradientOnOneRankSkipsTheStepEverywhereAndHalvesTheScale) {
+  auto job = launch(2,
+                    {"--no-reference", "--expect-skip", "3", "parallel.strategy=fsdp_full_shard",
+                     "precision.param_dtype=fp16", "precision.loss_scale=dynamic", "train.micro_batch=4",
+                     "train.steps=6"},
+                    180, {"DTLAB_INJECT_INF=1:3"});
+  EXPECT_EQ(job.exit_code, 0) << job.output;
+  for (const std::string rank : {"0", "1"})
+    EXPECT_NE(job.output.find("rank " + rank + " step 3: skipped=1, parameters unchanged"), std::string::npos)
+        << job.output;
+}
+
+// The scale grows again after precision.loss_scale_growth_interval good steps.
+TEST(LossScaler, ScaleDoublesAfterTheGrowthInterval) {
+  auto job = launch(2,
+                    {"--no-reference", "--digest", "parallel.strategy=zero1", "precision.param_dtype=fp16",
+                     "precision.loss_scale=dynamic", "precision.loss_scale_growth_interval=2",
+                     "precision.loss_scale_init=1024", "train.micro_batch=4", "train.steps=4"});
+  EXPECT_EQ(job.exit_code, 0) << job.output;
+}
+
+}  // namespace
+}  // namespace dtlab

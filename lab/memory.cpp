@@ -1,0 +1,169 @@
+// memory.cpp: the counting CPU allocator, /proc/self/status, CUDA allocator statistics and the
+// result.json "memory" object (see memory.hpp).
+//
+// Allocation layout: the wrapped allocator is asked for kHeaderBytes + n bytes; the first 8 bytes of the
+// header hold n and the tensor gets base + kHeaderBytes. The DataPtr's context is that same pointer and
+// its deleter (counting_delete) reads n back, uncounts it and hands `base` to the wrapped allocator's
+// raw deleter. Keeping context == data (instead of a separate heap context) matters: some ATen users
+// (oneDNN's engine allocator) call raw_allocate()/raw_deallocate() on the CPU allocator, which require
+// exactly that. kHeaderBytes = 64 keeps the tensor pointer as aligned as c10's own (gAlignment <= 64).
+#include "lab/memory.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+
+#include <c10/core/Allocator.h>
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/alignment.h>
+
+#ifdef DTLAB_WITH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#endif
+
+namespace dtlab {
+namespace {
+
+constexpr size_t kHeaderBytes = 64;
+static_assert(kHeaderBytes >= c10::gAlignment && kHeaderBytes % c10::gAlignment == 0);
+
+std::atomic<int64_t> g_current_bytes{0};
+std::atomic<int64_t> g_peak_bytes{0};
+std::atomic<bool> g_installed{false};
+// Set once before installation, read-only afterwards.
+c10::Allocator* g_inner = nullptr;
+c10::DeleterFnPtr g_inner_deleter = nullptr;
+
+void count_allocation(int64_t n) {
+  const int64_t now = g_current_bytes.fetch_add(n, std::memory_order_relaxed) + n;
+  int64_t peak = g_peak_bytes.load(std::memory_order_relaxed);
+  while (now > peak && !g_peak_bytes.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+}
+
+void counting_delete(void* data) {
+  if (data == nullptr) return;  // zero-byte allocations
+  char* base = static_cast<char*>(data) - kHeaderBytes;
+  int64_t n = 0;
+  std::memcpy(&n, base, sizeof n);
+  g_current_bytes.fetch_sub(n, std::memory_order_relaxed);
+  g_inner_deleter(base);
+}
+
+struct CountingAllocator final : c10::Allocator {
+  c10::DataPtr allocate(size_t n) override {
+    const c10::Device cpu(c10::DeviceType::CPU);
+    // Zero bytes: no memory, but the same deleter, as raw_deleter() promises.
+    if (n == 0) return c10::DataPtr(nullptr, nullptr, &counting_delete, cpu);
+    if (n > std::numeric_limits<size_t>::max() - kHeaderBytes ||
+        n > static_cast<size_t>(std::numeric_limits<int64_t>::max()))
+      throw std::bad_alloc();
+    c10::DataPtr inner = g_inner->allocate(n + kHeaderBytes);
+    void* base = inner.release_context();  // context == data for the default allocator (checked at install)
+    const auto bytes = static_cast<int64_t>(n);
+    std::memcpy(base, &bytes, sizeof bytes);
+    void* data = static_cast<char*>(base) + kHeaderBytes;
+    count_allocation(bytes);
+    return c10::DataPtr(data, data, &counting_delete, cpu);
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &counting_delete; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override { default_copy_data(dest, src, count); }
+};
+
+int64_t status_kib(const std::string& text, const char* key) {
+  const size_t at = text.find(key);
+  if (at == std::string::npos) return 0;
+  return std::stoll(text.substr(at + std::strlen(key)));  // "VmRSS:\t  12345 kB": stoll skips blanks
+}
+
+}  // namespace
+
+void install_counting_allocator() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    c10::Allocator* inner = c10::GetDefaultCPUAllocator();
+    c10::DeleterFnPtr deleter = inner->raw_deleter();
+    {
+      c10::DataPtr probe = inner->allocate(kHeaderBytes);
+      if (deleter == nullptr || probe.get() != probe.get_context() || probe.get_deleter() != deleter)
+        throw std::runtime_error("install_counting_allocator: c10's default CPU allocator does not return "
+                                 "context == data with its raw deleter; the counting wrapper cannot free through it");
+    }
+    g_inner = inner;
+    g_inner_deleter = deleter;
+    // Owned by c10 from now on (SetCPUAllocator keeps the raw pointer for the process's lifetime).
+    static CountingAllocator* counting = new CountingAllocator();
+    c10::SetCPUAllocator(counting, /*priority=*/1);
+    g_installed.store(true);
+  });
+}
+
+bool counting_allocator_installed() { return g_installed.load(); }
+
+MemoryCounters cpu_tensor_memory() {
+  return {g_current_bytes.load(std::memory_order_relaxed), g_peak_bytes.load(std::memory_order_relaxed)};
+}
+
+void reset_peak_cpu_tensor_memory() {
+  // A concurrent allocation may raise the peak again between the two operations; that is its purpose.
+  g_peak_bytes.store(g_current_bytes.load(std::memory_order_relaxed), std::memory_order_relaxed);
+}
+
+ProcessMemory process_memory() {
+  std::ifstream in("/proc/self/status");
+  if (!in) return {};
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return {status_kib(text, "VmRSS:") * 1024, status_kib(text, "VmHWM:") * 1024};
+}
+
+std::optional<CudaMemory> cuda_memory() {
+#ifdef DTLAB_WITH_CUDA
+  if (c10::cuda::device_count() == 0) return std::nullopt;
+  const c10::DeviceIndex device = c10::cuda::current_device();
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device);
+  const auto aggregate = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+  CudaMemory m;
+  m.device = device;
+  m.allocated_bytes = stats.allocated_bytes[aggregate].current;
+  m.allocated_peak_bytes = stats.allocated_bytes[aggregate].peak;
+  m.reserved_bytes = stats.reserved_bytes[aggregate].current;
+  m.reserved_peak_bytes = stats.reserved_bytes[aggregate].peak;
+  return m;
+#else
+  return std::nullopt;
+#endif
+}
+
+nlohmann::json memory_report(const StateBytes& state, int rank) {
+  nlohmann::json j = {{"rank", rank},
+                      {"params_bytes", state.params},
+                      {"grads_bytes", state.grads},
+                      {"optimizer_bytes", state.optimizer},
+                      {"buffers_bytes", state.buffers}};
+  if (counting_allocator_installed()) {
+    const MemoryCounters tensors = cpu_tensor_memory();
+    const int64_t held = state.params + state.grads + state.optimizer + state.buffers;
+    j["tensor_peak_bytes"] = tensors.peak_bytes;
+    j["tensor_current_bytes"] = tensors.current_bytes;
+    j["activations_bytes"] = std::max<int64_t>(0, tensors.peak_bytes - held);  // an estimate, see memory.hpp
+  }
+  const ProcessMemory process = process_memory();
+  j["rss_bytes"] = process.rss_bytes;
+  j["hwm_bytes"] = process.hwm_bytes;
+  if (const auto cuda = cuda_memory())
+    j["cuda"] = {{"device", cuda->device},
+                 {"allocated_bytes", cuda->allocated_bytes},
+                 {"allocated_peak_bytes", cuda->allocated_peak_bytes},
+                 {"reserved_bytes", cuda->reserved_bytes},
+                 {"reserved_peak_bytes", cuda->reserved_peak_bytes}};
+  return j;
+}
+
+}  // namespace dtlab

@@ -1,0 +1,274 @@
+// sharded_cost.cpp: cost plans of the sharded strategies (fsdp_full_shard, fsdp_shard_grad_op,
+// fsdp_no_shard, fsdp_hybrid, zero1), torch-free, mirroring strategies/fsdp_engine.cpp.
+//
+// Units (parallel.wrap) as build_units() makes them: the embedding; the blocks one per unit, or every 2 /
+// every 4, or everything in one unit (wrap=model); the final norm with the head. A unit of n elements is
+// padded to a multiple of the shard group size F and split into F shards of padded/F elements; shard i
+// belongs to rank i of the shard group, so the padding sits at the end of the last ranks' shards. Which
+// elements of a shard are padding therefore depends on the rank: the plans take `rank` (global rank;
+// the shard rank is rank for full_shard / shard_grad_op / zero1, rank % F for hybrid, 0 for no_shard).
+//
+// F: world for full_shard / shard_grad_op / zero1, 1 for no_shard, parallel.shard_size (0 = world) for
+// hybrid. A = train.accumulation micro-steps per optimizer step.
+//
+// Collectives per optimizer step (bytes in the nccl-tests convention: the padded unit for all-gather and
+// reduce-scatter, the buffer for all-reduce):
+//   full_shard     per micro-step: all-gather every unit in forward, again in backward for every unit but
+//                  the last (the engine keeps the last unit gathered from its forward into its backward),
+//                  reduce-scatter every unit                       -> A·(2n-1) AG + A·n RS
+//   shard_grad_op  per micro-step: all-gather every unit in forward (kept through backward),
+//                  reduce-scatter every unit                       -> A·n AG + A·n RS
+//   no_shard       last micro-step: all-reduce every unit's full gradient
+//   hybrid         full_shard inside the shard group (group size F), then (R = world/F > 1) an all-reduce
+//                  of every gradient shard across the R replicas
+//   zero1          last micro-step: reduce-scatter every unit; after the optimizer: all-gather every unit
+// plus, except for no_shard (every rank holds every gradient), the grad-norm all-reduce of one double
+// (8 bytes, over the shard group), and with precision.loss_scale=dynamic the found-inf all-reduce of one
+// double (over the shard group, or the replicas for no_shard; hybrid with R > 1 also over the replicas).
+// Gathers move precision.param_dtype; reduce-scatters and gradient all-reduces precision.reduce_dtype. Not in the plan: the trainer's per-step loss all-reduce (8 bytes, the
+// same for every strategy, also absent from the ddp plan). With F = 1 the engine copies instead of
+// gathering / reduce-scattering, so those collectives vanish; zero1 still calls its all-gather.
+// All-gathers use the backend (Gloo: a ring); reduce-scatters follow parallel.reduce_scatter: ring (the
+// lab's ring over send/recv, (p-1)/p·S per rank) or backend (Gloo's reduce_scatter_tensor is an
+// all-reduce plus a chunk copy: it moves all-reduce volume, 2(p-1)/p·S per rank).
+//
+// State per rank: the categories of ShardedStrategy::state_bytes(), term by term (c, r, m: bytes per
+// element of precision.param_dtype, reduce_dtype, master_dtype; "separate copy" = offload or c != m):
+//   full_shard, shard_grad_op, hybrid: params += shard·m; grads += shard·4 (fp32 gradient shards);
+//                                      buffers += shard·r (reduce-scatter output)
+//   no_shard, zero1: params += padded·c (+ shard·m with a separate copy); grads += padded·c;
+//                    buffers += shard·4 unless the gradient shard is full_grad itself (no_shard without a
+//                    separate copy and with fp32 reduce); zero1 buffers += shard·r (reduce-scatter output)
+//   separate copy: buffers += shard·c (compute-side copy of the master shard)
+//   master not fp32: buffers += shard·4 (fp32 scratch of the optimizer step)
+//   gathered units at the peak: full_shard / hybrid + largest unit·c × (3 with prefetch, else 2);
+//                               shard_grad_op + all units·c + largest unit·c
+//   reduce dtype != param dtype: buffers += largest unit·r (the wire copy of a unit's gradient)
+//   optimizer: state per fp32 element (optimizer_state_bytes_per_element) × this rank's non-padding shard
+//              elements (the optimizer sees each parameter's piece of the shard, never padding).
+#include <algorithm>
+#include <stdexcept>
+
+#include "strategies/cost_plan.hpp"
+
+namespace dtlab {
+namespace {
+
+enum class Mode { full_shard, shard_grad_op, no_shard, hybrid, zero1 };
+
+struct UnitShape {
+  std::string name;
+  int64_t numel = 0, padded = 0, shard = 0;
+};
+
+// The engine's units per parallel.wrap, from the parameter shapes (embedding, 9 tensors per block, then
+// the final norm and the head).
+std::vector<UnitShape> units_of(const Config& config, int64_t F) {
+  const auto shapes = param_shapes(config.model);
+  const int64_t L = config.model.n_layers;
+  constexpr int64_t kPerBlock = 9;
+  std::vector<std::vector<int64_t>> model_unit_numel;  // per model unit: 0 embedding, 1..L blocks, L+1 head
+  std::vector<std::string> model_unit_name;
+  model_unit_numel.push_back({shapes[0].numel});
+  model_unit_name.push_back("embedding");
+  for (int64_t l = 0; l < L; ++l) {
+    model_unit_numel.emplace_back();
+    for (int64_t k = 0; k < kPerBlock; ++k)
+      model_unit_numel.back().push_back(shapes[static_cast<size_t>(1 + l * kPerBlock + k)].numel);
+    model_unit_name.push_back("block." + std::to_string(l));
+  }
+  model_unit_numel.emplace_back();
+  for (size_t i = static_cast<size_t>(1 + L * kPerBlock); i < shapes.size(); ++i)
+    model_unit_numel.back().push_back(shapes[i].numel);
+  model_unit_name.push_back("head");
+
+  std::vector<std::vector<int64_t>> groups;
+  const std::string& wrap = config.parallel.wrap;
+  if (wrap == "model") {
+    groups.emplace_back();
+    for (int64_t m = 0; m <= L + 1; ++m) groups.back().push_back(m);
+  } else {
+    const int64_t per = wrap == "every_2" ? 2 : wrap == "every_4" ? 4 : 1;
+    groups.push_back({0});
+    for (int64_t l = 0; l < L; l += per) {
+      groups.emplace_back();
+      for (int64_t k = l; k < std::min(L, l + per); ++k) groups.back().push_back(k + 1);
+    }
+    groups.push_back({L + 1});
+  }
+  std::vector<UnitShape> units;
+  for (const auto& group : groups) {
+    UnitShape u;
+    for (int64_t m : group) {
+      u.name += (u.name.empty() ? "" : "+") + model_unit_name[static_cast<size_t>(m)];
+      for (int64_t n : model_unit_numel[static_cast<size_t>(m)]) u.numel += n;
+    }
+    u.padded = (u.numel + F - 1) / F * F;
+    u.shard = u.padded / F;
+    units.push_back(std::move(u));
+  }
+  return units;
+}
+
+int64_t shard_group_size(Mode mode, const Config& config) {
+  const int64_t world = config.world_size;
+  switch (mode) {
+    case Mode::no_shard:
+      return 1;
+    case Mode::hybrid: {
+      const int64_t f = config.parallel.shard_size > 0 ? config.parallel.shard_size : world;
+      if (world % f != 0)
+        throw std::invalid_argument("parallel.shard_size=" + std::to_string(f) + " does not divide world_size=" +
+                                    std::to_string(world));
+      return f;
+    }
+    default:
+      return world;
+  }
+}
+
+const char* mode_id(Mode mode) {
+  switch (mode) {
+    case Mode::full_shard: return "fsdp_full_shard";
+    case Mode::shard_grad_op: return "fsdp_shard_grad_op";
+    case Mode::no_shard: return "fsdp_no_shard";
+    case Mode::hybrid: return "fsdp_hybrid";
+    case Mode::zero1: return "zero1";
+  }
+  return "?";
+}
+
+struct Dtype {
+  std::string name;  // as comm records it: float32 | bfloat16 | float16
+  int64_t bytes;
+};
+
+Dtype dtype_of(const std::string& config_name) {
+  if (config_name == "fp32") return {"float32", 4};
+  if (config_name == "bf16") return {"bfloat16", 2};
+  if (config_name == "fp16") return {"float16", 2};
+  throw std::invalid_argument("dtype '" + config_name + "' is not one of fp32 | bf16 | fp16");
+}
+
+CostPlan sharded_cost_plan(Mode mode, const Config& config, int rank) {
+  if (rank < 0 || rank >= config.world_size)
+    throw std::invalid_argument(std::string(mode_id(mode)) + " cost plan: rank " + std::to_string(rank) +
+                                " is outside world_size=" + std::to_string(config.world_size));
+  const int64_t F = shard_group_size(mode, config);
+  const int64_t R = config.world_size / F;  // replicas of each shard (hybrid); 1 otherwise
+  const int64_t shard_rank = mode == Mode::no_shard ? 0 : rank % F;
+  const int64_t A = std::max<int64_t>(1, config.train.accumulation);
+  const auto units = units_of(config, F);
+  const int n = static_cast<int>(units.size());
+  const int f = static_cast<int>(F);
+  const Dtype compute = dtype_of(config.precision.param_dtype), reduce = dtype_of(config.precision.reduce_dtype),
+              master = dtype_of(config.precision.master_dtype);
+  const int64_t c = compute.bytes, r = reduce.bytes, m = master.bytes;
+  const bool separate_copy = config.parallel.offload || compute.name != master.name;
+  const bool dynamic_scaling = config.precision.loss_scale == "dynamic";
+
+  CostPlan plan;
+  plan.strategy = mode_id(mode);
+  const std::string rs_algorithm = config.parallel.reduce_scatter == "backend" ? "backend" : "ring";
+  const std::string rs_note = rs_algorithm == "backend"
+                                  ? "; Gloo's backend reduce-scatter is an all-reduce plus a chunk copy: it moves "
+                                    "all-reduce volume 2(p-1)/p·S per rank, not (p-1)/p·S"
+                                  : "; lab ring over send/recv: (p-1)/p·S per rank";
+  auto all_gather = [&](const UnitShape& u, const char* phase, int64_t count, const std::string& what) {
+    plan.collectives.push_back({"all_gather", "backend", compute.name, u.padded * c, f, phase, count,
+                                "unit " + u.name + " parameters (" + what + ")"});
+  };
+  auto reduce_scatter = [&](const UnitShape& u, int64_t count, const std::string& when) {
+    plan.collectives.push_back({"reduce_scatter", rs_algorithm, reduce.name, u.padded * r, f, "backward", count,
+                                "unit " + u.name + " gradients (" + when + ")" + rs_note});
+  };
+  auto one_double = [&](int group, const std::string& what) {
+    plan.collectives.push_back({"all_reduce", "backend", "float64", 8, group, "after-backward", 1, what});
+  };
+  const bool sharded = F > 1;  // F = 1: the engine copies instead of gathering / reduce-scattering
+  for (int u = 0; u < n; ++u) {
+    const UnitShape& unit = units[static_cast<size_t>(u)];
+    switch (mode) {
+      case Mode::full_shard:
+      case Mode::hybrid:
+        if (sharded) {
+          all_gather(unit, "forward", A, "forward gather, every micro-step");
+          if (u + 1 < n) all_gather(unit, "backward", A, "backward re-gather, every micro-step");
+          reduce_scatter(unit, A, "every micro-step");
+        }
+        break;
+      case Mode::shard_grad_op:
+        if (sharded) {
+          all_gather(unit, "forward", A, "forward gather kept through backward, every micro-step");
+          reduce_scatter(unit, A, "every micro-step");
+        }
+        break;
+      case Mode::no_shard:
+        plan.collectives.push_back({"all_reduce", "backend", reduce.name, unit.padded * r,
+                                    static_cast<int>(config.world_size), "backward", 1,
+                                    "unit " + unit.name + " gradients (last micro-step)"});
+        break;
+      case Mode::zero1:
+        if (sharded) reduce_scatter(unit, 1, "last micro-step");
+        break;
+    }
+  }
+  if (mode == Mode::hybrid && R > 1)
+    for (const auto& unit : units)
+      plan.collectives.push_back({"all_reduce", "backend", reduce.name, unit.shard * r, static_cast<int>(R),
+                                  "after-backward", 1, "unit " + unit.name + " gradient shard across replicas"});
+  if (dynamic_scaling) {
+    one_double(mode == Mode::no_shard ? static_cast<int>(config.world_size) : f, "loss scaling: found inf/nan");
+    if (mode == Mode::hybrid && R > 1) one_double(static_cast<int>(R), "loss scaling: found inf/nan across replicas");
+  }
+  if (mode != Mode::no_shard) one_double(f, "grad-norm sum of squares");
+  if (mode == Mode::zero1)
+    for (const auto& unit : units) all_gather(unit, "optimizer", 1, "updated shards, after the optimizer step");
+
+  // State, term by term as ShardedStrategy::state_bytes().
+  int64_t largest = 0, all_units = 0, largest_wire = 0, non_padding = 0;
+  const bool grad_shard_is_full_grad = mode == Mode::no_shard && !separate_copy && reduce.name == "float32";
+  for (const auto& unit : units) {
+    largest = std::max(largest, unit.padded * c);
+    all_units += unit.padded * c;
+    if (reduce.name != compute.name) largest_wire = std::max(largest_wire, unit.padded * r);
+    switch (mode) {
+      case Mode::full_shard:
+      case Mode::shard_grad_op:
+      case Mode::hybrid:
+        plan.state.params += unit.shard * m;
+        plan.state.grads += unit.shard * 4;
+        plan.state.buffers += unit.shard * r;
+        break;
+      case Mode::no_shard:
+      case Mode::zero1:
+        plan.state.params += unit.padded * c;
+        plan.state.grads += unit.padded * c;
+        if (separate_copy) plan.state.params += unit.shard * m;
+        if (!grad_shard_is_full_grad) plan.state.buffers += unit.shard * 4;
+        if (mode == Mode::zero1) plan.state.buffers += unit.shard * r;
+        break;
+    }
+    if (separate_copy) plan.state.buffers += unit.shard * c;
+    if (master.name != "float32") plan.state.buffers += unit.shard * 4;
+    const int64_t begin = shard_rank * unit.shard;
+    non_padding += std::max<int64_t>(0, std::min(begin + unit.shard, unit.numel) - begin);
+  }
+  if (mode == Mode::full_shard || mode == Mode::hybrid) plan.state.buffers += largest * (config.parallel.prefetch ? 3 : 2);
+  if (mode == Mode::shard_grad_op) plan.state.buffers += all_units + largest;
+  plan.state.buffers += largest_wire;
+  plan.state.optimizer = non_padding * optimizer_state_bytes_per_element(config.train, 4);
+  return plan;
+}
+
+}  // namespace
+
+CostPlan fsdp_full_shard_cost_plan(const Config& config, int rank) { return sharded_cost_plan(Mode::full_shard, config, rank); }
+CostPlan fsdp_shard_grad_op_cost_plan(const Config& config, int rank) {
+  return sharded_cost_plan(Mode::shard_grad_op, config, rank);
+}
+CostPlan fsdp_no_shard_cost_plan(const Config& config, int rank) { return sharded_cost_plan(Mode::no_shard, config, rank); }
+CostPlan fsdp_hybrid_cost_plan(const Config& config, int rank) { return sharded_cost_plan(Mode::hybrid, config, rank); }
+CostPlan zero1_cost_plan(const Config& config, int rank) { return sharded_cost_plan(Mode::zero1, config, rank); }
+
+}  // namespace dtlab

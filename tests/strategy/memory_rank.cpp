@@ -1,0 +1,226 @@
+// memory_rank.cpp: one rank of the memory exactness check (run under `dtlab launch -n W`).
+//
+// Trains train.steps (default 2) steps of the requested strategy; after every step each rank checks
+//   1. strategy.state_bytes() == cost_plan(config, rank).state, category by category, exactly;
+//   2. params + grads + optimizer equals the ZeRO-paper bookkeeping for fp32 (4 bytes/param, 4 bytes/grad,
+//      optimizer s bytes/element: AdamW 8, SGD+momentum 4), computed here independently of the cost plan
+//      from the model's own units:
+//        ddp, fsdp_no_shard   (4 + 4 + s)·Ψ                        (= 16Ψ for AdamW)
+//        zero1                4·Ψp + 4·Ψp + s·e_r                  Ψp = Σ padded units, e_r = this rank's
+//                                                                  non-padding shard elements
+//      (offload: no_shard and zero1 also keep a separate fp32 master shard, + 4·S_r)
+//        fsdp_full_shard / fsdp_shard_grad_op / fsdp_hybrid
+//                             4·S_r + 4·S_r + s·e_r                S_r = Σ shard elements incl. padding
+//                                                                  (= 16Ψ/N plus padding for AdamW)
+// Rank 0 prints the formula with its values and the memory_report() JSON. Exits 1 on any mismatch
+// (every rank prints its own).
+//
+//   dtlab launch -n 2 memory_rank [--resident] [--] key=value...
+// --resident  instead of training: build the model, wrap it, and print the tensor bytes the wrap left
+//             alive (counting allocator) beside state_bytes(): what the strategy really holds at rest.
+//             Informational (no exit status beyond errors).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "lab/config.hpp"
+#include "lab/dist/dist_world.hpp"
+#include "lab/dist/rank_env.hpp"
+#include "lab/memory.hpp"
+#include "lab/model.hpp"
+#include "lab/train/trainer.hpp"
+#include "strategies/cost_plan.hpp"
+#include "strategies/registry.hpp"
+
+namespace {
+
+struct Args {
+  bool resident = false;
+  std::vector<std::string> overrides;
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string s = argv[i];
+    if (s == "--resident") a.resident = true;
+    else if (s == "--") continue;
+    else a.overrides.push_back(s);
+  }
+  return a;
+}
+
+std::vector<std::string> with_defaults(const std::vector<std::string>& overrides) {
+  std::vector<std::string> all = {"model.preset=tiny", "train.steps=2",  "train.global_batch=8", "train.warmup_steps=0",
+                                  "train.threads=1",   "train.lr=3e-3", "instrument.log_every=1000"};
+  all.insert(all.end(), overrides.begin(), overrides.end());
+  return all;
+}
+
+// Element counts of the engine's units per parallel.wrap, from the model itself (not the cost plan).
+std::vector<int64_t> unit_numels(dtlab::GPT& model, const std::string& wrap) {
+  std::vector<int64_t> per_model_unit;
+  for (const auto& u : model.units()) {
+    int64_t n = 0;
+    for (const auto& p : u.params) n += p.tensor->numel();
+    per_model_unit.push_back(n);
+  }
+  const size_t last = per_model_unit.size() - 1;  // the head
+  std::vector<int64_t> out;
+  if (wrap == "model") {
+    int64_t n = 0;
+    for (int64_t x : per_model_unit) n += x;
+    return {n};
+  }
+  const size_t per = wrap == "every_2" ? 2 : wrap == "every_4" ? 4 : 1;
+  out.push_back(per_model_unit[0]);
+  for (size_t b = 1; b < last; b += per) {
+    int64_t n = 0;
+    for (size_t k = b; k < std::min(last, b + per); ++k) n += per_model_unit[k];
+    out.push_back(n);
+  }
+  out.push_back(per_model_unit[last]);
+  return out;
+}
+
+struct Expected {
+  int64_t bytes = 0;
+  std::string formula;
+};
+
+Expected zero_paper_bytes(const dtlab::Config& config, int rank) {
+  dtlab::GPT model(config.model, config.train.seed);
+  const std::string& id = config.parallel.strategy;
+  const int64_t psi = model.parameter_count();
+  const int64_t s = config.train.optimizer == "adamw" ? 8 : config.train.momentum != 0.0 ? 4 : 0;
+  const int64_t world = config.world_size;
+  char buf[512];
+  // Offload keeps a separate fp32 master shard beside the flat parameters of no_shard / zero1.
+  const int64_t master_copy = config.parallel.offload && (id == "fsdp_no_shard" || id == "zero1") ? 4 : 0;
+  if (id == "ddp" || id == "fsdp_no_shard" || id == "single") {
+    std::snprintf(buf, sizeof buf, "(4 + 4 + %lld + %lld)·Ψ, Ψ = %lld", static_cast<long long>(master_copy),
+                  static_cast<long long>(s), static_cast<long long>(psi));
+    return {(8 + master_copy + s) * psi, buf};
+  }
+  const int64_t F = id == "fsdp_hybrid" && config.parallel.shard_size > 0 ? config.parallel.shard_size : world;
+  const int64_t shard_rank = rank % F;
+  int64_t padded_total = 0, shard_total = 0, non_padding = 0;
+  for (int64_t n : unit_numels(model, config.parallel.wrap)) {
+    const int64_t padded = (n + F - 1) / F * F, shard = padded / F, begin = shard_rank * shard;
+    padded_total += padded;
+    shard_total += shard;
+    non_padding += std::max<int64_t>(0, std::min(begin + shard, n) - begin);
+  }
+  if (id == "zero1") {
+    std::snprintf(buf, sizeof buf,
+                  "4·Ψp + 4·Ψp + %lld·S_r + %lld·e_r, Ψ = %lld, Ψp = Ψ + padding = %lld, e_r = %lld (N = %lld: %lld·Ψ/N = %.1f)",
+                  static_cast<long long>(master_copy), static_cast<long long>(s), static_cast<long long>(psi),
+                  static_cast<long long>(padded_total),
+                  static_cast<long long>(non_padding), static_cast<long long>(F), static_cast<long long>(s),
+                  static_cast<double>(s * psi) / static_cast<double>(F));
+    return {8 * padded_total + master_copy * shard_total + s * non_padding, buf};
+  }
+  std::snprintf(buf, sizeof buf,
+                "4·S_r + 4·S_r + %lld·e_r, Ψ = %lld, N = %lld, S_r = %lld (incl. padding), e_r = %lld "
+                "(%lld·Ψ/N = %.1f; padding in params+grads here %lld bytes)",
+                static_cast<long long>(s), static_cast<long long>(psi), static_cast<long long>(F),
+                static_cast<long long>(shard_total), static_cast<long long>(non_padding),
+                static_cast<long long>(8 + s), static_cast<double>((8 + s) * psi) / static_cast<double>(F),
+                static_cast<long long>(8 * (shard_total - non_padding)));
+  return {8 * shard_total + s * non_padding, buf};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args args = parse(argc, argv);
+  try {
+    dtlab::install_counting_allocator();  // before any model tensor, so every storage is counted
+    const dtlab::RankEnv env = dtlab::discover_rank_env({}, dtlab::current_environment());
+    const dtlab::Config config = dtlab::load_config("", with_defaults(args.overrides), env.world_size);
+    const bool main_rank = env.rank == 0;
+    dtlab::RendezvousOptions rendezvous;
+    rendezvous.timeout = std::chrono::seconds(60);
+    dtlab::DistWorld world(env, rendezvous);
+    auto strategy = dtlab::make_strategy(config.parallel.strategy);
+
+    if (args.resident) {
+      // Bytes alive after wrap minus those of the bare model, plus the model's parameters (which the
+      // strategy either keeps or replaces by its own buffers): what the strategy holds at rest.
+      const int64_t before_model = dtlab::cpu_tensor_memory().current_bytes;
+      auto model = std::make_shared<dtlab::GPT>(config.model, config.train.seed);
+      const int64_t with_model = dtlab::cpu_tensor_memory().current_bytes;
+      strategy->wrap(model, config, world);
+      const int64_t after_wrap = dtlab::cpu_tensor_memory().current_bytes;
+      const int64_t param_bytes = model->parameter_count() * 4;
+      const int64_t held = after_wrap - with_model + param_bytes;
+      const dtlab::StateBytes b = strategy->state_bytes();
+      const int64_t pgo = b.params + b.grads + b.optimizer;
+      std::printf("rank %d resident %s: model other tensors %lld, held after wrap %lld, state params+grads+optimizer "
+                  "%lld (params %lld grads %lld optimizer %lld), held - state %lld, state buffers %lld\n",
+                  env.rank, config.parallel.strategy.c_str(),
+                  static_cast<long long>(with_model - before_model - param_bytes), static_cast<long long>(held),
+                  static_cast<long long>(pgo), static_cast<long long>(b.params), static_cast<long long>(b.grads),
+                  static_cast<long long>(b.optimizer), static_cast<long long>(held - pgo),
+                  static_cast<long long>(b.buffers));
+      std::fflush(stdout);
+      world.all_reduce_sum(0.0);  // leave together
+      return 0;
+    }
+
+    int failures = 0;
+    const dtlab::CostPlan plan = dtlab::cost_plan(config, env.rank);
+    const Expected expected = zero_paper_bytes(config, env.rank);
+    dtlab::TrainOptions options;
+    options.print_steps = options.print_config = false;
+    options.after_step = [&](int64_t step, dtlab::Strategy& s) {
+      const dtlab::StateBytes real = s.state_bytes();
+      const struct {
+        const char* what;
+        int64_t real, planned;
+      } rows[] = {{"params", real.params, plan.state.params},
+                  {"grads", real.grads, plan.state.grads},
+                  {"optimizer", real.optimizer, plan.state.optimizer},
+                  {"buffers", real.buffers, plan.state.buffers}};
+      for (const auto& r : rows)
+        if (r.real != r.planned) {
+          ++failures;
+          std::printf("rank %d step %lld: state_bytes().%s = %lld but the cost plan says %lld\n", env.rank,
+                      static_cast<long long>(step), r.what, static_cast<long long>(r.real),
+                      static_cast<long long>(r.planned));
+        }
+      const int64_t pgo = real.params + real.grads + real.optimizer;
+      if (pgo != expected.bytes) {
+        ++failures;
+        std::printf("rank %d step %lld: params+grads+optimizer = %lld bytes, formula %s = %lld\n", env.rank,
+                    static_cast<long long>(step), static_cast<long long>(pgo), expected.formula.c_str(),
+                    static_cast<long long>(expected.bytes));
+      }
+      std::fflush(stdout);
+    };
+    const auto outcome = dtlab::train(config, *strategy, world, options);
+    const dtlab::StateBytes real = strategy->state_bytes();
+    // Every rank prints its line (ranks differ by padding); the test reads them all.
+    std::printf("rank %d %s: params %lld grads %lld optimizer %lld buffers %lld | params+grads+optimizer %lld = %s\n",
+                env.rank, config.parallel.strategy.c_str(), static_cast<long long>(real.params),
+                static_cast<long long>(real.grads), static_cast<long long>(real.optimizer),
+                static_cast<long long>(real.buffers), static_cast<long long>(real.params + real.grads + real.optimizer),
+                expected.formula.c_str());
+    if (main_rank) std::printf("memory_report %s\n", dtlab::memory_report(real, env.rank).dump().c_str());
+    std::fflush(stdout);
+    const double all_failures = world.all_reduce_sum(failures);
+    if (all_failures > 0) {
+      std::printf("rank %d: memory FAILED (%d mismatches here, %g in the job)\n", env.rank, failures, all_failures);
+      return 1;
+    }
+    if (main_rank)
+      std::printf("memory OK: %s, world %d, %zu steps\n", config.parallel.strategy.c_str(), env.world_size,
+                  outcome.steps.size());
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "memory_rank: %s\n", e.what());
+    return 1;
+  }
+}
