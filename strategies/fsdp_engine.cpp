@@ -139,7 +139,7 @@ class ShardedStrategy final : public Strategy {
     FlatUnit& unit = units_[u];
     ensure_gathered(unit);
     if (!has_storage(unit.full_grad)) {
-      ensure_storage(unit.full_grad, unit.padded * 4);
+      ensure_storage(unit.full_grad, unit.padded * static_cast<int64_t>(unit.full_grad.element_size()));
       unit.full_grad.zero_();
     }
     if (prefetch_ && u > 0) start_gather(units_[u - 1]);
@@ -470,7 +470,8 @@ class ShardedStrategy final : public Strategy {
       }
       if (separate_compute_copy()) unit.compute_shard = at::empty({unit.shard_numel}, compute);
       if (reduce_dtype_ != compute_dtype_) unit.reduce_in = at::empty({unit.padded}, options.dtype(reduce_dtype_));
-      unit.reduce_out = at::empty({unit.shard_numel}, options.dtype(reduce_dtype_));
+      if (mode_ != ShardingMode::no_shard)  // no_shard all-reduces in place: no reduce-scatter output
+        unit.reduce_out = at::empty({unit.shard_numel}, options.dtype(reduce_dtype_));
       if (master_dtype_ != at::kFloat) {
         unit.master_scratch = at::zeros({unit.shard_numel}, options);  // released after build_optimizer
       }
@@ -524,7 +525,7 @@ class ShardedStrategy final : public Strategy {
 
   void start_gather(FlatUnit& unit) {
     if (unit.params_ready || unit.gather_pending) return;
-    ensure_storage(unit.full, unit.padded * 4);
+    ensure_storage(unit.full, unit.padded * static_cast<int64_t>(unit.full.element_size()));
     at::Tensor source = unit.shard;
     if (separate_compute_copy()) source = unit.compute_shard.copy_(unit.shard);  // host -> compute, and/or cast
     if (shard_group_size_ == 1) {

@@ -5,11 +5,15 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <map>
+#include <set>
 #include <thread>
 
 #include <ATen/Parallel.h>
 
+#include "lab/comm/comm.hpp"
 #include "lab/data.hpp"
+#include "lab/memory.hpp"
 #include "lab/dist/fault_injection.hpp"
 #include "lab/model.hpp"
 #include "lab/model_shape.hpp"
@@ -28,10 +32,54 @@ double median_of(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-nlohmann::json step_json(const StepRecord& r) {
-  return {{schema::kStep, r.step},       {schema::kLoss, r.loss},   {schema::kLr, r.lr},
-          {schema::kGradNorm, r.grad_norm}, {schema::kStepMs, r.step_ms}, {schema::kTokensPerS, r.tokens_per_s},
-          {schema::kCommWaitMs, r.comm_wait_ms}};
+nlohmann::json step_json(const StepRecord& r, bool with_loss_scale) {
+  nlohmann::json j = {{schema::kStep, r.step},         {schema::kLoss, r.loss},
+                      {schema::kLr, r.lr},             {schema::kStepMs, r.step_ms},
+                      {schema::kTokensPerS, r.tokens_per_s}, {schema::kCommWaitMs, r.comm_wait_ms}};
+  j[schema::kGradNorm] = std::isfinite(r.grad_norm) ? nlohmann::json(r.grad_norm) : nlohmann::json(nullptr);
+  if (with_loss_scale) {
+    j[schema::kLossScale] = r.loss_scale;
+    j[schema::kSkipped] = r.skipped;
+  }
+  return j;
+}
+
+// The dtype audit: what the strategy holds, and the dtypes each collective op actually carried.
+nlohmann::json dtype_audit(const Strategy& strategy, World& world) {
+  nlohmann::json audit = nlohmann::json::object();
+  for (const auto& [what, dtype] : strategy.dtype_audit()) audit[what] = dtype;
+  std::map<std::string, std::set<std::string>> by_op;
+  for (Comm* comm : world.all_comms())
+    for (const auto& r : comm->records())
+      if (r.tag != "metric" && r.tag != "grad_norm" && r.tag != "full_state") by_op[r.op].insert(r.dtype);
+  nlohmann::json collectives = nlohmann::json::object();
+  for (const auto& [op, dtypes] : by_op) collectives[op] = std::vector<std::string>(dtypes.begin(), dtypes.end());
+  audit["collectives"] = collectives;
+  return audit;
+}
+
+// Count and bytes of this rank's collectives by (op, group, algorithm, dtype), metrics excluded.
+nlohmann::json collective_summary(World& world, int64_t steps) {
+  std::map<std::string, std::pair<int64_t, int64_t>> totals;
+  std::map<std::string, nlohmann::json> keys;
+  for (Comm* comm : world.all_comms())
+    for (const auto& r : comm->records()) {
+      if (r.tag == "metric" || r.tag == "full_state") continue;
+      const std::string key = r.op + "|" + r.group + "|" + r.algorithm + "|" + r.dtype;
+      totals[key].first += 1;
+      totals[key].second += r.bytes;
+      keys[key] = {{"op", r.op}, {"group", r.group}, {"group_size", r.group_size}, {"algorithm", r.algorithm},
+                   {"dtype", r.dtype}};
+    }
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& [key, t] : totals) {
+    nlohmann::json row = keys[key];
+    row["count"] = t.first;
+    row["bytes"] = t.second;
+    row["bytes_per_step"] = steps > 0 ? static_cast<double>(t.second) / static_cast<double>(steps) : 0.0;
+    out.push_back(row);
+  }
+  return out;
 }
 
 }  // namespace
@@ -41,6 +89,7 @@ std::string format_step_line(const StepRecord& r, int64_t total_steps) {
   std::snprintf(buf, sizeof buf, "step %lld/%lld | loss %.4f | lr %.1e | %.1f ms | %.0f tok/s",
                 static_cast<long long>(r.step), static_cast<long long>(total_steps), r.loss, r.lr, r.step_ms,
                 r.tokens_per_s);
+  if (r.skipped) return std::string(buf) + " | skipped: non-finite gradients, loss scale now halved";
   return buf;
 }
 
@@ -59,6 +108,7 @@ TrainOutcome train(const Config& config, Strategy& strategy, World& world, const
     throw std::invalid_argument("model.preset=" + config.model.preset +
                                 " is a prediction-only shape (too large for this machine); use `dtlab predict`, "
                                 "or a trainable preset (tiny | small | medium)");
+  install_counting_allocator();  // before the model exists, so every tensor of the run is counted
   const int threads = configure_threads(config, world);
   const TrainConfig& t = config.train;
   const int64_t accumulation = t.global_batch / (t.micro_batch * world.world_size());
@@ -68,6 +118,7 @@ TrainOutcome train(const Config& config, Strategy& strategy, World& world, const
   Sampler sampler(*source, config.model.seq_len, t.global_batch, t.micro_batch, accumulation, world.rank(),
                   world.world_size(), config.data.seed, config.data.mask_token);
   strategy.wrap(model, config, world);
+  reset_peak_cpu_tensor_memory();  // the peak of training, not of construction
 
   const ModelCounts counts = model_counts(config.model);
   nlohmann::json result;
@@ -91,6 +142,7 @@ TrainOutcome train(const Config& config, Strategy& strategy, World& world, const
   if (!options.out_dir.empty()) writer = std::make_unique<ResultsWriter>(options.out_dir, world.rank());
 
   TrainOutcome outcome;
+  const bool dynamic_scaling = config.precision.loss_scale == "dynamic";
   const double tokens_per_step = static_cast<double>(t.global_batch * config.model.seq_len);
   const auto run_start = std::chrono::steady_clock::now();
   for (int64_t step = 0; step < t.steps; ++step) {
@@ -119,9 +171,10 @@ TrainOutcome train(const Config& config, Strategy& strategy, World& world, const
     const double step_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - step_start).count();
 
-    StepRecord record{step + 1, loss, lr, grad_norm, step_ms, tokens_per_step / (step_ms / 1000.0), comm_wait_ms};
+    StepRecord record{step + 1, loss, lr, grad_norm, step_ms, tokens_per_step / (step_ms / 1000.0), comm_wait_ms,
+                      strategy.loss_scale(), strategy.step_skipped()};
     outcome.steps.push_back(record);
-    if (writer) writer->append_step(step_json(record));
+    if (writer) writer->append_step(step_json(record, dynamic_scaling));
     if (world.is_main() && options.print_steps &&
         ((step + 1) % config.instrument.log_every == 0 || step + 1 == t.steps)) {
       std::printf("%s\n", format_step_line(record, t.steps).c_str());
@@ -143,7 +196,7 @@ TrainOutcome train(const Config& config, Strategy& strategy, World& world, const
   for (double ms : measured_ms) total_ms += ms;
   const double tokens_per_s = tokens_per_step * static_cast<double>(measured_ms.size()) / (total_ms / 1000.0);
   result[schema::kSteps] = nlohmann::json::array();
-  for (const auto& r : outcome.steps) result[schema::kSteps].push_back(step_json(r));
+  for (const auto& r : outcome.steps) result[schema::kSteps].push_back(step_json(r, dynamic_scaling));
   result[schema::kSummary] = {
       {schema::kTokensPerS, tokens_per_s},
       {schema::kStepMsMedian, median_of(measured_ms)},
@@ -154,12 +207,9 @@ TrainOutcome train(const Config& config, Strategy& strategy, World& world, const
       {schema::kTflops, counts.flops_per_token * tokens_per_s / 1e12},
       {schema::kWallS, wall_s},
       {schema::kMeasuredSteps, static_cast<int64_t>(measured_ms.size())}};
-  const StateBytes bytes = strategy.state_bytes();
-  result[schema::kMemory] = {{"rank", world.rank()},
-                             {"params_bytes", bytes.params},
-                             {"grads_bytes", bytes.grads},
-                             {"optimizer_bytes", bytes.optimizer},
-                             {"buffers_bytes", bytes.buffers}};
+  result[schema::kMemory] = memory_report(strategy.state_bytes(), world.rank());
+  result[schema::kDtypes] = dtype_audit(strategy, world);
+  result[schema::kCollectives] = collective_summary(world, t.steps);
   if (writer && world.is_main()) writer->write_result(result);
   outcome.result = std::move(result);
   return outcome;

@@ -39,6 +39,8 @@ struct StepRecord {
   int64_t step = 0;  // 1-based
   double loss = 0, lr = 0, grad_norm = 0, step_ms = 0, tokens_per_s = 0;
   double comm_wait_ms = 0;  // time in finish_gradients: communication not hidden behind backward
+  double loss_scale = 1.0;  // dynamic loss scaling only
+  bool skipped = false;     // dynamic loss scaling: non-finite gradients somewhere, no update
 };
 
 struct TrainOutcome {

@@ -1,0 +1,119 @@
+// memory_test.cpp: the counting CPU allocator (lab/memory.hpp) — allocation and free move the counters
+// by the tensor's bytes, peak reset, exact balance under concurrent allocation, the raw interface
+// oneDNN uses — plus /proc RSS/HWM and the result.json "memory" object.
+// The allocator is installed process-wide (idempotent) and stays installed for the other unit tests,
+// which is the point: it must be invisible to them.
+#include <gtest/gtest.h>
+
+#include <thread>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <c10/core/CPUAllocator.h>
+
+#include "lab/memory.hpp"
+
+namespace dtlab {
+namespace {
+
+constexpr int64_t kMiB = 1024 * 1024;
+
+class CountingAllocator : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    install_counting_allocator();
+    install_counting_allocator();  // idempotent
+    ASSERT_TRUE(counting_allocator_installed());
+  }
+};
+
+TEST_F(CountingAllocator, A64MiBTensorRaisesCurrentAndPeakAndFreeingLowersCurrent) {
+  const MemoryCounters before = cpu_tensor_memory();
+  at::Tensor t = at::empty({64 * kMiB / 4}, at::kFloat);
+  const MemoryCounters during = cpu_tensor_memory();
+  EXPECT_GE(during.current_bytes - before.current_bytes, 64 * kMiB);
+  EXPECT_GE(during.peak_bytes, before.current_bytes + 64 * kMiB);
+  t = at::Tensor();
+  const MemoryCounters after = cpu_tensor_memory();
+  EXPECT_LE(after.current_bytes, during.current_bytes - 64 * kMiB);
+  EXPECT_EQ(after.peak_bytes, during.peak_bytes);  // the peak remembers
+}
+
+TEST_F(CountingAllocator, PeakResetsToCurrent) {
+  { at::Tensor big = at::zeros({16 * kMiB / 4}, at::kFloat); }
+  EXPECT_GE(cpu_tensor_memory().peak_bytes - cpu_tensor_memory().current_bytes, 16 * kMiB);
+  reset_peak_cpu_tensor_memory();
+  const MemoryCounters now = cpu_tensor_memory();
+  EXPECT_EQ(now.peak_bytes, now.current_bytes);
+  at::Tensor small = at::empty({1024}, at::kFloat);
+  EXPECT_GE(cpu_tensor_memory().peak_bytes, now.current_bytes + 4096);
+}
+
+TEST_F(CountingAllocator, ConcurrentAllocationsBalanceExactly) {
+  const int64_t start = cpu_tensor_memory().current_bytes;
+  reset_peak_cpu_tensor_memory();
+  constexpr int kThreads = 8, kRounds = 200, kLive = 8;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i)
+    threads.emplace_back([i] {
+      for (int r = 0; r < kRounds; ++r) {
+        std::vector<at::Tensor> live;
+        for (int k = 0; k < kLive; ++k) live.push_back(at::empty({1000 + i * 10 + k}, at::kByte));
+      }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(cpu_tensor_memory().current_bytes, start);
+  EXPECT_GE(cpu_tensor_memory().peak_bytes, start + kLive * 1000);
+}
+
+TEST_F(CountingAllocator, TheRawInterfaceCountsAndFrees) {
+  c10::Allocator* a = c10::GetCPUAllocator();
+  ASSERT_NE(a->raw_deleter(), nullptr);
+  const int64_t start = cpu_tensor_memory().current_bytes;
+  void* p = a->raw_allocate(12345);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);  // as aligned as c10's own allocations
+  EXPECT_EQ(cpu_tensor_memory().current_bytes, start + 12345);
+  a->raw_deallocate(p);
+  EXPECT_EQ(cpu_tensor_memory().current_bytes, start);
+  // Zero bytes: no memory, nothing counted, the deleter accepts it.
+  c10::DataPtr empty = a->allocate(0);
+  EXPECT_EQ(empty.get(), nullptr);
+  EXPECT_EQ(cpu_tensor_memory().current_bytes, start);
+}
+
+TEST_F(CountingAllocator, TensorsStillComputeCorrectly) {
+  at::Tensor a = at::arange(1000, at::kFloat).reshape({10, 100});
+  at::Tensor b = a.matmul(a.t()).clone();
+  EXPECT_FLOAT_EQ(b[0][0].item<float>(), 328350.0f);  // Σ k² for k < 100
+}
+
+TEST(ProcessMemory, RssAndHwmArePositive) {
+  const ProcessMemory m = process_memory();
+  EXPECT_GT(m.rss_bytes, 0);
+  EXPECT_GE(m.hwm_bytes, m.rss_bytes);
+}
+
+TEST(MemoryReport, HasTheKeysAndAnActivationEstimate) {
+  install_counting_allocator();
+  const at::Tensor live = at::ones({1 << 18});  // 1 MiB counted, so the peak exceeds the state below
+  StateBytes state;
+  state.params = 100, state.grads = 100, state.optimizer = 200, state.buffers = 0;
+  const nlohmann::json j = memory_report(state, 3);
+  EXPECT_EQ(j.at("rank"), 3);
+  EXPECT_EQ(j.at("params_bytes"), 100);
+  EXPECT_EQ(j.at("grads_bytes"), 100);
+  EXPECT_EQ(j.at("optimizer_bytes"), 200);
+  EXPECT_EQ(j.at("buffers_bytes"), 0);
+  EXPECT_EQ(j.at("activations_bytes").get<int64_t>(), j.at("tensor_peak_bytes").get<int64_t>() - 400);
+  EXPECT_GE(j.at("tensor_peak_bytes").get<int64_t>(), j.at("tensor_current_bytes").get<int64_t>());
+  EXPECT_GT(j.at("rss_bytes").get<int64_t>(), 0);
+  EXPECT_GT(j.at("hwm_bytes").get<int64_t>(), 0);
+  EXPECT_FALSE(j.contains("cuda") && !cuda_memory().has_value());
+  // State larger than the peak: the estimate floors at 0.
+  state.params = int64_t{1} << 50;
+  EXPECT_EQ(memory_report(state, 0).at("activations_bytes"), 0);
+}
+
+}  // namespace
+}  // namespace dtlab
