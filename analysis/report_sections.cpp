@@ -149,6 +149,54 @@ std::optional<Chart> comm_wait_chart(const Scenario& sc) {
   return c;
 }
 
+constexpr double kMiB = 1024.0 * 1024.0;
+
+// Rank 0's memory by category, stacked (only when runs recorded it).
+std::optional<Chart> memory_chart(const Scenario& sc) {
+  const bool any = std::any_of(sc.runs.begin(), sc.runs.end(), [](const RunResult& r) { return r.memory.has_value(); });
+  if (!any) return std::nullopt;
+  BarChart c;
+  c.title = sc.title + ": memory per rank by category";
+  c.y_label = "MiB (rank 0)";
+  c.series_names = {"parameters", "gradients", "optimizer state", "buffers (gathered, comm)", "activations (estimate)"};
+  c.stacked = true;
+  c.values.resize(5);
+  for (const RunResult& r : sc.runs) {
+    const RunResult::Memory m = r.memory.value_or(RunResult::Memory{});
+    c.categories.push_back(r.name);
+    c.values[0].push_back(m.params / kMiB);
+    c.values[1].push_back(m.grads / kMiB);
+    c.values[2].push_back(m.optimizer / kMiB);
+    c.values[3].push_back(m.buffers / kMiB);
+    c.values[4].push_back(m.activations.value_or(0.0) / kMiB);
+  }
+  return c;
+}
+
+// Bytes rank 0 put into collectives per step, by op (only for runs that communicate).
+std::optional<Chart> comm_bytes_chart(const Scenario& sc) {
+  std::set<std::string> ops;
+  for (const RunResult& r : sc.runs)
+    for (const auto& [op, bytes] : r.comm_bytes_per_step_by_op)
+      if (bytes > 64) ops.insert(op);  // leave out the 8-byte norm and flag reductions
+  if (ops.empty()) return std::nullopt;
+  BarChart c;
+  c.title = sc.title + ": bytes communicated per step";
+  c.y_label = "MiB per step (rank 0, nccl-tests bytes)";
+  c.stacked = true;
+  for (const auto& op : ops) c.series_names.push_back(op);
+  c.values.resize(ops.size());
+  for (const RunResult& r : sc.runs) {
+    c.categories.push_back(r.name);
+    size_t i = 0;
+    for (const auto& op : ops) {
+      auto it = r.comm_bytes_per_step_by_op.find(op);
+      c.values[i++].push_back(it == r.comm_bytes_per_step_by_op.end() ? 0.0 : it->second / kMiB);
+    }
+  }
+  return c;
+}
+
 // Scaling efficiency against the scenario's one-process, one-thread run: tokens/s of a W-rank run
 // (one thread per rank) over W times the one-thread run's tokens/s. Shown when such a run exists.
 std::string scaling_part(SectionContext& ctx) {
@@ -209,6 +257,15 @@ std::vector<SectionPart> default_section_parts() {
       chart_part("step_time", "Wall time of each step (ms). Early warm-up steps are excluded from the table's median.",
                  step_time_chart),
       chart_part("throughput", "Tokens processed per second by all ranks, over the timed steps.", throughput_chart),
+      chart_part("memory",
+                 "Rank 0's bytes by category: parameters, gradients and optimizer state it keeps, transient buffers "
+                 "at the peak (gathered units, communication), and activations estimated as the counting "
+                 "allocator's peak minus the rest.",
+                 memory_chart),
+      chart_part("comm_bytes",
+                 "Bytes rank 0 hands to collectives per optimizer step, by operation (nccl-tests convention: the "
+                 "buffer for all-reduce, the gathered size for all-gather and reduce-scatter).",
+                 comm_bytes_chart),
       chart_part("comm_wait",
                  "Median step time split into exposed communication wait (after backward, waiting for "
                  "collectives) and everything else.",

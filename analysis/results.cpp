@@ -253,6 +253,30 @@ RunResult parse_result(const json& doc, const std::string& source) {
   r.mfu_pct = sum.opt_num(k::kMfuPct);
   r.gemm_tflops = sum.opt_num(k::kGemmTflops);
   r.comm_wait_ms_median = sum.opt_num(k::kCommWaitMsMedian);
+
+  // "memory" is optional, and older results kept other keys there: read it only in this schema's shape.
+  if (top.has(k::kMemory) && top.at(k::kMemory).is_object() && top.at(k::kMemory).contains(k::kParamsBytes)) {
+    const Obj mem = top.object(k::kMemory);
+    RunResult::Memory m;
+    m.params = mem.num(k::kParamsBytes);
+    m.grads = mem.num(k::kGradsBytes);
+    m.optimizer = mem.num(k::kOptimizerBytes);
+    m.buffers = mem.num(k::kBuffersBytes);
+    m.activations = mem.opt_num(k::kActivationsBytes);
+    m.tensor_peak = mem.opt_num(k::kTensorPeakBytes);
+    m.hwm = mem.opt_num(k::kHwmBytes);
+    r.memory = m;
+  }
+  if (doc.contains(k::kCollectives) && doc.at(k::kCollectives).is_array()) {
+    double total = 0;
+    for (const json& row : doc.at(k::kCollectives)) {
+      if (!row.is_object() || !row.contains(k::kBytesPerStep) || !row.at(k::kBytesPerStep).is_number()) continue;
+      const double b = row.at(k::kBytesPerStep).get<double>();
+      total += b;
+      if (row.contains("op") && row.at("op").is_string()) r.comm_bytes_per_step_by_op[row.at("op").get<std::string>()] += b;
+    }
+    r.comm_bytes_per_step = total;
+  }
   return r;
 }
 

@@ -82,6 +82,16 @@ struct RunResult {
   std::optional<double> gemm_tflops;
   std::optional<double> comm_wait_ms_median;  // exposed communication wait per step (distributed runs)
 
+  // memory of rank 0 by category (bytes); absent in results without a "memory" section
+  struct Memory {
+    double params = 0, grads = 0, optimizer = 0, buffers = 0;
+    std::optional<double> activations, tensor_peak, hwm;
+  };
+  std::optional<Memory> memory;
+  // bytes rank 0 sent into collectives per step (nccl-tests convention), summed over ops; by op
+  std::optional<double> comm_bytes_per_step;
+  std::map<std::string, double> comm_bytes_per_step_by_op;
+
   nlohmann::json raw;  // the whole result.json, for sections that read keys added later
 
   // config.precision.param_dtype, or "fp32" when the config does not say.

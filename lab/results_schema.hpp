@@ -59,4 +59,19 @@ inline constexpr const char* kMeasuredSteps = "measured_steps";  // steps after 
 inline constexpr const char* kMfuPct = "mfu_pct";          // optional: TFLOPS / peak (CPU: measured GEMM rate)
 inline constexpr const char* kGemmTflops = "gemm_tflops";  // optional: the peak used for mfu_pct
 
+// memory (per rank; rank 0's in result.json)
+inline constexpr const char* kRank = "rank";
+inline constexpr const char* kParamsBytes = "params_bytes";
+inline constexpr const char* kGradsBytes = "grads_bytes";
+inline constexpr const char* kOptimizerBytes = "optimizer_bytes";
+inline constexpr const char* kBuffersBytes = "buffers_bytes";
+inline constexpr const char* kActivationsBytes = "activations_bytes";  // optional: estimate (peak minus the rest)
+inline constexpr const char* kTensorPeakBytes = "tensor_peak_bytes";   // optional: counting allocator
+inline constexpr const char* kTensorCurrentBytes = "tensor_current_bytes";
+inline constexpr const char* kRssBytes = "rss_bytes";
+inline constexpr const char* kHwmBytes = "hwm_bytes";
+
+// collectives[i]
+inline constexpr const char* kBytesPerStep = "bytes_per_step";
+
 }  // namespace dtlab::schema

@@ -58,12 +58,16 @@ nlohmann::json dtype_audit(const Strategy& strategy, World& world) {
   return audit;
 }
 
-// Count and bytes of this rank's collectives by (op, group, algorithm, dtype), metrics excluded.
-nlohmann::json collective_summary(World& world, int64_t steps) {
+// Count and bytes of this rank's collectives during training (records from `first_seq` on, per
+// communicator: setup such as DDP's parameter broadcast is left out) by (op, group, algorithm, dtype),
+// metrics excluded.
+nlohmann::json collective_summary(World& world, int64_t steps, const std::map<Comm*, int64_t>& first_seq) {
   std::map<std::string, std::pair<int64_t, int64_t>> totals;
   std::map<std::string, nlohmann::json> keys;
   for (Comm* comm : world.all_comms())
     for (const auto& r : comm->records()) {
+      auto start = first_seq.find(comm);
+      if (start != first_seq.end() && r.seq < start->second) continue;
       if (r.tag == "metric" || r.tag == "full_state") continue;
       const std::string key = r.op + "|" + r.group + "|" + r.algorithm + "|" + r.dtype;
       totals[key].first += 1;
@@ -119,6 +123,8 @@ TrainOutcome train(const Config& config, Strategy& strategy, World& world, const
                   world.world_size(), config.data.seed, config.data.mask_token);
   strategy.wrap(model, config, world);
   reset_peak_cpu_tensor_memory();  // the peak of training, not of construction
+  std::map<Comm*, int64_t> first_training_seq;  // collectives before this are setup
+  for (Comm* comm : world.all_comms()) first_training_seq[comm] = static_cast<int64_t>(comm->record_count());
 
   const ModelCounts counts = model_counts(config.model);
   nlohmann::json result;
@@ -209,7 +215,7 @@ TrainOutcome train(const Config& config, Strategy& strategy, World& world, const
       {schema::kMeasuredSteps, static_cast<int64_t>(measured_ms.size())}};
   result[schema::kMemory] = memory_report(strategy.state_bytes(), world.rank());
   result[schema::kDtypes] = dtype_audit(strategy, world);
-  result[schema::kCollectives] = collective_summary(world, t.steps);
+  result[schema::kCollectives] = collective_summary(world, t.steps, first_training_seq);
   if (writer && world.is_main()) writer->write_result(result);
   outcome.result = std::move(result);
   return outcome;
