@@ -9,11 +9,13 @@ CMAKE_ARGS ?=
 RESULTS    ?= results
 REPORT     ?= reports/latest
 DTLAB      := $(BUILD)/bin/dtlab
+VENV_PY    := $(or $(DTLAB_CACHE),$(HOME)/.cache/dtlab)/venv/bin/python
+PEER_REPEATS ?= 3
 # ccache across clones: paths relative to the tree, precompiled headers allowed.
 export CCACHE_BASEDIR   := $(CURDIR)
 export CCACHE_SLOPPINESS := pch_defines,time_macros,include_file_mtime,include_file_ctime
 
-.PHONY: setup configure build build-cuda test test-cuda benchmark bench-micro report format check clean
+.PHONY: setup configure build build-cuda test test-cuda benchmark bench-micro bench-peer report format check clean
 
 setup:
 	@bash cmake/setup.sh
@@ -36,12 +38,19 @@ test: build
 test-cuda: build-cuda
 	@ctest --test-dir $(BUILD_CUDA) --output-on-failure -j $(JOBS) --timeout 600
 
-# Every study (scenario_*), then the micro-benchmarks, then the report.
+# Every study (scenario_*), the micro-benchmarks, the PyTorch peer comparisons, then the report.
 benchmark: build
 	@mkdir -p $(RESULTS)
 	@for s in $(BUILD)/bin/scenario_*; do echo "== $$s"; $$s --out $(RESULTS) || exit 1; done
 	@$(MAKE) --no-print-directory bench-micro
+	@$(MAKE) --no-print-directory bench-peer
 	@$(MAKE) --no-print-directory report
+
+# dtlab ddp / fsdp_full_shard vs PyTorch DDP / FSDP2 on the same model, batches and optimizer (world 2).
+bench-peer: build
+	@mkdir -p $(RESULTS)/peer
+	@$(VENV_PY) tests/reference/compare_ddp.py --dtlab $(DTLAB) --repeats $(PEER_REPEATS) --out $(RESULTS)/peer/ddp_vs_pytorch.json
+	@$(VENV_PY) tests/reference/compare_fsdp.py --dtlab $(DTLAB) --repeats $(PEER_REPEATS) --out $(RESULTS)/peer/fsdp_vs_pytorch.json
 
 # Google Benchmark: GEMM on the model's shapes vs one training step of `small` (the MFU ratio).
 bench-micro: build

@@ -282,13 +282,26 @@ TEST(LossScaler, NonFiniteGradientOnOneRankSkipsTheStepEverywhereAndHalvesTheSca
         << job.output;
 }
 
-// The scale grows again after precision.loss_scale_growth_interval good steps.
+// The scale grows again after precision.loss_scale_growth_interval good steps: with interval 2 and an
+// initial 1024, steps 1-2 use 1024, steps 3-4 use 2048, steps 5-6 use 4096 (read back from result.json).
 TEST(LossScaler, ScaleDoublesAfterTheGrowthInterval) {
-  auto job = launch(2,
-                    {"--no-reference", "--digest", "parallel.strategy=zero1", "precision.param_dtype=fp16",
-                     "precision.loss_scale=dynamic", "precision.loss_scale_growth_interval=2",
-                     "precision.loss_scale_init=1024", "train.micro_batch=4", "train.steps=4"});
-  EXPECT_EQ(job.exit_code, 0) << job.output;
+  const std::string out = ::testing::TempDir() + "dtlab_loss_scale_growth";
+  auto job = testing::run_job({kBin + "dtlab", "launch", "-n", "2", kBin + "dtlab", "train", "--config",
+                               std::string(DTLAB_SOURCE_DIR) + "/tests/strategy/tiny_ddp.yaml",
+                               "parallel.strategy=zero1", "precision.param_dtype=fp16", "precision.loss_scale=dynamic",
+                               "precision.loss_scale_growth_interval=2", "precision.loss_scale_init=1024",
+                               "train.steps=6", "--out", out},
+                              120);
+  ASSERT_EQ(job.exit_code, 0) << job.output;
+  std::ifstream in(out + "/result.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::vector<double> scales;
+  const std::string json = text.str();
+  const std::regex scale_re(R"("loss_scale":\s*([0-9.]+))");
+  for (std::sregex_iterator it(json.begin(), json.end(), scale_re), end; it != end; ++it)
+    scales.push_back(std::stod((*it)[1].str()));
+  EXPECT_EQ(scales, (std::vector<double>{1024, 1024, 2048, 2048, 4096, 4096})) << json.substr(0, 2000);
 }
 
 }  // namespace
