@@ -44,7 +44,7 @@ struct BarChart {
   std::vector<std::string> categories;      // one group of bars per category (x axis)
   std::vector<std::string> series_names;    // one bar per series in each group; legend hidden if only one
   std::vector<std::vector<double>> values;  // values[series][category]
-  bool stacked = false;  // false: bars side by side; true: series stacked, the total labelled on top
+  bool stacked = false;                     // false: bars side by side; true: series stacked, the total labelled on top
   // y axis always starts at zero; each bar (or stack) is labelled with its value.
 };
 

@@ -209,7 +209,8 @@ std::string scaling_part(SectionContext& ctx) {
   if (!base || !any_distributed || base->tokens_per_s <= 0) return "";
   std::ostringstream h;
   h << "<h3>Scaling</h3>\n<div class=\"table-wrap\"><table class=\"runs\">\n<thead><tr><th>run</th>"
-    << "<th class=\"num\">ranks &times; threads</th><th class=\"num\">tokens/s</th><th class=\"num\">tokens/s per rank</th>"
+    << "<th class=\"num\">ranks &times; threads</th><th class=\"num\">tokens/s</th><th class=\"num\">tokens/s per "
+       "rank</th>"
     << "<th class=\"num\">speed-up vs " << html_escape(base->name) << "</th><th class=\"num\">scaling efficiency</th>"
     << "<th class=\"num\">comm wait ms (median)</th></tr></thead>\n<tbody>\n";
   for (const RunResult& r : sc.runs) {

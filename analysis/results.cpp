@@ -273,7 +273,8 @@ RunResult parse_result(const json& doc, const std::string& source) {
       if (!row.is_object() || !row.contains(k::kBytesPerStep) || !row.at(k::kBytesPerStep).is_number()) continue;
       const double b = row.at(k::kBytesPerStep).get<double>();
       total += b;
-      if (row.contains("op") && row.at("op").is_string()) r.comm_bytes_per_step_by_op[row.at("op").get<std::string>()] += b;
+      if (row.contains("op") && row.at("op").is_string())
+        r.comm_bytes_per_step_by_op[row.at("op").get<std::string>()] += b;
     }
     r.comm_bytes_per_step = total;
   }

@@ -8,12 +8,12 @@
 
 #include "kernels/stochastic_round.hpp"
 
-#define CUDA_CHECK(expr)                                                                          \
-  do {                                                                                            \
-    cudaError_t status_ = (expr);                                                                 \
-    if (status_ != cudaSuccess)                                                                   \
-      throw std::runtime_error(std::string(__FILE__) + ":" + std::to_string(__LINE__) + ": " +   \
-                               #expr + ": " + cudaGetErrorString(status_));                      \
+#define CUDA_CHECK(expr)                                                                                      \
+  do {                                                                                                        \
+    cudaError_t status_ = (expr);                                                                             \
+    if (status_ != cudaSuccess)                                                                               \
+      throw std::runtime_error(std::string(__FILE__) + ":" + std::to_string(__LINE__) + ": " + #expr + ": " + \
+                               cudaGetErrorString(status_));                                                  \
   } while (0)
 
 namespace dtlab::kernels {

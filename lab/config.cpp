@@ -26,8 +26,8 @@
 #include <string_view>
 #include <variant>
 
-#include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
+#include <nlohmann/json.hpp>
 
 #include "lab/model_shape.hpp"
 
@@ -41,10 +41,14 @@ enum class KeyType { boolean, integer, number, text };  // same order as Value's
 
 const char* describe_type(KeyType type) {
   switch (type) {
-    case KeyType::boolean: return "a boolean (true | false)";
-    case KeyType::integer: return "an integer";
-    case KeyType::number: return "a number";
-    case KeyType::text: return "a string";
+    case KeyType::boolean:
+      return "a boolean (true | false)";
+    case KeyType::integer:
+      return "an integer";
+    case KeyType::number:
+      return "a number";
+    case KeyType::text:
+      return "a string";
   }
   return "?";
 }
@@ -54,8 +58,8 @@ const char* describe_type(KeyType type) {
 std::string format_number(double x) {
   char fixed[400], scientific[64];
   const auto fixed_end = std::to_chars(fixed, fixed + sizeof fixed, x, std::chars_format::fixed).ptr;
-  const auto scientific_end = std::to_chars(scientific, scientific + sizeof scientific, x,
-                                            std::chars_format::scientific).ptr;
+  const auto scientific_end =
+      std::to_chars(scientific, scientific + sizeof scientific, x, std::chars_format::scientific).ptr;
   if (fixed_end - fixed <= scientific_end - scientific + 2) return std::string(fixed, fixed_end);
   return std::string(scientific, scientific_end);
 }
@@ -86,9 +90,12 @@ struct Rule {
     if (const auto* s = std::get_if<std::string>(&value))
       return allowed.empty() || std::find(allowed.begin(), allowed.end(), *s) != allowed.end();
     double x = 0;
-    if (const auto* i = std::get_if<int64_t>(&value)) x = static_cast<double>(*i);
-    else if (const auto* d = std::get_if<double>(&value)) x = *d;
-    else return true;  // booleans have no rule
+    if (const auto* i = std::get_if<int64_t>(&value))
+      x = static_cast<double>(*i);
+    else if (const auto* d = std::get_if<double>(&value))
+      x = *d;
+    else
+      return true;                                                // booleans have no rule
     if (low && !(low_open ? x > *low : x >= *low)) return false;  // written so that NaN fails
     if (high && !(high_open ? x < *high : x <= *high)) return false;
     return true;
@@ -148,9 +155,12 @@ struct KeySpec {
 
 template <class Field>
 constexpr KeyType key_type() {
-  if constexpr (std::is_same_v<Field, bool>) return KeyType::boolean;
-  else if constexpr (std::is_same_v<Field, int64_t>) return KeyType::integer;
-  else if constexpr (std::is_same_v<Field, double>) return KeyType::number;
+  if constexpr (std::is_same_v<Field, bool>)
+    return KeyType::boolean;
+  else if constexpr (std::is_same_v<Field, int64_t>)
+    return KeyType::integer;
+  else if constexpr (std::is_same_v<Field, double>)
+    return KeyType::number;
   else {
     static_assert(std::is_same_v<Field, std::string>, "config fields are bool, int64_t, double or string");
     return KeyType::text;
@@ -173,9 +183,9 @@ KeySpec key(std::string name, Section Config::*section, Field Section::*field, R
 const std::array<std::string, 6> kSections = {"model", "data", "train", "parallel", "precision", "instrument"};
 
 // Shape keys a preset sets; one set explicitly (file, override, JSON) keeps its value.
-const std::array<std::string, 9> kPresetKeys = {
-    "model.d_model",    "model.n_layers", "model.n_heads",         "model.n_kv_heads", "model.ffn_hidden",
-    "model.vocab_size", "model.seq_len",  "model.tie_embeddings", "model.trainable"};
+const std::array<std::string, 9> kPresetKeys = {"model.d_model",    "model.n_layers",       "model.n_heads",
+                                                "model.n_kv_heads", "model.ffn_hidden",     "model.vocab_size",
+                                                "model.seq_len",    "model.tie_embeddings", "model.trainable"};
 
 const std::vector<KeySpec>& key_table() {
   static const std::vector<KeySpec> table = [] {
@@ -190,7 +200,8 @@ const std::vector<KeySpec>& key_table() {
     const Rule unit = in_range(0, false, 1, true);  // [0, 1)
     // clang-format off: one key per row reads as a table
     return std::vector<KeySpec>{
-        key("model.preset", &C::model, &M::preset, one_of(model_preset_names()), "shape preset; explicit shape keys win"),
+        key("model.preset", &C::model, &M::preset, one_of(model_preset_names()),
+            "shape preset; explicit shape keys win"),
         key("model.d_model", &C::model, &M::d_model, positive(), "hidden size"),
         key("model.n_layers", &C::model, &M::n_layers, positive(), "transformer blocks"),
         key("model.n_heads", &C::model, &M::n_heads, positive(), "query heads"),
@@ -215,11 +226,14 @@ const std::vector<KeySpec>& key_table() {
         key("train.lr", &C::train, &T::lr, positive(), "peak learning rate"),
         key("train.min_lr", &C::train, &T::min_lr, at_least(0), "learning rate at the end of the decay"),
         key("train.warmup_steps", &C::train, &T::warmup_steps, at_least(0), "linear warm-up steps"),
-        key("train.schedule", &C::train, &T::schedule, one_of({"constant", "linear", "cosine", "step"}), "lr schedule after warm-up"),
+        key("train.schedule", &C::train, &T::schedule, one_of({"constant", "linear", "cosine", "step"}),
+            "lr schedule after warm-up"),
         key("train.step_every", &C::train, &T::step_every, at_least(1), "schedule=step: steps between lr drops"),
-        key("train.step_gamma", &C::train, &T::step_gamma, in_range(0, true, 1, false), "schedule=step: lr factor per drop"),
+        key("train.step_gamma", &C::train, &T::step_gamma, in_range(0, true, 1, false),
+            "schedule=step: lr factor per drop"),
         key("train.weight_decay", &C::train, &T::weight_decay, at_least(0), "decoupled weight decay"),
-        key("train.decay_norms_and_embeddings", &C::train, &T::decay_norms_and_embeddings, any(), "AdamW: decay norms and embeddings too"),
+        key("train.decay_norms_and_embeddings", &C::train, &T::decay_norms_and_embeddings, any(),
+            "AdamW: decay norms and embeddings too"),
         key("train.beta1", &C::train, &T::beta1, unit, "AdamW first-moment decay"),
         key("train.beta2", &C::train, &T::beta2, unit, "AdamW second-moment decay"),
         key("train.eps", &C::train, &T::eps, positive(), "AdamW denominator epsilon"),
@@ -232,7 +246,8 @@ const std::vector<KeySpec>& key_table() {
             "distributed strategy"),
         key("parallel.backend", &C::parallel, &P::backend, one_of({"auto", "gloo", "nccl"}), "collective backend"),
         key("parallel.bucket_cap_mb", &C::parallel, &P::bucket_cap_mb, positive(), "DDP gradient bucket size (MiB)"),
-        key("parallel.shard_size", &C::parallel, &P::shard_size, at_least(0), "fsdp_hybrid: ranks per shard group; 0 = world"),
+        key("parallel.shard_size", &C::parallel, &P::shard_size, at_least(0),
+            "fsdp_hybrid: ranks per shard group; 0 = world"),
         key("parallel.prefetch", &C::parallel, &P::prefetch, any(), "FSDP: prefetch the next unit's parameters"),
         key("parallel.reduce_scatter", &C::parallel, &P::reduce_scatter, one_of({"ring", "backend"}),
             "reduce-scatter algorithm on Gloo: the lab's ring, or the backend's (all-reduce + chunk)"),
@@ -243,12 +258,16 @@ const std::vector<KeySpec>& key_table() {
             one_of({"none", "full", "selective"}), "recompute activations in backward"),
         key("precision.param_dtype", &C::precision, &X::param_dtype, dtype, "dtype of compute parameters"),
         key("precision.reduce_dtype", &C::precision, &X::reduce_dtype, dtype, "dtype of gradient reduction"),
-        key("precision.master_dtype", &C::precision, &X::master_dtype, one_of({"fp32", "bf16"}), "dtype of the optimizer's master weights"),
-        key("precision.loss_scale", &C::precision, &X::loss_scale, one_of({"none", "dynamic"}), "loss scaling (fp16 only)"),
-        key("precision.loss_scale_init", &C::precision, &X::loss_scale_init, positive(), "dynamic loss scaling: initial scale"),
+        key("precision.master_dtype", &C::precision, &X::master_dtype, one_of({"fp32", "bf16"}),
+            "dtype of the optimizer's master weights"),
+        key("precision.loss_scale", &C::precision, &X::loss_scale, one_of({"none", "dynamic"}),
+            "loss scaling (fp16 only)"),
+        key("precision.loss_scale_init", &C::precision, &X::loss_scale_init, positive(),
+            "dynamic loss scaling: initial scale"),
         key("precision.loss_scale_growth_interval", &C::precision, &X::loss_scale_growth_interval, at_least(1),
             "dynamic loss scaling: good steps before the scale doubles"),
-        key("precision.stochastic_rounding", &C::precision, &X::stochastic_rounding, any(), "round master-to-param casts stochastically"),
+        key("precision.stochastic_rounding", &C::precision, &X::stochastic_rounding, any(),
+            "round master-to-param casts stochastically"),
         key("instrument.trace", &C::instrument, &I::trace, any(), "write a Chrome trace per rank"),
         key("instrument.nvtx", &C::instrument, &I::nvtx, any(), "emit NVTX ranges (cuda build)"),
         key("instrument.cupti", &C::instrument, &I::cupti, one_of({"auto", "on", "off"}), "CUPTI kernel timing"),
@@ -329,8 +348,8 @@ std::string unknown_key_text(const std::string& name) {
       return "unknown key '" + name + "'; keys are section.key: did you mean " + join(same_leaf, " or ") + "?";
   }
   const std::string section = name.substr(0, name.find('.'));
-  std::string text = is_section(section) ? "unknown key '" + name + "'"
-                                         : "unknown section '" + section + "' in key '" + name + "'";
+  std::string text =
+      is_section(section) ? "unknown key '" + name + "'" : "unknown section '" + section + "' in key '" + name + "'";
   if (const auto suggestion = closest(name, all)) return text + "; did you mean '" + *suggestion + "'?";
   if (is_section(section)) {
     std::vector<std::string> keys;
@@ -338,7 +357,8 @@ std::string unknown_key_text(const std::string& name) {
       if (k.section() == section) keys.push_back(k.leaf());
     return text + "; keys in " + section + ": " + join(keys, ", ");
   }
-  if (const auto suggestion = closest(section, kSections)) return text + "; did you mean section '" + *suggestion + "'?";
+  if (const auto suggestion = closest(section, kSections))
+    return text + "; did you mean section '" + *suggestion + "'?";
   return text + "; sections are " + join({kSections.begin(), kSections.end()}, ", ");
 }
 
@@ -351,15 +371,16 @@ struct Problem {
 };
 
 [[noreturn]] void wrong_type(const KeySpec& k, const std::string& shown_value, const std::string& detail = "") {
-  throw Problem{k.name, k.name + "=" + shown_value + " has the wrong type: expected " + describe_type(k.type) +
-                            detail + " (e.g. " + k.name + "=" + format_value(k.get(Config{})) + ")"};
+  throw Problem{k.name, k.name + "=" + shown_value + " has the wrong type: expected " + describe_type(k.type) + detail +
+                            " (e.g. " + k.name + "=" + format_value(k.get(Config{})) + ")"};
 }
 
 // Converts the text of a YAML scalar to the key's type. Strict: booleans are true/false, numbers must be
 // entirely numeric and finite.
 Value parse_scalar(const KeySpec& k, const std::string& text) {
   switch (k.type) {
-    case KeyType::text: return text;
+    case KeyType::text:
+      return text;
     case KeyType::boolean:
       if (text == "true" || text == "True" || text == "TRUE") return true;
       if (text == "false" || text == "False" || text == "FALSE") return false;
@@ -397,7 +418,8 @@ Value parse_node(const KeySpec& k, const YAML::Node& node) {
     if (k.type == KeyType::text) return std::string();
     wrong_type(k, "null");
   }
-  if (!node.IsScalar()) wrong_type(k, std::string("<") + node_kind(node) + ">", std::string(", not a ") + node_kind(node));
+  if (!node.IsScalar())
+    wrong_type(k, std::string("<") + node_kind(node) + ">", std::string(", not a ") + node_kind(node));
   return parse_scalar(k, node.Scalar());
 }
 
@@ -472,8 +494,8 @@ void read_yaml(const std::string& text, const std::string& origin, Config& confi
     if (!is_section(section)) {
       // An unknown section: name its first key, so the suggestion can be a full key ("trian.lr" -> "train.lr").
       if (body.IsMap() && body.size() > 0 && body.begin()->first.IsScalar())
-        throw ConfigError(where_in(origin, mark) + ": config: " +
-                          unknown_key_text(section + "." + body.begin()->first.Scalar()));
+        throw ConfigError(where_in(origin, mark) +
+                          ": config: " + unknown_key_text(section + "." + body.begin()->first.Scalar()));
       read_entry(section, body, mark);  // a dotted key at top level ("train.lr: 1e-3") or an error
       continue;
     }
@@ -582,7 +604,8 @@ void check_cross_rules(const Config& c) {
     throw Problem{"model.d_model", "model.d_model=" + n(m.d_model) + " / model.n_heads=" + n(m.n_heads) +
                                        " gives head_dim " + n(m.d_model / m.n_heads) +
                                        ", which is odd; RoPE rotates pairs of dimensions, so choose d_model as a "
-                                       "multiple of 2 * n_heads = " + show(checked_product(2, m.n_heads))};
+                                       "multiple of 2 * n_heads = " +
+                                       show(checked_product(2, m.n_heads))};
   if (m.n_kv_heads > m.n_heads)
     throw Problem{"model.n_kv_heads", "model.n_kv_heads=" + n(m.n_kv_heads) + " must be <= model.n_heads=" +
                                           n(m.n_heads) + " (grouped-query attention)" + divisors_hint(m.n_heads)};
@@ -591,12 +614,12 @@ void check_cross_rules(const Config& c) {
                                           n(m.n_heads) + " (grouped-query attention)" + divisors_hint(m.n_heads)};
 
   if (c.data.source == "file" && c.data.path.empty())
-    throw Problem{"data.source", "data.source=file requires a non-empty data.path (a token file, see "
-                                 "lab/data.hpp); set data.path=... or data.source=synthetic"};
+    throw Problem{"data.source",
+                  "data.source=file requires a non-empty data.path (a token file, see "
+                  "lab/data.hpp); set data.path=... or data.source=synthetic"};
   if (c.data.mask_token >= m.vocab_size)
-    throw Problem{"data.mask_token", "data.mask_token=" + n(c.data.mask_token) +
-                                         " must be in [-1, model.vocab_size=" + n(m.vocab_size) +
-                                         ") (a token id, or -1 for none)"};
+    throw Problem{"data.mask_token", "data.mask_token=" + n(c.data.mask_token) + " must be in [-1, model.vocab_size=" +
+                                         n(m.vocab_size) + ") (a token id, or -1 for none)"};
 
   const TrainConfig& t = c.train;
   if (t.min_lr > t.lr)
@@ -615,30 +638,30 @@ void check_cross_rules(const Config& c) {
   if (t.accumulation != 0 && t.accumulation != t.global_batch / *per_micro_step) {
     const auto product = per_micro_step ? checked_product(*per_micro_step, t.accumulation) : std::nullopt;
     throw Problem{"train.accumulation", "train.accumulation=" + n(t.accumulation) + " is inconsistent: micro_batch(" +
-                                            n(t.micro_batch) + ") * accumulation(" + n(t.accumulation) +
-                                            ") * world(" + n(c.world_size) + ") = " + show(product) +
-                                            " != global_batch(" + n(t.global_batch) +
-                                            "); set train.accumulation=0 to derive it (" +
+                                            n(t.micro_batch) + ") * accumulation(" + n(t.accumulation) + ") * world(" +
+                                            n(c.world_size) + ") = " + show(product) + " != global_batch(" +
+                                            n(t.global_batch) + "); set train.accumulation=0 to derive it (" +
                                             n(t.global_batch / *per_micro_step) + ")"};
   }
 
   const ParallelConfig& p = c.parallel;
   if (p.shard_size > 0 && c.world_size % p.shard_size != 0)
-    throw Problem{"parallel.shard_size", "parallel.shard_size=" + n(p.shard_size) + " does not divide world_size=" +
-                                             n(c.world_size) + "; choose a divisor of " + n(c.world_size) +
-                                             ", or 0 for one group of all ranks"};
+    throw Problem{"parallel.shard_size",
+                  "parallel.shard_size=" + n(p.shard_size) + " does not divide world_size=" + n(c.world_size) +
+                      "; choose a divisor of " + n(c.world_size) + ", or 0 for one group of all ranks"};
 
   const PrecisionConfig& x = c.precision;
   if (x.loss_scale == "dynamic" && x.param_dtype != "fp16")
     throw Problem{"precision.loss_scale", "precision.loss_scale=dynamic requires precision.param_dtype=fp16 (it is " +
-                                              x.param_dtype + "); fp32 and bf16 have fp32's exponent range and "
+                                              x.param_dtype +
+                                              "); fp32 and bf16 have fp32's exponent range and "
                                               "need no loss scaling: set precision.loss_scale=none"};
 }
 
 void check_rules(const Config& config) {
   if (config.world_size < 1)
-    throw Problem{"", "world_size=" + std::to_string(config.world_size) +
-                          " must be >= 1 (ranks in the job, from the launcher)"};
+    throw Problem{
+        "", "world_size=" + std::to_string(config.world_size) + " must be >= 1 (ranks in the job, from the launcher)"};
   for (const KeySpec& k : key_table()) check_key(k, config);
   check_cross_rules(config);
 }
@@ -663,8 +686,7 @@ Value json_value(const KeySpec& k, const nlohmann::json& v) {
       if (v.is_boolean()) return v.get<bool>();
       break;
     case KeyType::integer:
-      if (v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > INT64_MAX))
-        return v.get<int64_t>();
+      if (v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > INT64_MAX)) return v.get<int64_t>();
       break;
     case KeyType::number:
       if (v.is_number() && std::isfinite(v.get<double>())) return v.get<double>();
@@ -685,8 +707,8 @@ std::vector<std::string> config_keys() {
   return keys;
 }
 
-Config load_config_text(const std::string& yaml_text, const std::vector<std::string>& overrides,
-                        int64_t world_size, const std::string& origin) {
+Config load_config_text(const std::string& yaml_text, const std::vector<std::string>& overrides, int64_t world_size,
+                        const std::string& origin) {
   Config config;
   config.world_size = world_size;
   Sources sources;
@@ -739,14 +761,16 @@ Config from_json(const nlohmann::json& j, int64_t world_size) {
   if (!j.is_object()) throw error("expected an object of sections, got " + std::string(j.type_name()));
   for (const auto& [section, body] : j.items()) {
     if (section == "world_size") {  // recorded for readers; the argument is authoritative
-      if (!body.is_number_integer()) throw error("world_size=" + body.dump() + " has the wrong type: expected an integer");
+      if (!body.is_number_integer())
+        throw error("world_size=" + body.dump() + " has the wrong type: expected an integer");
       continue;
     }
     if (!is_section(section)) {
       if (body.is_object() && !body.empty()) throw error(unknown_key_text(section + "." + body.begin().key()));
       throw error(unknown_key_text(section));
     }
-    if (!body.is_object()) throw error("section '" + section + "' must be an object, got " + std::string(body.type_name()));
+    if (!body.is_object())
+      throw error("section '" + section + "' must be an object, got " + std::string(body.type_name()));
     for (const auto& [leaf, value] : body.items()) {
       const std::string name = section + "." + leaf;
       const KeySpec* k = find_key(name);
@@ -777,8 +801,8 @@ std::string format_table(const Config& config) {
     value_width = std::max(value_width, r.value.size());
   }
   const auto pad = [](const std::string& s, size_t width) { return s + std::string(width - s.size(), ' '); };
-  const std::string rule_line = "--" + std::string(key_width, '-') + "-+-" + std::string(value_width, '-') +
-                                "-+-" + std::string(7, '-') + "\n";
+  const std::string rule_line =
+      "--" + std::string(key_width, '-') + "-+-" + std::string(value_width, '-') + "-+-" + std::string(7, '-') + "\n";
   std::string out = "  " + pad("key", key_width) + " | " + pad("value", value_width) + " | default\n";
   std::string previous_section;
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -788,7 +812,8 @@ std::string format_table(const Config& config) {
     out += rows[i].marker + " " + pad(rows[i].key, key_width) + " | " + pad(rows[i].value, value_width) + " | " +
            rows[i].default_value + "\n";
   }
-  out += rule_line + "  world_size = " + std::to_string(config.world_size) + " (from the launcher); * = not the default\n";
+  out +=
+      rule_line + "  world_size = " + std::to_string(config.world_size) + " (from the launcher); * = not the default\n";
   return out;
 }
 

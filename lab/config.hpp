@@ -27,7 +27,7 @@ struct ModelConfig {
   int64_t d_model = 64;
   int64_t n_layers = 2;
   int64_t n_heads = 4;
-  int64_t n_kv_heads = 2;   // grouped-query attention: 1 <= n_kv_heads <= n_heads, n_heads % n_kv_heads == 0
+  int64_t n_kv_heads = 2;    // grouped-query attention: 1 <= n_kv_heads <= n_heads, n_heads % n_kv_heads == 0
   int64_t ffn_hidden = 172;  // SwiGLU hidden width
   int64_t vocab_size = 256;
   int64_t seq_len = 64;
@@ -47,9 +47,9 @@ struct DataConfig {
 
 struct TrainConfig {
   int64_t steps = 20;
-  int64_t global_batch = 8;  // sequences per optimizer step, all ranks and micro-steps together
-  int64_t micro_batch = 4;   // sequences per rank per forward/backward
-  int64_t accumulation = 0;  // derived: global_batch / (micro_batch * world_size); 0 in YAML = derive
+  int64_t global_batch = 8;         // sequences per optimizer step, all ranks and micro-steps together
+  int64_t micro_batch = 4;          // sequences per rank per forward/backward
+  int64_t accumulation = 0;         // derived: global_batch / (micro_batch * world_size); 0 in YAML = derive
   std::string optimizer = "adamw";  // adamw | sgd
   double lr = 3.0e-4;
   double min_lr = 3.0e-5;
@@ -62,15 +62,16 @@ struct TrainConfig {
   double beta1 = 0.9;
   double beta2 = 0.95;
   double eps = 1e-8;
-  double momentum = 0.9;  // sgd
+  double momentum = 0.9;   // sgd
   double grad_clip = 1.0;  // global L2 norm; 0 = off
   int64_t seed = 1234;     // model init
   int64_t threads = 0;     // intra-op threads per rank; 0 = cores / local ranks
 };
 
 struct ParallelConfig {
-  std::string strategy = "single";  // single | ddp | fsdp_full_shard | fsdp_shard_grad_op | fsdp_no_shard | fsdp_hybrid | zero1
-  std::string backend = "auto";     // auto | gloo | nccl
+  std::string strategy =
+      "single";  // single | ddp | fsdp_full_shard | fsdp_shard_grad_op | fsdp_no_shard | fsdp_hybrid | zero1
+  std::string backend = "auto";  // auto | gloo | nccl
   double bucket_cap_mb = 25.0;
   int64_t shard_size = 0;  // fsdp_hybrid: ranks per shard group (must divide world size); 0 = world
   bool prefetch = true;
@@ -81,13 +82,13 @@ struct ParallelConfig {
 };
 
 struct PrecisionConfig {
-  std::string param_dtype = "fp32";   // fp32 | bf16 | fp16
-  std::string reduce_dtype = "fp32";  // fp32 | bf16 | fp16
-  std::string master_dtype = "fp32";  // fp32 | bf16
-  std::string loss_scale = "none";    // none | dynamic
-  double loss_scale_init = 65536.0;   // dynamic: the first scale
+  std::string param_dtype = "fp32";           // fp32 | bf16 | fp16
+  std::string reduce_dtype = "fp32";          // fp32 | bf16 | fp16
+  std::string master_dtype = "fp32";          // fp32 | bf16
+  std::string loss_scale = "none";            // none | dynamic
+  double loss_scale_init = 65536.0;           // dynamic: the first scale
   int64_t loss_scale_growth_interval = 2000;  // dynamic: double the scale after this many good steps
-  bool stochastic_rounding = false;   // master_dtype=bf16: round the optimizer's fp32 result stochastically
+  bool stochastic_rounding = false;           // master_dtype=bf16: round the optimizer's fp32 result stochastically
 };
 
 struct InstrumentConfig {
@@ -113,8 +114,8 @@ struct Config {
 Config load_config(const std::string& path, const std::vector<std::string>& overrides, int64_t world_size);
 
 // Same, from YAML text (tests, fuzzing). `origin` names the source in error messages.
-Config load_config_text(const std::string& yaml_text, const std::vector<std::string>& overrides,
-                        int64_t world_size, const std::string& origin = "<text>");
+Config load_config_text(const std::string& yaml_text, const std::vector<std::string>& overrides, int64_t world_size,
+                        const std::string& origin = "<text>");
 
 // Checks every rule; throws ConfigError. Called by load_config; exposed for programmatic configs.
 void validate(const Config& config);

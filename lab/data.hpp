@@ -101,8 +101,8 @@ std::unique_ptr<TokenSource> make_token_source(const DataConfig& data, int64_t m
 // is just the step number (resume = construct and seek).
 class Sampler {
  public:
-  Sampler(const TokenSource& source, int64_t seq_len, int64_t global_batch, int64_t micro_batch,
-          int64_t accumulation, int rank, int world_size, int64_t seed, int64_t mask_token = -1);
+  Sampler(const TokenSource& source, int64_t seq_len, int64_t global_batch, int64_t micro_batch, int64_t accumulation,
+          int rank, int world_size, int64_t seed, int64_t mask_token = -1);
   Batch batch(int64_t step, int64_t micro_step) const;
   // Sequence indices (into the source) of (step, rank, micro_step): for tests and audits.
   std::vector<int64_t> sequence_indices(int64_t step, int rank, int64_t micro_step) const;

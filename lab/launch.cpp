@@ -80,11 +80,10 @@ std::string signal_name(int signal_number) {
     const char* name;
   };
   static const Named kNames[] = {
-      {SIGHUP, "SIGHUP"},   {SIGINT, "SIGINT"},   {SIGQUIT, "SIGQUIT"}, {SIGILL, "SIGILL"},
-      {SIGTRAP, "SIGTRAP"}, {SIGABRT, "SIGABRT"}, {SIGBUS, "SIGBUS"},   {SIGFPE, "SIGFPE"},
-      {SIGKILL, "SIGKILL"}, {SIGUSR1, "SIGUSR1"}, {SIGSEGV, "SIGSEGV"}, {SIGUSR2, "SIGUSR2"},
-      {SIGPIPE, "SIGPIPE"}, {SIGALRM, "SIGALRM"}, {SIGTERM, "SIGTERM"}, {SIGXCPU, "SIGXCPU"},
-      {SIGXFSZ, "SIGXFSZ"}, {SIGSYS, "SIGSYS"},
+      {SIGHUP, "SIGHUP"},   {SIGINT, "SIGINT"},   {SIGQUIT, "SIGQUIT"}, {SIGILL, "SIGILL"},   {SIGTRAP, "SIGTRAP"},
+      {SIGABRT, "SIGABRT"}, {SIGBUS, "SIGBUS"},   {SIGFPE, "SIGFPE"},   {SIGKILL, "SIGKILL"}, {SIGUSR1, "SIGUSR1"},
+      {SIGSEGV, "SIGSEGV"}, {SIGUSR2, "SIGUSR2"}, {SIGPIPE, "SIGPIPE"}, {SIGALRM, "SIGALRM"}, {SIGTERM, "SIGTERM"},
+      {SIGXCPU, "SIGXCPU"}, {SIGXFSZ, "SIGXFSZ"}, {SIGSYS, "SIGSYS"},
   };
   for (const Named& entry : kNames) {
     if (entry.number == signal_number) return std::string(entry.name) + " (" + std::to_string(signal_number) + ")";
@@ -117,9 +116,9 @@ int pick_free_port() {
 // Variables the launcher owns: an inherited value (e.g. from an outer torchrun) would contradict ours.
 // TORCHELASTIC_* is dropped entirely so ranks never assume torchrun's agent hosts the store.
 bool launcher_owns(const std::string& name) {
-  static const char* const kOwned[] = {"RANK",        "LOCAL_RANK",  "WORLD_SIZE",       "LOCAL_WORLD_SIZE",
-                                       "GROUP_RANK",  "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE",
-                                       "ROLE_NAME",   "MASTER_ADDR", "MASTER_PORT",      "DTLAB_LAUNCHER"};
+  static const char* const kOwned[] = {"RANK",       "LOCAL_RANK",       "WORLD_SIZE",  "LOCAL_WORLD_SIZE",
+                                       "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK",   "ROLE_WORLD_SIZE",
+                                       "ROLE_NAME",  "MASTER_ADDR",      "MASTER_PORT", "DTLAB_LAUNCHER"};
   for (const char* owned : kOwned) {
     if (name == owned) return true;
   }
@@ -136,7 +135,9 @@ std::vector<std::string> rank_environment(int rank, int world_size, const std::s
     if (name == "OMP_NUM_THREADS") omp_threads_set = true;
     environment.push_back(assignment);
   }
-  auto set = [&](const char* name, const std::string& value) { environment.push_back(std::string(name) + "=" + value); };
+  auto set = [&](const char* name, const std::string& value) {
+    environment.push_back(std::string(name) + "=" + value);
+  };
   set("RANK", std::to_string(rank));
   set("LOCAL_RANK", std::to_string(rank));
   set("WORLD_SIZE", std::to_string(world_size));
@@ -193,7 +194,7 @@ class SignalScope {
 
  private:
   void install(int signal_number, void (*handler)(int), int slot) {
-    struct sigaction action{};
+    struct sigaction action {};
     action.sa_handler = handler;
     sigemptyset(&action.sa_mask);
     action.sa_flags = SA_RESTART;
@@ -213,7 +214,7 @@ struct RankStream {
 
 struct Rank {
   int index = 0;
-  pid_t pid = -1;       // also the process group id (each rank leads its own group)
+  pid_t pid = -1;  // also the process group id (each rank leads its own group)
   bool reaped = false;
   int wait_status = 0;
   RankStream out, err;
@@ -262,10 +263,11 @@ void read_stream(RankStream& stream, int rank) {
 [[noreturn]] void exec_rank(int stdout_write_fd, int stderr_write_fd, char* const* argv, char* const* envp,
                             const char* program) {
   setsid();  // new session and process group, pgid = pid
-  struct sigaction default_action{};
+  struct sigaction default_action {};
   default_action.sa_handler = SIG_DFL;
   sigemptyset(&default_action.sa_mask);
-  for (int signal_number : {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE}) sigaction(signal_number, &default_action, nullptr);
+  for (int signal_number : {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE})
+    sigaction(signal_number, &default_action, nullptr);
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);

@@ -14,12 +14,12 @@
 namespace dtlab {
 
 struct LaunchOptions {
-  int nproc = 1;                      // ranks to start (>= 1)
-  std::vector<std::string> command;   // PROGRAM ARGS...
+  int nproc = 1;                     // ranks to start (>= 1)
+  std::vector<std::string> command;  // PROGRAM ARGS...
   std::string master_addr = "127.0.0.1";
-  int master_port = 0;                // 0 = pick a free loopback port
-  double grace_s = 5.0;               // SIGTERM -> SIGKILL delay when stopping the others
-  double timeout_s = 0.0;             // 0 = none; else stop everything after this long (exit non-zero)
+  int master_port = 0;     // 0 = pick a free loopback port
+  double grace_s = 5.0;    // SIGTERM -> SIGKILL delay when stopping the others
+  double timeout_s = 0.0;  // 0 = none; else stop everything after this long (exit non-zero)
 };
 
 // Runs the job; returns the process exit code for `dtlab launch` (0 = every rank exited 0).

@@ -93,8 +93,9 @@ void install_counting_allocator() {
     {
       c10::DataPtr probe = inner->allocate(kHeaderBytes);
       if (deleter == nullptr || probe.get() != probe.get_context() || probe.get_deleter() != deleter)
-        throw std::runtime_error("install_counting_allocator: c10's default CPU allocator does not return "
-                                 "context == data with its raw deleter; the counting wrapper cannot free through it");
+        throw std::runtime_error(
+            "install_counting_allocator: c10's default CPU allocator does not return "
+            "context == data with its raw deleter; the counting wrapper cannot free through it");
     }
     g_inner = inner;
     g_inner_deleter = deleter;

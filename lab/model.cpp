@@ -82,7 +82,8 @@ at::Tensor GPT::block_attention(int64_t index, const at::Tensor& x) const {
   at::Tensor v = at::linear(h, p.wv).view({B, S, KV, hd}).transpose(1, 2);
   q = apply_rope(q, rope_);
   k = apply_rope(k, rope_);
-  if (KV != H) {  // grouped-query: each K/V head serves H/KV query heads (expanded here so SDPA's fused CPU kernel applies)
+  if (KV !=
+      H) {  // grouped-query: each K/V head serves H/KV query heads (expanded here so SDPA's fused CPU kernel applies)
     k = k.unsqueeze(2).expand({B, KV, H / KV, S, hd}).reshape({B, H, S, hd});
     v = v.unsqueeze(2).expand({B, KV, H / KV, S, hd}).reshape({B, H, S, hd});
   }
@@ -98,9 +99,7 @@ at::Tensor GPT::block_mlp(int64_t index, const at::Tensor& x) const {
   return x + at::linear(at::silu(at::linear(h, p.w_gate)) * at::linear(h, p.w_up), p.w_down);
 }
 
-at::Tensor GPT::block(int64_t index, const at::Tensor& x) const {
-  return block_mlp(index, block_attention(index, x));
-}
+at::Tensor GPT::block(int64_t index, const at::Tensor& x) const { return block_mlp(index, block_attention(index, x)); }
 
 at::Tensor GPT::head(const at::Tensor& x) const {
   at::Tensor h = rms_norm(x, final_norm, config_.norm_eps);

@@ -22,15 +22,15 @@ namespace dtlab {
 
 // The weights of one transformer block. Linear weights are [out_features, in_features].
 struct BlockParams {
-  at::Tensor attn_norm;  // [d]
-  at::Tensor wq;         // [n_heads*hd, d]
-  at::Tensor wk;         // [n_kv_heads*hd, d]
-  at::Tensor wv;         // [n_kv_heads*hd, d]
-  at::Tensor wo;         // [d, n_heads*hd]
-  at::Tensor mlp_norm;   // [d]
-  at::Tensor w_gate;     // [ffn, d]
-  at::Tensor w_up;       // [ffn, d]
-  at::Tensor w_down;     // [d, ffn]
+  at::Tensor attn_norm;            // [d]
+  at::Tensor wq;                   // [n_heads*hd, d]
+  at::Tensor wk;                   // [n_kv_heads*hd, d]
+  at::Tensor wv;                   // [n_kv_heads*hd, d]
+  at::Tensor wo;                   // [d, n_heads*hd]
+  at::Tensor mlp_norm;             // [d]
+  at::Tensor w_gate;               // [ffn, d]
+  at::Tensor w_up;                 // [ffn, d]
+  at::Tensor w_down;               // [d, ffn]
   std::vector<at::Tensor*> all();  // in the order above
 };
 
@@ -85,8 +85,8 @@ class GPT {
 
   at::Tensor tok_embedding;  // [V, d]
   std::vector<BlockParams> blocks;
-  at::Tensor final_norm;     // [d]
-  at::Tensor lm_head;        // [V, d]; undefined when tied (head uses tok_embedding)
+  at::Tensor final_norm;  // [d]
+  at::Tensor lm_head;     // [V, d]; undefined when tied (head uses tok_embedding)
 
  private:
   ModelConfig config_;

@@ -42,8 +42,8 @@ std::vector<std::string> model_preset_names() {
 }
 
 void apply_model_preset(const std::string& name, ModelConfig& m) {
-  const auto* preset = std::find_if(kPresets.begin(), kPresets.end(),
-                                    [&](const ModelPreset& p) { return name == p.name; });
+  const auto* preset =
+      std::find_if(kPresets.begin(), kPresets.end(), [&](const ModelPreset& p) { return name == p.name; });
   if (preset == kPresets.end()) {
     std::string known;
     for (const std::string& n : model_preset_names()) known += (known.empty() ? "" : " | ") + n;
@@ -86,8 +86,7 @@ ModelCounts model_counts(const ModelConfig& m) {
   // 6 FLOPs per matmul parameter per token (2 forward + 4 backward) plus attention scores and
   // weighted sum: 12 * L * d * s (PaLM appendix B).
   c.flops_per_token = 6.0 * static_cast<double>(matmul_params) +
-                      12.0 * static_cast<double>(m.n_layers) * static_cast<double>(d) *
-                          static_cast<double>(m.seq_len);
+                      12.0 * static_cast<double>(m.n_layers) * static_cast<double>(d) * static_cast<double>(m.seq_len);
   return c;
 }
 

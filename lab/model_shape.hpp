@@ -21,7 +21,7 @@ struct ModelCounts {
   int64_t embedding_params = 0;  // token embedding
   int64_t non_embedding_params = 0;
   int64_t params_per_block = 0;
-  double flops_per_token = 0;    // training: 6*N + 12*L*h*s (PaLM appendix), N = non-embedding + head
+  double flops_per_token = 0;  // training: 6*N + 12*L*h*s (PaLM appendix), N = non-embedding + head
 };
 ModelCounts model_counts(const ModelConfig& m);
 

@@ -15,7 +15,7 @@ nlohmann::json run_context(int world_size, const std::string& launcher, const st
                            const std::string& command, int threads);
 std::string utc_timestamp();  // 2026-11-21T20:41:20Z
 std::string dtlab_version();
-std::string git_sha();        // of the source tree dtlab was built from; "unknown" outside git
+std::string git_sha();  // of the source tree dtlab was built from; "unknown" outside git
 
 class ResultsWriter {
  public:

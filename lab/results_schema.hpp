@@ -16,8 +16,10 @@ inline constexpr const char* kModel = "model";
 inline constexpr const char* kSteps = "steps";
 inline constexpr const char* kSummary = "summary";
 inline constexpr const char* kMemory = "memory";
-inline constexpr const char* kDtypes = "dtypes";  // optional: dtype audit {params, master, grads, ..., collectives{op: [dtypes]}}
-inline constexpr const char* kCollectives = "collectives";  // optional: per (op, group, dtype) count and bytes of the run
+inline constexpr const char* kDtypes =
+    "dtypes";  // optional: dtype audit {params, master, grads, ..., collectives{op: [dtypes]}}
+inline constexpr const char* kCollectives =
+    "collectives";  // optional: per (op, group, dtype) count and bytes of the run
 
 // context
 inline constexpr const char* kDtlabVersion = "dtlab_version";
@@ -44,8 +46,8 @@ inline constexpr const char* kGradNorm = "grad_norm";
 inline constexpr const char* kStepMs = "step_ms";
 inline constexpr const char* kTokensPerS = "tokens_per_s";
 inline constexpr const char* kCommWaitMs = "comm_wait_ms";  // optional: exposed communication wait of the step
-inline constexpr const char* kLossScale = "loss_scale";    // optional: dynamic loss scaling, the scale of the step
-inline constexpr const char* kSkipped = "skipped";         // optional: the step was skipped (non-finite gradients)
+inline constexpr const char* kLossScale = "loss_scale";     // optional: dynamic loss scaling, the scale of the step
+inline constexpr const char* kSkipped = "skipped";          // optional: the step was skipped (non-finite gradients)
 
 // summary
 inline constexpr const char* kStepMsMedian = "step_ms_median";
@@ -56,8 +58,8 @@ inline constexpr const char* kFinalLoss = "final_loss";
 inline constexpr const char* kTflops = "tflops";  // model FLOPs rate (6N + 12Lhs per token), all ranks
 inline constexpr const char* kWallS = "wall_s";
 inline constexpr const char* kMeasuredSteps = "measured_steps";  // steps after instrument.warmup_steps
-inline constexpr const char* kMfuPct = "mfu_pct";          // optional: TFLOPS / peak (CPU: measured GEMM rate)
-inline constexpr const char* kGemmTflops = "gemm_tflops";  // optional: the peak used for mfu_pct
+inline constexpr const char* kMfuPct = "mfu_pct";                // optional: TFLOPS / peak (CPU: measured GEMM rate)
+inline constexpr const char* kGemmTflops = "gemm_tflops";        // optional: the peak used for mfu_pct
 
 // memory (per rank; rank 0's in result.json)
 inline constexpr const char* kRank = "rank";

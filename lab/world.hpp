@@ -47,10 +47,14 @@ class SingleProcessWorld final : public World {
   double all_reduce_sum(double value) override { return value; }
   double all_reduce_max(double value) override { return value; }
   Comm& comm() override {
-    throw std::logic_error("single-process world has no communicator (world_size=1); a strategy that "
-                           "communicates needs `dtlab launch -n N` or another launcher");
+    throw std::logic_error(
+        "single-process world has no communicator (world_size=1); a strategy that "
+        "communicates needs `dtlab launch -n N` or another launcher");
   }
-  std::shared_ptr<Comm> split(const std::string&, const std::vector<std::vector<int>>&) override { comm(); return nullptr; }
+  std::shared_ptr<Comm> split(const std::string&, const std::vector<std::vector<int>>&) override {
+    comm();
+    return nullptr;
+  }
   std::vector<Comm*> all_comms() override { return {}; }
 };
 

@@ -22,10 +22,24 @@ int main(int argc, char** argv) {
   const std::vector<std::string> quick = {"train.steps=4", "train.warmup_steps=1", "model.preset=tiny",
                                           "instrument.warmup_steps=1"};
   s.runs = {
-      {"single_1thread", "ddp.yaml", {"parallel.strategy=single", "train.micro_batch=8", "train.threads=1"}, quick, 1, ""},
-      {"single_2threads", "ddp.yaml", {"parallel.strategy=single", "train.micro_batch=8", "train.threads=2"}, quick, 1, ""},
+      {"single_1thread",
+       "ddp.yaml",
+       {"parallel.strategy=single", "train.micro_batch=8", "train.threads=1"},
+       quick,
+       1,
+       ""},
+      {"single_2threads",
+       "ddp.yaml",
+       {"parallel.strategy=single", "train.micro_batch=8", "train.threads=2"},
+       quick,
+       1,
+       ""},
       {"ddp_w2", "ddp.yaml", {"parallel.strategy=ddp", "train.micro_batch=4", "train.threads=1"}, quick, 2, ""},
-      {"ddp_w4", "ddp.yaml", {"parallel.strategy=ddp", "train.micro_batch=2", "train.threads=1"}, quick, 4,
+      {"ddp_w4",
+       "ddp.yaml",
+       {"parallel.strategy=ddp", "train.micro_batch=2", "train.threads=1"},
+       quick,
+       4,
        "oversubscribed: 4 ranks on 2 cores"},
   };
   return dtlab::run_scenario(s, argc, argv);

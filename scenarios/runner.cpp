@@ -82,12 +82,9 @@ int run_scenario(const Scenario& scenario, int argc, char** argv) {
     if (run_process(build) != 0) return 1;
   }
 
-  nlohmann::json manifest = {{"scenario", scenario.name},
-                             {"title", scenario.title},
-                             {"description", scenario.description},
-                             {"notes", scenario.notes},
-                             {"quick", quick},
-                             {"runs", nlohmann::json::array()}};
+  nlohmann::json manifest = {
+      {"scenario", scenario.name}, {"title", scenario.title}, {"description", scenario.description},
+      {"notes", scenario.notes},   {"quick", quick},          {"runs", nlohmann::json::array()}};
   for (const auto& run : scenario.runs) {
     if (!only.empty() && run.name != only) continue;
     const fs::path run_dir = scenario_dir / run.name;
@@ -112,8 +109,12 @@ int run_scenario(const Scenario& scenario, int argc, char** argv) {
                 << "; command: " << join(args) << "\n";
       return 1;
     }
-    manifest["runs"].push_back({{"name", run.name}, {"dir", run.name}, {"command", join(args)},
-                                {"world_size", run.world_size}, {"wall_s", seconds}, {"note", run.note}});
+    manifest["runs"].push_back({{"name", run.name},
+                                {"dir", run.name},
+                                {"command", join(args)},
+                                {"world_size", run.world_size},
+                                {"wall_s", seconds},
+                                {"note", run.note}});
   }
   std::ofstream(scenario_dir / "scenario.json") << manifest.dump(2) << "\n";
   std::cout << "\nscenario " << scenario.name << ": results in " << scenario_dir.string() << "\n";

@@ -19,12 +19,12 @@
 namespace dtlab {
 
 struct ScenarioRun {
-  std::string name;                    // directory name under <out>/<scenario>/, e.g. "single"
-  std::string config;                  // file under scenarios/configs/
-  std::vector<std::string> overrides;  // section.key=value
+  std::string name;                          // directory name under <out>/<scenario>/, e.g. "single"
+  std::string config;                        // file under scenarios/configs/
+  std::vector<std::string> overrides;        // section.key=value
   std::vector<std::string> quick_overrides;  // added with --quick
-  int world_size = 1;                  // > 1: started through `dtlab launch -n N`
-  std::string note;                    // shown with the run (e.g. "oversubscribed: 4 ranks on 2 cores")
+  int world_size = 1;                        // > 1: started through `dtlab launch -n N`
+  std::string note;                          // shown with the run (e.g. "oversubscribed: 4 ranks on 2 cores")
 };
 
 struct Scenario {

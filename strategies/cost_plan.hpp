@@ -14,14 +14,14 @@
 namespace dtlab {
 
 struct PlannedCollective {
-  std::string op;          // all_reduce | all_gather | reduce_scatter | broadcast
-  std::string algorithm;   // backend | ring
-  std::string dtype;       // float32 | bfloat16 | ...
-  int64_t bytes = 0;       // nccl-tests convention (see lab/comm/comm.hpp)
+  std::string op;         // all_reduce | all_gather | reduce_scatter | broadcast
+  std::string algorithm;  // backend | ring
+  std::string dtype;      // float32 | bfloat16 | ...
+  int64_t bytes = 0;      // nccl-tests convention (see lab/comm/comm.hpp)
   int group_size = 1;
-  std::string phase;       // setup | backward | after-backward | optimizer | forward
-  int64_t count = 1;       // how many such calls per step
-  std::string what;        // e.g. "bucket 0 (1 MiB cap)"
+  std::string phase;  // setup | backward | after-backward | optimizer | forward
+  int64_t count = 1;  // how many such calls per step
+  std::string what;   // e.g. "bucket 0 (1 MiB cap)"
 };
 
 struct PlannedState {  // bytes per rank, padding included

@@ -56,8 +56,9 @@ class DdpStrategy final : public Strategy {
 
   void wrap(std::shared_ptr<GPT> model, const Config& config, World& world) override {
     if (config.parallel.offload)
-      throw std::invalid_argument("parallel.strategy=ddp does not combine with parallel.offload=true: DDP keeps "
-                                  "full replicas on the device; use fsdp_full_shard with offload");
+      throw std::invalid_argument(
+          "parallel.strategy=ddp does not combine with parallel.offload=true: DDP keeps "
+          "full replicas on the device; use fsdp_full_shard with offload");
     if (config.precision.param_dtype != "fp32")
       throw std::invalid_argument("parallel.strategy=ddp with precision.param_dtype=" + config.precision.param_dtype +
                                   ": mixed precision compute is not built yet; use fp32 (precision.reduce_dtype=bf16 "
@@ -105,7 +106,8 @@ class DdpStrategy final : public Strategy {
   double forward_backward(const Batch& batch, double loss_weight, bool is_last_micro) override {
     sync_ = is_last_micro;  // no communication on the non-final micro-steps of accumulation
     for (auto& b : buckets_) b.ready = 0;
-    at::Tensor loss = GPT::loss_sum(forward_with_checkpointing(*model_, batch.inputs, checkpointing_), batch.targets) * loss_weight;
+    at::Tensor loss =
+        GPT::loss_sum(forward_with_checkpointing(*model_, batch.inputs, checkpointing_), batch.targets) * loss_weight;
     inject_delay("after_forward", rank_);
     (loss * static_cast<double>(world_size_)).backward();
     return loss.item<double>();

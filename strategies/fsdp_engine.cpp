@@ -10,11 +10,11 @@
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
+#include "kernels/stochastic_round.hpp"
 #include "lab/comm/comm.hpp"
 #include "lab/dist/fault_injection.hpp"
 #include "lab/train/checkpoint.hpp"
 #include "lab/train/optimizer.hpp"
-#include "kernels/stochastic_round.hpp"
 
 namespace dtlab {
 
@@ -56,15 +56,15 @@ struct FlatUnit {
   std::vector<int64_t> offsets;
   std::vector<bool> decay;
   int64_t numel = 0, padded = 0, shard_numel = 0;
-  at::Tensor shard;          // this rank's fp32 master parameters [shard_numel] (host buffer when offloading)
-  at::Tensor shard_grad;     // their gradient [shard_numel] (host buffer when offloading)
-  at::Tensor compute_shard;  // offload: compute-side copy of `shard` that gathers read
-  at::Tensor full;           // gathered parameters [padded]; the model computes with views of it
-  at::Tensor full_writer;    // storage alias of `full` for collective writes
-  at::Tensor full_grad;      // gradients of the gathered parameters [padded]
-  at::Tensor reduce_in;      // reduce-dtype copy of full_grad when it differs from the compute dtype
-  at::Tensor reduce_out;     // reduce-scatter output [shard_numel], reduce dtype
-  at::Tensor master_scratch; // master_dtype=bf16: fp32 copy of the shard the optimizer steps on
+  at::Tensor shard;           // this rank's fp32 master parameters [shard_numel] (host buffer when offloading)
+  at::Tensor shard_grad;      // their gradient [shard_numel] (host buffer when offloading)
+  at::Tensor compute_shard;   // offload: compute-side copy of `shard` that gathers read
+  at::Tensor full;            // gathered parameters [padded]; the model computes with views of it
+  at::Tensor full_writer;     // storage alias of `full` for collective writes
+  at::Tensor full_grad;       // gradients of the gathered parameters [padded]
+  at::Tensor reduce_in;       // reduce-dtype copy of full_grad when it differs from the compute dtype
+  at::Tensor reduce_out;      // reduce-scatter output [shard_numel], reduce dtype
+  at::Tensor master_scratch;  // master_dtype=bf16: fp32 copy of the shard the optimizer steps on
   std::vector<at::Tensor> views;
   bool params_ready = false;
   bool gather_pending = false;
@@ -98,7 +98,8 @@ class ShardedStrategy final : public Strategy {
                                   " with precision.param_dtype=fp32: the master copy cannot be narrower than the "
                                   "parameters it updates; use param_dtype=bf16");
     if (config.model.tie_embeddings && config.parallel.wrap != "model")
-      throw std::invalid_argument("parallel.strategy=" + id_ + " with model.tie_embeddings=true: the tied weight "
+      throw std::invalid_argument("parallel.strategy=" + id_ +
+                                  " with model.tie_embeddings=true: the tied weight "
                                   "would span the embedding and head units; use parallel.wrap=model or untied "
                                   "embeddings");
     model_ = std::move(model);
@@ -199,7 +200,8 @@ class ShardedStrategy final : public Strategy {
       for (const auto& unit : units_) local_bad += unit.shard_grad.isfinite().all().item<bool>() ? 0.0 : 1.0;
       at::Tensor flag = at::full({1}, local_bad, at::kDouble);
       (shard_comm_ ? shard_comm_ : replica_comm_)->all_reduce(flag, "loss_scale.found_inf").wait();
-      if (replica_comm_ && shard_comm_ && replica_comm_ != shard_comm_) replica_comm_->all_reduce(flag, "loss_scale.found_inf").wait();
+      if (replica_comm_ && shard_comm_ && replica_comm_ != shard_comm_)
+        replica_comm_->all_reduce(flag, "loss_scale.found_inf").wait();
       step_skipped_ = flag.item<double>() > 0;
     }
   }
@@ -241,8 +243,8 @@ class ShardedStrategy final : public Strategy {
     if (master_dtype_ != at::kFloat) {
       for (size_t u = 0; u < units_.size(); ++u) {
         FlatUnit& unit = units_[u];
-        const uint64_t seed = (static_cast<uint64_t>(steps_seen_) << 20) ^ (static_cast<uint64_t>(u) << 8) ^
-                              static_cast<uint64_t>(rank_);
+        const uint64_t seed =
+            (static_cast<uint64_t>(steps_seen_) << 20) ^ (static_cast<uint64_t>(u) << 8) ^ static_cast<uint64_t>(rank_);
         if (config_.precision.stochastic_rounding) {
           kernels::stochastic_round_to_bf16_cpu(unit.master_scratch.data_ptr<float>(),
                                                 reinterpret_cast<uint16_t*>(unit.shard.data_ptr()),
@@ -300,9 +302,9 @@ class ShardedStrategy final : public Strategy {
         case ShardingMode::zero1:
           b.params += unit.padded * compute_b;
           b.grads += unit.padded * compute_b;
-          if (separate_compute_copy()) b.params += unit.shard_numel * master_b;  // the separate master
+          if (separate_compute_copy()) b.params += unit.shard_numel * master_b;             // the separate master
           if (!unit.shard_grad.is_same(unit.full_grad)) b.buffers += unit.shard_numel * 4;  // fp32 gradient shard
-          if (mode_ == ShardingMode::zero1) b.buffers += unit.shard_numel * reduce_b;  // reduce-scatter output
+          if (mode_ == ShardingMode::zero1) b.buffers += unit.shard_numel * reduce_b;       // reduce-scatter output
           break;
       }
       if (separate_compute_copy()) b.buffers += unit.shard_numel * compute_b;  // compute-side copy of the master
@@ -321,12 +323,8 @@ class ShardedStrategy final : public Strategy {
 
   std::map<std::string, std::string> dtype_audit() const override {
     auto name = [](at::ScalarType t) { return std::string(c10::getDtypeNames(t).first); };
-    return {{"params", name(compute_dtype_)},
-            {"master", name(master_dtype_)},
-            {"grads", name(compute_dtype_)},
-            {"grad_shards", "float32"},
-            {"reduce", name(reduce_dtype_)},
-            {"optimizer_state", "float32"}};
+    return {{"params", name(compute_dtype_)}, {"master", name(master_dtype_)}, {"grads", name(compute_dtype_)},
+            {"grad_shards", "float32"},       {"reduce", name(reduce_dtype_)}, {"optimizer_state", "float32"}};
   }
 
   std::vector<std::pair<std::string, at::Tensor>> full_state() override {
@@ -385,10 +383,11 @@ class ShardedStrategy final : public Strategy {
       case ShardingMode::hybrid: {
         const int f = config_.parallel.shard_size > 0 ? static_cast<int>(config_.parallel.shard_size) : world_size_;
         if (world_size_ % f != 0)
-          throw std::invalid_argument("parallel.shard_size=" + std::to_string(f) + " does not divide world_size=" +
-                                      std::to_string(world_size_));
+          throw std::invalid_argument("parallel.shard_size=" + std::to_string(f) +
+                                      " does not divide world_size=" + std::to_string(world_size_));
         shard_group_size_ = f;
-        std::vector<std::vector<int>> shard_groups(static_cast<size_t>(world_size_ / f)), replica_groups(static_cast<size_t>(f));
+        std::vector<std::vector<int>> shard_groups(static_cast<size_t>(world_size_ / f)),
+            replica_groups(static_cast<size_t>(f));
         for (int r = 0; r < world_size_; ++r) {
           shard_groups[static_cast<size_t>(r / f)].push_back(r);
           replica_groups[static_cast<size_t>(r % f)].push_back(r);
@@ -446,7 +445,8 @@ class ShardedStrategy final : public Strategy {
       // The initial flat parameters (identical on every rank: same seed), padded with zeros.
       at::Tensor initial = at::zeros({unit.padded}, options);
       for (size_t i = 0; i < unit.params.size(); ++i)
-        initial.narrow(0, unit.offsets[i], unit.params[i].tensor->numel()).copy_(unit.params[i].tensor->detach().reshape({-1}));
+        initial.narrow(0, unit.offsets[i], unit.params[i].tensor->numel())
+            .copy_(unit.params[i].tensor->detach().reshape({-1}));
 
       const auto compute = options.dtype(compute_dtype_);
       unit.full = at::zeros({unit.padded}, compute);

@@ -11,6 +11,8 @@
 
 namespace dtlab {
 
-std::unique_ptr<Strategy> make_fsdp_full_shard_strategy() { return make_sharded_strategy(ShardingMode::full_shard, "fsdp_full_shard"); }
+std::unique_ptr<Strategy> make_fsdp_full_shard_strategy() {
+  return make_sharded_strategy(ShardingMode::full_shard, "fsdp_full_shard");
+}
 
 }  // namespace dtlab

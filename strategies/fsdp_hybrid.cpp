@@ -10,6 +10,8 @@
 
 namespace dtlab {
 
-std::unique_ptr<Strategy> make_fsdp_hybrid_strategy() { return make_sharded_strategy(ShardingMode::hybrid, "fsdp_hybrid"); }
+std::unique_ptr<Strategy> make_fsdp_hybrid_strategy() {
+  return make_sharded_strategy(ShardingMode::hybrid, "fsdp_hybrid");
+}
 
 }  // namespace dtlab

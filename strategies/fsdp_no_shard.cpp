@@ -9,6 +9,8 @@
 
 namespace dtlab {
 
-std::unique_ptr<Strategy> make_fsdp_no_shard_strategy() { return make_sharded_strategy(ShardingMode::no_shard, "fsdp_no_shard"); }
+std::unique_ptr<Strategy> make_fsdp_no_shard_strategy() {
+  return make_sharded_strategy(ShardingMode::no_shard, "fsdp_no_shard");
+}
 
 }  // namespace dtlab

@@ -9,6 +9,8 @@
 
 namespace dtlab {
 
-std::unique_ptr<Strategy> make_fsdp_shard_grad_op_strategy() { return make_sharded_strategy(ShardingMode::shard_grad_op, "fsdp_shard_grad_op"); }
+std::unique_ptr<Strategy> make_fsdp_shard_grad_op_strategy() {
+  return make_sharded_strategy(ShardingMode::shard_grad_op, "fsdp_shard_grad_op");
+}
 
 }  // namespace dtlab

@@ -36,8 +36,8 @@ std::unique_ptr<Strategy> make_strategy(const std::string& id) {
     if (name == id) return factory();
   std::string known;
   for (const auto& [name, factory] : registry()) known += (known.empty() ? "" : " | ") + name;
-  throw std::invalid_argument("parallel.strategy='" + id + "' is not available in this build (available: " +
-                              known + ")");
+  throw std::invalid_argument("parallel.strategy='" + id + "' is not available in this build (available: " + known +
+                              ")");
 }
 
 std::vector<std::string> registered_strategy_ids() {

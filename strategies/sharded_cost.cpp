@@ -25,10 +25,10 @@
 // plus, except for no_shard (every rank holds every gradient), the grad-norm all-reduce of one double
 // (8 bytes, over the shard group), and with precision.loss_scale=dynamic the found-inf all-reduce of one
 // double (over the shard group, or the replicas for no_shard; hybrid with R > 1 also over the replicas).
-// Gathers move precision.param_dtype; reduce-scatters and gradient all-reduces precision.reduce_dtype. Not in the plan: the trainer's per-step loss all-reduce (8 bytes, the
-// same for every strategy, also absent from the ddp plan). With F = 1 the engine copies instead of
-// gathering / reduce-scattering, so those collectives vanish; zero1 still calls its all-gather.
-// All-gathers use the backend (Gloo: a ring); reduce-scatters follow parallel.reduce_scatter: ring (the
+// Gathers move precision.param_dtype; reduce-scatters and gradient all-reduces precision.reduce_dtype. Not in the plan:
+// the trainer's per-step loss all-reduce (8 bytes, the same for every strategy, also absent from the ddp plan). With F
+// = 1 the engine copies instead of gathering / reduce-scattering, so those collectives vanish; zero1 still calls its
+// all-gather. All-gathers use the backend (Gloo: a ring); reduce-scatters follow parallel.reduce_scatter: ring (the
 // lab's ring over send/recv, (p-1)/p·S per rank) or backend (Gloo's reduce_scatter_tensor is an
 // all-reduce plus a chunk copy: it moves all-reduce volume, 2(p-1)/p·S per rank).
 //
@@ -118,8 +118,8 @@ int64_t shard_group_size(Mode mode, const Config& config) {
     case Mode::hybrid: {
       const int64_t f = config.parallel.shard_size > 0 ? config.parallel.shard_size : world;
       if (world % f != 0)
-        throw std::invalid_argument("parallel.shard_size=" + std::to_string(f) + " does not divide world_size=" +
-                                    std::to_string(world));
+        throw std::invalid_argument("parallel.shard_size=" + std::to_string(f) +
+                                    " does not divide world_size=" + std::to_string(world));
       return f;
     }
     default:
@@ -129,11 +129,16 @@ int64_t shard_group_size(Mode mode, const Config& config) {
 
 const char* mode_id(Mode mode) {
   switch (mode) {
-    case Mode::full_shard: return "fsdp_full_shard";
-    case Mode::shard_grad_op: return "fsdp_shard_grad_op";
-    case Mode::no_shard: return "fsdp_no_shard";
-    case Mode::hybrid: return "fsdp_hybrid";
-    case Mode::zero1: return "zero1";
+    case Mode::full_shard:
+      return "fsdp_full_shard";
+    case Mode::shard_grad_op:
+      return "fsdp_shard_grad_op";
+    case Mode::no_shard:
+      return "fsdp_no_shard";
+    case Mode::hybrid:
+      return "fsdp_hybrid";
+    case Mode::zero1:
+      return "zero1";
   }
   return "?";
 }
@@ -254,7 +259,8 @@ CostPlan sharded_cost_plan(Mode mode, const Config& config, int rank) {
     const int64_t begin = shard_rank * unit.shard;
     non_padding += std::max<int64_t>(0, std::min(begin + unit.shard, unit.numel) - begin);
   }
-  if (mode == Mode::full_shard || mode == Mode::hybrid) plan.state.buffers += largest * (config.parallel.prefetch ? 3 : 2);
+  if (mode == Mode::full_shard || mode == Mode::hybrid)
+    plan.state.buffers += largest * (config.parallel.prefetch ? 3 : 2);
   if (mode == Mode::shard_grad_op) plan.state.buffers += all_units + largest;
   plan.state.buffers += largest_wire;
   plan.state.optimizer = non_padding * optimizer_state_bytes_per_element(config.train, 4);
@@ -263,11 +269,15 @@ CostPlan sharded_cost_plan(Mode mode, const Config& config, int rank) {
 
 }  // namespace
 
-CostPlan fsdp_full_shard_cost_plan(const Config& config, int rank) { return sharded_cost_plan(Mode::full_shard, config, rank); }
+CostPlan fsdp_full_shard_cost_plan(const Config& config, int rank) {
+  return sharded_cost_plan(Mode::full_shard, config, rank);
+}
 CostPlan fsdp_shard_grad_op_cost_plan(const Config& config, int rank) {
   return sharded_cost_plan(Mode::shard_grad_op, config, rank);
 }
-CostPlan fsdp_no_shard_cost_plan(const Config& config, int rank) { return sharded_cost_plan(Mode::no_shard, config, rank); }
+CostPlan fsdp_no_shard_cost_plan(const Config& config, int rank) {
+  return sharded_cost_plan(Mode::no_shard, config, rank);
+}
 CostPlan fsdp_hybrid_cost_plan(const Config& config, int rank) { return sharded_cost_plan(Mode::hybrid, config, rank); }
 CostPlan zero1_cost_plan(const Config& config, int rank) { return sharded_cost_plan(Mode::zero1, config, rank); }
 

@@ -25,8 +25,9 @@ class SingleStrategy final : public Strategy {
       throw std::invalid_argument("parallel.strategy=single runs one process, but world_size=" +
                                   std::to_string(world.world_size()) + "; use ddp or an fsdp strategy");
     if (config.parallel.offload)
-      throw std::invalid_argument("parallel.strategy=single does not combine with parallel.offload=true: offload "
-                                  "moves sharded state to the host; use an fsdp strategy or zero1 with offload");
+      throw std::invalid_argument(
+          "parallel.strategy=single does not combine with parallel.offload=true: offload "
+          "moves sharded state to the host; use an fsdp strategy or zero1 with offload");
     if (config.precision.loss_scale != "none" || config.precision.master_dtype != "fp32")
       throw std::invalid_argument("parallel.strategy=single with precision.loss_scale=" + config.precision.loss_scale +
                                   " / precision.master_dtype=" + config.precision.master_dtype +
@@ -60,7 +61,8 @@ class SingleStrategy final : public Strategy {
       for (size_t i = 0; i < compute_.size(); ++i) compute_[i].copy_(params_[i]);
       compute_fresh_ = true;
     }
-    at::Tensor loss = GPT::loss_sum(forward_with_checkpointing(*model_, batch.inputs, checkpointing_), batch.targets) * loss_weight;
+    at::Tensor loss =
+        GPT::loss_sum(forward_with_checkpointing(*model_, batch.inputs, checkpointing_), batch.targets) * loss_weight;
     loss.backward();
     return loss.item<double>();
   }

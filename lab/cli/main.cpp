@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <torch/version.h>
+#include <CLI/CLI.hpp>
 
 #include "analysis/report.hpp"
 #include "lab/config.hpp"
@@ -38,9 +38,9 @@ std::string reproduce_command(int argc, char** argv) {
       auto rel = std::filesystem::relative(std::filesystem::canonical("/proc/self/exe", ec), ec);
       if (!ec && !rel.empty()) arg = rel.string();
     }
-    const bool plain = arg.find_first_not_of(
-                           "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@%") ==
-                       std::string::npos;
+    const bool plain =
+        arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@%") ==
+        std::string::npos;
     if (!out.empty()) out += ' ';
     if (plain && !arg.empty()) {
       out += arg;
@@ -128,16 +128,17 @@ int main(int argc, char** argv) {
   report->add_option("-o,--out", report_out, "report directory");
 
   dtlab::LaunchOptions launch_options;
-  auto* launch = app.add_subcommand("launch", "start N local ranks of PROGRAM (torchrun-style environment); "
-                                              "if one fails, stop the others and name it");
+  auto* launch = app.add_subcommand("launch",
+                                    "start N local ranks of PROGRAM (torchrun-style environment); "
+                                    "if one fails, stop the others and name it");
   launch->add_option("-n,--nproc", launch_options.nproc, "number of ranks")->required()->check(CLI::PositiveNumber);
   launch->add_option("--master-port", launch_options.master_port, "rendezvous port (default: a free port)");
   launch->add_option("--grace", launch_options.grace_s, "seconds between SIGTERM and SIGKILL when stopping ranks");
   launch->add_option("--timeout", launch_options.timeout_s, "stop the job after this many seconds (0 = never)");
   launch->add_option("command", launch_options.command, "PROGRAM ARGS... (each rank's program and its arguments)")
       ->required();
-  launch->prefix_command();       // everything from PROGRAM on belongs to the program, even -n or --timeout
-  launch->positionals_at_end();   // ... and `--` may separate it explicitly
+  launch->prefix_command();      // everything from PROGRAM on belongs to the program, even -n or --timeout
+  launch->positionals_at_end();  // ... and `--` may separate it explicitly
 
   std::string export_config, export_out;
   std::vector<std::string> export_overrides;

@@ -117,11 +117,11 @@ CommHandle Comm::all_gather(at::Tensor& output, at::Tensor& input, CommAlgorithm
   return track(backend_->_allgather_base(output, input), record, true);
 }
 
-CommHandle Comm::reduce_scatter(at::Tensor& output, at::Tensor& input, CommAlgorithm algorithm, const std::string& tag) {
+CommHandle Comm::reduce_scatter(at::Tensor& output, at::Tensor& input, CommAlgorithm algorithm,
+                                const std::string& tag) {
   if (!output.is_contiguous() || !input.is_contiguous() || output.dim() != 1 || input.dim() != 1)
     throw std::invalid_argument("comm: reduce_scatter needs 1-D contiguous tensors");
-  auto record =
-      start_record("reduce_scatter", to_string(algorithm), input, static_cast<int64_t>(input.nbytes()), tag);
+  auto record = start_record("reduce_scatter", to_string(algorithm), input, static_cast<int64_t>(input.nbytes()), tag);
   if (algorithm == CommAlgorithm::ring) {
     ring_reduce_scatter(output, input);
     record->end_us.store(comm_clock_us());

@@ -43,14 +43,14 @@ enum class CommAlgorithm { backend, ring };
 const char* to_string(CommAlgorithm a);
 
 struct CollectiveRecord {
-  int64_t seq = 0;         // per Comm, from 0
-  std::string op;          // all_reduce | broadcast | all_gather | reduce_scatter | send | recv | barrier
-  std::string algorithm;   // backend | ring
-  std::string dtype;       // float32 | bfloat16 | float16 | ...
+  int64_t seq = 0;        // per Comm, from 0
+  std::string op;         // all_reduce | broadcast | all_gather | reduce_scatter | send | recv | barrier
+  std::string algorithm;  // backend | ring
+  std::string dtype;      // float32 | bfloat16 | float16 | ...
   int64_t bytes = 0;
   int group_size = 1;
-  std::string group;       // "world", "shard.0", ...
-  std::string tag;         // caller's label, e.g. "ddp.bucket.3"
+  std::string group;  // "world", "shard.0", ...
+  std::string tag;    // caller's label, e.g. "ddp.bucket.3"
   double start_us = 0;
   double end_us = 0;  // 0 until completed
 };
@@ -83,7 +83,8 @@ class Comm {
   // output (p * chunk) <- every rank's input (chunk). Ring: uneven chunks allowed (see chunk_bounds).
   CommHandle all_gather(at::Tensor& output, at::Tensor& input, CommAlgorithm algorithm, const std::string& tag = "");
   // output (this rank's chunk) <- sum over ranks of input's chunk. Input and output are 1-D contiguous.
-  CommHandle reduce_scatter(at::Tensor& output, at::Tensor& input, CommAlgorithm algorithm, const std::string& tag = "");
+  CommHandle reduce_scatter(at::Tensor& output, at::Tensor& input, CommAlgorithm algorithm,
+                            const std::string& tag = "");
   void barrier();
 
   // Copies of the records so far (thread-safe).
@@ -101,8 +102,8 @@ class Comm {
     CollectiveRecord record;
     std::atomic<double> end_us{0};
   };
-  std::shared_ptr<LiveRecord> start_record(const std::string& op, const std::string& algorithm,
-                                                 const at::Tensor& t, int64_t bytes, const std::string& tag);
+  std::shared_ptr<LiveRecord> start_record(const std::string& op, const std::string& algorithm, const at::Tensor& t,
+                                           int64_t bytes, const std::string& tag);
   CommHandle track(const c10::intrusive_ptr<c10d::Work>& work, std::shared_ptr<LiveRecord> record,
                    bool has_completion_callback, std::function<void()> after_wait = {});
   void ring_reduce_scatter(at::Tensor& output, const at::Tensor& input);

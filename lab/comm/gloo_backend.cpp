@@ -11,10 +11,9 @@
 
 namespace dtlab::comm {
 
-c10::intrusive_ptr<c10d::Backend> make_gloo_backend(const c10::intrusive_ptr<c10d::Store>& store,
-                                                     int rank, int world_size,
-                                                     std::chrono::milliseconds timeout,
-                                                     const std::string& hostname, int threads) {
+c10::intrusive_ptr<c10d::Backend> make_gloo_backend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                                    int world_size, std::chrono::milliseconds timeout,
+                                                    const std::string& hostname, int threads) {
   auto options = c10d::ProcessGroupGloo::Options::create(timeout);
   options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(hostname));
   options->threads = threads;

@@ -19,9 +19,8 @@ namespace dtlab::comm {
 // Connects a full mesh of `world_size` Gloo peers through `store` (blocking until all joined or
 // `timeout` passes). `hostname` is the local address peers connect to (127.0.0.1 for one machine).
 // `threads` = Gloo worker threads (1 on small machines: ranks already oversubscribe the cores).
-c10::intrusive_ptr<c10d::Backend> make_gloo_backend(const c10::intrusive_ptr<c10d::Store>& store,
-                                                     int rank, int world_size,
-                                                     std::chrono::milliseconds timeout,
-                                                     const std::string& hostname, int threads = 1);
+c10::intrusive_ptr<c10d::Backend> make_gloo_backend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                                    int world_size, std::chrono::milliseconds timeout,
+                                                    const std::string& hostname, int threads = 1);
 
 }  // namespace dtlab::comm

@@ -14,12 +14,12 @@
 namespace dtlab::comm {
 
 c10::intrusive_ptr<c10d::Backend> make_nccl_backend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                                                     int world_size, std::chrono::milliseconds timeout, int local_rank) {
+                                                    int world_size, std::chrono::milliseconds timeout, int local_rank) {
 #ifdef DTLAB_WITH_CUDA
   if (c10::cuda::device_count() <= local_rank)
-    throw std::runtime_error("parallel.backend=nccl: rank " + std::to_string(rank) + " needs cuda:" +
-                             std::to_string(local_rank) + ", but " + std::to_string(c10::cuda::device_count()) +
-                             " CUDA device(s) are visible (NCCL needs one GPU per rank)");
+    throw std::runtime_error(
+        "parallel.backend=nccl: rank " + std::to_string(rank) + " needs cuda:" + std::to_string(local_rank) + ", but " +
+        std::to_string(c10::cuda::device_count()) + " CUDA device(s) are visible (NCCL needs one GPU per rank)");
   c10::cuda::set_device(static_cast<c10::DeviceIndex>(local_rank));
   auto options = c10d::ProcessGroupNCCL::Options::create();
   options->timeout = timeout;
@@ -28,8 +28,9 @@ c10::intrusive_ptr<c10d::Backend> make_nccl_backend(const c10::intrusive_ptr<c10
   return backend;
 #else
   (void)store, (void)rank, (void)world_size, (void)timeout, (void)local_rank;
-  throw std::runtime_error("parallel.backend=nccl needs the cuda configuration (cmake -DDTLAB_CUDA=ON) and GPUs; "
-                           "this is a cpu build: use parallel.backend=gloo");
+  throw std::runtime_error(
+      "parallel.backend=nccl needs the cuda configuration (cmake -DDTLAB_CUDA=ON) and GPUs; "
+      "this is a cpu build: use parallel.backend=gloo");
 #endif
 }
 

@@ -15,6 +15,6 @@ namespace dtlab::comm {
 
 // One GPU per rank: binds the backend to cuda:local_rank. Throws std::runtime_error in cpu builds.
 c10::intrusive_ptr<c10d::Backend> make_nccl_backend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                                                     int world_size, std::chrono::milliseconds timeout, int local_rank);
+                                                    int world_size, std::chrono::milliseconds timeout, int local_rank);
 
 }  // namespace dtlab::comm

@@ -102,13 +102,13 @@ DistWorld::DistWorld(const RankEnv& env, const RendezvousOptions& options) : opt
   const bool loopback = is_loopback_address(env.master_addr);
   // The store listens on `master` itself when it is loopback (127.0.0.2 must not listen on 127.0.0.1,
   // or no client reaches it); the IPv4 listener serves the names localhost and ::1 as 127.0.0.1.
-  const std::string master =
-      env.master_addr == "localhost" || env.master_addr == "::1" ? "127.0.0.1" : env.master_addr;
+  const std::string master = env.master_addr == "localhost" || env.master_addr == "::1" ? "127.0.0.1" : env.master_addr;
   if (!loopback && options.bind_addr.empty() && !env.agent_store)
     throw RendezvousError("rendezvous: MASTER_ADDR=" + env.master_addr +
                           " is not a loopback address; choose the interface rank 0's store listens on explicitly "
                           "with `dtlab train --bind ADDR` (e.g. that host's address, or 0.0.0.0 for all)");
-  gloo_host_ = loopback ? "127.0.0.1" : (options.bind_addr.empty() || options.bind_addr == "0.0.0.0" ? master : options.bind_addr);
+  gloo_host_ = loopback ? "127.0.0.1"
+                        : (options.bind_addr.empty() || options.bind_addr == "0.0.0.0" ? master : options.bind_addr);
 
   c10d::TCPStoreOptions so;
   so.port = static_cast<uint16_t>(env.master_port);
@@ -145,7 +145,8 @@ DistWorld::DistWorld(const RankEnv& env, const RendezvousOptions& options) : opt
     if (joined < world_size_) {
       std::string missing;
       for (int r = 0; r < world_size_; ++r)
-        if (!store_->check({"dtlab/joined/" + std::to_string(r)})) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+        if (!store_->check({"dtlab/joined/" + std::to_string(r)}))
+          missing += (missing.empty() ? "" : ", ") + std::to_string(r);
       const std::string message = "rendezvous: " + std::to_string(joined) + "/" + std::to_string(world_size_) +
                                   " ranks joined within " + seconds_text(options.timeout) + " (missing: " + missing +
                                   "); start every rank, or raise the timeout";
@@ -161,8 +162,9 @@ DistWorld::DistWorld(const RankEnv& env, const RendezvousOptions& options) : opt
         throw RendezvousError(std::string(bytes.begin(), bytes.end()));
       }
       if (Clock::now() >= deadline)
-        throw RendezvousError("rendezvous: rank " + std::to_string(rank_) + " joined, but rank 0 did not confirm that all " +
-                              std::to_string(world_size_) + " ranks joined within " + seconds_text(options.timeout));
+        throw RendezvousError("rendezvous: rank " + std::to_string(rank_) +
+                              " joined, but rank 0 did not confirm that all " + std::to_string(world_size_) +
+                              " ranks joined within " + seconds_text(options.timeout));
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }
@@ -192,7 +194,8 @@ std::shared_ptr<Comm> DistWorld::split(const std::string& name, const std::vecto
                                     " is out of range or in two groups");
       if (r == rank_) my_group = static_cast<int>(g), my_rank = static_cast<int>(i);
     }
-  if (my_group < 0) throw std::invalid_argument("world split '" + name + "': rank " + std::to_string(rank_) + " is in no group");
+  if (my_group < 0)
+    throw std::invalid_argument("world split '" + name + "': rank " + std::to_string(rank_) + " is in no group");
   const std::string group_name = name + "." + std::to_string(my_group);
   auto store = c10::make_intrusive<c10d::PrefixStore>("dtlab/group/" + group_name + "/", store_);
   const int size = static_cast<int>(groups[static_cast<size_t>(my_group)].size());

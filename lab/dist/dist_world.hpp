@@ -33,7 +33,7 @@ struct RendezvousError : std::runtime_error {
 
 struct RendezvousOptions {
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};  // rendezvous and each collective
-  std::string bind_addr;  // "" = loopback when MASTER_ADDR is loopback, else required
+  std::string bind_addr;         // "" = loopback when MASTER_ADDR is loopback, else required
   std::string backend = "gloo";  // gloo | nccl
   int gloo_threads = 1;
 };

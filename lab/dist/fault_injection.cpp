@@ -1,8 +1,8 @@
 // fault_injection.cpp: parses DTLAB_INJECT_DELAY once and sleeps at the named points.
 #include "lab/dist/fault_injection.hpp"
 
-#include <csignal>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <map>

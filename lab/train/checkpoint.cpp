@@ -54,7 +54,8 @@ CheckpointMode checkpoint_mode(const std::string& value) {
   if (value == "none") return CheckpointMode::none;
   if (value == "full") return CheckpointMode::full;
   if (value == "selective") return CheckpointMode::selective;
-  throw std::invalid_argument("parallel.activation_checkpointing='" + value + "' is not one of none | full | selective");
+  throw std::invalid_argument("parallel.activation_checkpointing='" + value +
+                              "' is not one of none | full | selective");
 }
 
 at::Tensor run_block(GPT& model, int64_t index, const at::Tensor& x, CheckpointMode mode) {

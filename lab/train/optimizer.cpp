@@ -97,8 +97,10 @@ std::unique_ptr<Optimizer> make_optimizer(const TrainConfig& train, std::vector<
                                           std::vector<bool> weight_decay_mask) {
   if (params.size() != weight_decay_mask.size())
     throw std::invalid_argument("make_optimizer: one weight-decay flag per parameter required");
-  if (train.optimizer == "adamw") return std::make_unique<AdamW>(train, std::move(params), std::move(weight_decay_mask));
-  if (train.optimizer == "sgd") return std::make_unique<SgdMomentum>(train, std::move(params), std::move(weight_decay_mask));
+  if (train.optimizer == "adamw")
+    return std::make_unique<AdamW>(train, std::move(params), std::move(weight_decay_mask));
+  if (train.optimizer == "sgd")
+    return std::make_unique<SgdMomentum>(train, std::move(params), std::move(weight_decay_mask));
   throw std::invalid_argument("train.optimizer='" + train.optimizer + "' is not one of adamw | sgd");
 }
 

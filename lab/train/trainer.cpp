@@ -13,8 +13,8 @@
 
 #include "lab/comm/comm.hpp"
 #include "lab/data.hpp"
-#include "lab/memory.hpp"
 #include "lab/dist/fault_injection.hpp"
+#include "lab/memory.hpp"
 #include "lab/model.hpp"
 #include "lab/model_shape.hpp"
 #include "lab/results.hpp"
@@ -33,9 +33,12 @@ double median_of(std::vector<double> v) {
 }
 
 nlohmann::json step_json(const StepRecord& r, bool with_loss_scale) {
-  nlohmann::json j = {{schema::kStep, r.step},         {schema::kLoss, r.loss},
-                      {schema::kLr, r.lr},             {schema::kStepMs, r.step_ms},
-                      {schema::kTokensPerS, r.tokens_per_s}, {schema::kCommWaitMs, r.comm_wait_ms}};
+  nlohmann::json j = {{schema::kStep, r.step},
+                      {schema::kLoss, r.loss},
+                      {schema::kLr, r.lr},
+                      {schema::kStepMs, r.step_ms},
+                      {schema::kTokensPerS, r.tokens_per_s},
+                      {schema::kCommWaitMs, r.comm_wait_ms}};
   j[schema::kGradNorm] = std::isfinite(r.grad_norm) ? nlohmann::json(r.grad_norm) : nlohmann::json(nullptr);
   if (with_loss_scale) {
     j[schema::kLossScale] = r.loss_scale;
@@ -72,7 +75,10 @@ nlohmann::json collective_summary(World& world, int64_t steps, const std::map<Co
       const std::string key = r.op + "|" + r.group + "|" + r.algorithm + "|" + r.dtype;
       totals[key].first += 1;
       totals[key].second += r.bytes;
-      keys[key] = {{"op", r.op}, {"group", r.group}, {"group_size", r.group_size}, {"algorithm", r.algorithm},
+      keys[key] = {{"op", r.op},
+                   {"group", r.group},
+                   {"group_size", r.group_size},
+                   {"algorithm", r.algorithm},
                    {"dtype", r.dtype}};
     }
   nlohmann::json out = nlohmann::json::array();
@@ -122,15 +128,14 @@ TrainOutcome train(const Config& config, Strategy& strategy, World& world, const
   Sampler sampler(*source, config.model.seq_len, t.global_batch, t.micro_batch, accumulation, world.rank(),
                   world.world_size(), config.data.seed, config.data.mask_token);
   strategy.wrap(model, config, world);
-  reset_peak_cpu_tensor_memory();  // the peak of training, not of construction
+  reset_peak_cpu_tensor_memory();               // the peak of training, not of construction
   std::map<Comm*, int64_t> first_training_seq;  // collectives before this are setup
   for (Comm* comm : world.all_comms()) first_training_seq[comm] = static_cast<int64_t>(comm->record_count());
 
   const ModelCounts counts = model_counts(config.model);
   nlohmann::json result;
   result[schema::kSchemaVersion] = schema::kVersion;
-  result[schema::kContext] =
-      run_context(world.world_size(), world.launcher(), strategy.id(), options.command, threads);
+  result[schema::kContext] = run_context(world.world_size(), world.launcher(), strategy.id(), options.command, threads);
   result[schema::kConfig] = to_json(config);
   result[schema::kModel] = {{schema::kParams, model->parameter_count()},
                             {schema::kFlopsPerToken, counts.flops_per_token},
@@ -177,8 +182,15 @@ TrainOutcome train(const Config& config, Strategy& strategy, World& world, const
     const double step_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - step_start).count();
 
-    StepRecord record{step + 1, loss, lr, grad_norm, step_ms, tokens_per_step / (step_ms / 1000.0), comm_wait_ms,
-                      strategy.loss_scale(), strategy.step_skipped()};
+    StepRecord record{step + 1,
+                      loss,
+                      lr,
+                      grad_norm,
+                      step_ms,
+                      tokens_per_step / (step_ms / 1000.0),
+                      comm_wait_ms,
+                      strategy.loss_scale(),
+                      strategy.step_skipped()};
     outcome.steps.push_back(record);
     if (writer) writer->append_step(step_json(record, dynamic_scaling));
     if (world.is_main() && options.print_steps &&
@@ -194,7 +206,8 @@ TrainOutcome train(const Config& config, Strategy& strategy, World& world, const
   // Summary over steps after warm-up (all steps if the run is shorter than the warm-up).
   std::vector<double> measured_ms, measured_wait_ms;
   for (const auto& r : outcome.steps)
-    if (r.step > config.instrument.warmup_steps || static_cast<int64_t>(outcome.steps.size()) <= config.instrument.warmup_steps) {
+    if (r.step > config.instrument.warmup_steps ||
+        static_cast<int64_t>(outcome.steps.size()) <= config.instrument.warmup_steps) {
       measured_ms.push_back(r.step_ms);
       measured_wait_ms.push_back(r.comm_wait_ms);
     }
@@ -203,16 +216,15 @@ TrainOutcome train(const Config& config, Strategy& strategy, World& world, const
   const double tokens_per_s = tokens_per_step * static_cast<double>(measured_ms.size()) / (total_ms / 1000.0);
   result[schema::kSteps] = nlohmann::json::array();
   for (const auto& r : outcome.steps) result[schema::kSteps].push_back(step_json(r, dynamic_scaling));
-  result[schema::kSummary] = {
-      {schema::kTokensPerS, tokens_per_s},
-      {schema::kStepMsMedian, median_of(measured_ms)},
-      {schema::kStepMsMin, *std::min_element(measured_ms.begin(), measured_ms.end())},
-      {schema::kStepMsMax, *std::max_element(measured_ms.begin(), measured_ms.end())},
-      {schema::kCommWaitMsMedian, median_of(measured_wait_ms)},
-      {schema::kFinalLoss, outcome.steps.empty() ? 0.0 : outcome.steps.back().loss},
-      {schema::kTflops, counts.flops_per_token * tokens_per_s / 1e12},
-      {schema::kWallS, wall_s},
-      {schema::kMeasuredSteps, static_cast<int64_t>(measured_ms.size())}};
+  result[schema::kSummary] = {{schema::kTokensPerS, tokens_per_s},
+                              {schema::kStepMsMedian, median_of(measured_ms)},
+                              {schema::kStepMsMin, *std::min_element(measured_ms.begin(), measured_ms.end())},
+                              {schema::kStepMsMax, *std::max_element(measured_ms.begin(), measured_ms.end())},
+                              {schema::kCommWaitMsMedian, median_of(measured_wait_ms)},
+                              {schema::kFinalLoss, outcome.steps.empty() ? 0.0 : outcome.steps.back().loss},
+                              {schema::kTflops, counts.flops_per_token * tokens_per_s / 1e12},
+                              {schema::kWallS, wall_s},
+                              {schema::kMeasuredSteps, static_cast<int64_t>(measured_ms.size())}};
   result[schema::kMemory] = memory_report(strategy.state_bytes(), world.rank());
   result[schema::kDtypes] = dtype_audit(strategy, world);
   result[schema::kCollectives] = collective_summary(world, t.steps, first_training_seq);

@@ -27,10 +27,10 @@ struct TrainingError : std::runtime_error {
 };
 
 struct TrainOptions {
-  std::string out_dir;         // results directory; empty = write nothing (tests)
-  std::string command;         // recorded in result.json context.command
-  bool print_steps = true;     // step lines on rank 0
-  bool print_config = true;    // the config table on rank 0
+  std::string out_dir;       // results directory; empty = write nothing (tests)
+  std::string command;       // recorded in result.json context.command
+  bool print_steps = true;   // step lines on rank 0
+  bool print_config = true;  // the config table on rank 0
   // Called after every optimizer step (tests: parity checks, fault injection). May be empty.
   std::function<void(int64_t step, Strategy&)> after_step;
 };

@@ -27,8 +27,9 @@ std::map<std::string, double>& rates() {
 }
 
 dtlab::Config small_config() {
-  return dtlab::load_config("", {"model.preset=small", "train.global_batch=8", "train.micro_batch=8",
-                                 "train.steps=1000000", "train.warmup_steps=1"},
+  return dtlab::load_config("",
+                            {"model.preset=small", "train.global_batch=8", "train.micro_batch=8", "train.steps=1000000",
+                             "train.warmup_steps=1"},
                             1);
 }
 
@@ -40,8 +41,8 @@ struct Gemm {
 // The forward matmuls of one `small` block plus the head, with M = micro_batch * seq_len tokens.
 std::vector<Gemm> model_gemms(const dtlab::ModelConfig& m) {
   const int64_t d = m.d_model, hd = d / m.n_heads;
-  return {{"wq", d, m.n_heads * hd},  {"wk", d, m.n_kv_heads * hd}, {"wv", d, m.n_kv_heads * hd},
-          {"wo", m.n_heads * hd, d},  {"w_gate", d, m.ffn_hidden},  {"w_up", d, m.ffn_hidden},
+  return {{"wq", d, m.n_heads * hd},   {"wk", d, m.n_kv_heads * hd}, {"wv", d, m.n_kv_heads * hd},
+          {"wo", m.n_heads * hd, d},   {"w_gate", d, m.ffn_hidden},  {"w_up", d, m.ffn_hidden},
           {"w_down", m.ffn_hidden, d}, {"lm_head", d, m.vocab_size}};
 }
 
@@ -63,8 +64,8 @@ void BM_GemmModelShapes(benchmark::State& state) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     best = std::max(best, flops / s / 1e9);
   }
-  state.counters["GFLOPS"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate,
-                                                benchmark::Counter::OneK::kIs1000);
+  state.counters["GFLOPS"] =
+      benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::OneK::kIs1000);
   rates()["gemm"] = best;
 }
 BENCHMARK(BM_GemmModelShapes)->Unit(benchmark::kMillisecond)->UseRealTime();
@@ -99,8 +100,8 @@ void BM_TrainStepSmall(benchmark::State& state) {
     best = std::max(best, flops / s / 1e9);
     ++step;
   }
-  state.counters["model_GFLOPS"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate,
-                                                      benchmark::Counter::OneK::kIs1000);
+  state.counters["model_GFLOPS"] =
+      benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::OneK::kIs1000);
   state.counters["tokens_per_s"] = benchmark::Counter(tokens, benchmark::Counter::kIsIterationInvariantRate);
   rates()["train"] = best;
 }

@@ -123,7 +123,8 @@ void check_size(Comm& comm, Checks& checks, int64_t n, std::vector<ExpectedRecor
     if (divisible) {
       at::Tensor backend_out = at::empty({mine}, at::kFloat);
       comm.reduce_scatter(backend_out, input, CommAlgorithm::backend, "test.rs.backend").wait();
-      expected.push_back({"reduce_scatter", "backend", "float32", n * fp32, size_label("reduce_scatter backend", n, p)});
+      expected.push_back(
+          {"reduce_scatter", "backend", "float32", n * fp32, size_label("reduce_scatter backend", n, p)});
       diff = bit_difference(ring_out, backend_out);
       checks.verdict(diff.empty(), label + ": ring == backend reduce_scatter (bit-exact)", diff);
     }
@@ -182,7 +183,8 @@ void check_records(Comm& comm, Checks& checks, size_t first, const std::vector<E
     const auto& want = expected[i];
     std::string problem;
     if (got.op != want.op) problem += " op=" + got.op + " (expected " + want.op + ")";
-    if (got.algorithm != want.algorithm) problem += " algorithm=" + got.algorithm + " (expected " + want.algorithm + ")";
+    if (got.algorithm != want.algorithm)
+      problem += " algorithm=" + got.algorithm + " (expected " + want.algorithm + ")";
     if (got.dtype != want.dtype) problem += " dtype=" + got.dtype + " (expected " + want.dtype + ")";
     if (got.bytes != want.bytes)
       problem += " bytes=" + std::to_string(got.bytes) + " (expected " + std::to_string(want.bytes) + ")";
@@ -191,7 +193,8 @@ void check_records(Comm& comm, Checks& checks, size_t first, const std::vector<E
     if (i > 0 && got.seq != records[first + i - 1].seq + 1) problem += " seq not consecutive";
     if (!(got.start_us > 0)) problem += " start_us=" + std::to_string(got.start_us);
     if (!(got.end_us >= got.start_us)) problem += " end_us=" + std::to_string(got.end_us) + " < start_us";
-    if (!problem.empty() && bad++ < 5) checks.verdict(false, "record " + std::to_string(got.seq) + " of " + want.what, problem);
+    if (!problem.empty() && bad++ < 5)
+      checks.verdict(false, "record " + std::to_string(got.seq) + " of " + want.what, problem);
   }
   checks.verdict(bad == 0, "records: op, algorithm, dtype, bytes, group, seq and times as issued",
                  bad ? std::to_string(bad) + " records wrong" : "");
@@ -211,11 +214,11 @@ void check_replicas(Comm& comm, Checks& checks) {
   // The check is one recorded all_gather of one int64 hash per tensor from every rank.
   const auto last = comm.records().back();
   const int64_t gathered_bytes = static_cast<int64_t>(named.size()) * comm.size() * 8;
-  checks.verdict(last.op == "all_gather" && last.algorithm == "backend" && last.dtype == "int64" &&
-                     last.bytes == gathered_bytes && last.tag == "replica_check" && last.end_us >= last.start_us,
-                 "replica check: recorded as one int64 all_gather of " + std::to_string(gathered_bytes) + " bytes",
-                 last.op + " " + last.algorithm + " " + last.dtype + " " + std::to_string(last.bytes) + " bytes, tag " +
-                     last.tag);
+  checks.verdict(
+      last.op == "all_gather" && last.algorithm == "backend" && last.dtype == "int64" && last.bytes == gathered_bytes &&
+          last.tag == "replica_check" && last.end_us >= last.start_us,
+      "replica check: recorded as one int64 all_gather of " + std::to_string(gathered_bytes) + " bytes",
+      last.op + " " + last.algorithm + " " + last.dtype + " " + std::to_string(last.bytes) + " bytes, tag " + last.tag);
 
   if (comm.size() < 2) return;
   if (comm.rank() == 1) named[1].second[3] += 1.0f;  // one element off, on rank 1 only
@@ -224,18 +227,22 @@ void check_replicas(Comm& comm, Checks& checks) {
     checks.verdict(false, "replica check: corruption on rank 1 detected on every rank", "no ReplicaMismatch thrown");
   } catch (const dtlab::ReplicaMismatch& e) {
     const std::string message = e.what();
-    const bool names_both = message.find("rank 1") != std::string::npos &&
-                            message.find("'blocks.0.attn.bias'") != std::string::npos;
-    checks.verdict(names_both, "replica check: corruption on rank 1 detected on every rank, naming rank 1 and "
-                               "the parameter", message);
+    const bool names_both =
+        message.find("rank 1") != std::string::npos && message.find("'blocks.0.attn.bias'") != std::string::npos;
+    checks.verdict(names_both,
+                   "replica check: corruption on rank 1 detected on every rank, naming rank 1 and "
+                   "the parameter",
+                   message);
   }
 }
 
 int run() {
   const dtlab::RankEnv env = dtlab::discover_rank_env({}, dtlab::current_environment());
   if (env.world_size < 2) {
-    std::fprintf(stderr, "comm_rank: needs a job of >= 2 ranks (run: dtlab launch -n N comm_rank); got %s, "
-                         "world size %d\n", env.launcher.c_str(), env.world_size);
+    std::fprintf(stderr,
+                 "comm_rank: needs a job of >= 2 ranks (run: dtlab launch -n N comm_rank); got %s, "
+                 "world size %d\n",
+                 env.launcher.c_str(), env.world_size);
     return 1;
   }
   dtlab::RendezvousOptions options;

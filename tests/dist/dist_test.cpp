@@ -54,9 +54,9 @@ struct Spawn {
 };
 
 struct Outcome {
-  int exit_code = -1;   // exit status, or 128 + signal
-  std::string output;   // stdout and stderr, interleaved as written
-  double seconds = 0;   // from start until exit
+  int exit_code = -1;  // exit status, or 128 + signal
+  std::string output;  // stdout and stderr, interleaved as written
+  double seconds = 0;  // from start until exit
   bool timed_out = false;
 
   std::string describe() const {
@@ -81,8 +81,10 @@ std::vector<std::string> child_environment(const std::map<std::string, std::opti
     if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
   for (const auto& [name, value] : changes) {
-    if (value) env[name] = *value;
-    else env.erase(name);
+    if (value)
+      env[name] = *value;
+    else
+      env.erase(name);
   }
   std::vector<std::string> block;
   for (const auto& [name, value] : env) block.push_back(name + "=" + value);
@@ -137,8 +139,10 @@ void finish(std::vector<Child>& children, double timeout_s) {
     std::vector<pollfd> polled;
     for (const Child& c : children)
       if (c.out_fd >= 0) polled.push_back({c.out_fd, POLLIN, 0});
-    if (!polled.empty()) ::poll(polled.data(), polled.size(), 50);
-    else std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (!polled.empty())
+      ::poll(polled.data(), polled.size(), 50);
+    else
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     for (Child& c : children) {
       if (c.out_fd >= 0) {
         pollfd probe{c.out_fd, POLLIN, 0};
@@ -196,8 +200,8 @@ struct LoopbackSocket {
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     sa.sin_port = 0;
     socklen_t len = sizeof sa;
-    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 ||
-        (listening && ::listen(fd, 4) != 0) || ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) != 0)
+    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || (listening && ::listen(fd, 4) != 0) ||
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) != 0)
       throw std::runtime_error(std::string("loopback socket: ") + std::strerror(errno));
     port = ntohs(sa.sin_port);
   }
@@ -230,8 +234,9 @@ TEST_P(CommRankJob, RingMatchesBackendRecordsAndReplicaCheck) {
   EXPECT_GE(count_of(job.output, "(n < p)"), world) << job.describe();
 }
 
-INSTANTIATE_TEST_SUITE_P(World, CommRankJob, ::testing::Values(2, 3, 4),
-                         [](const ::testing::TestParamInfo<int>& info) { return std::string("W").append(std::to_string(info.param)); });
+INSTANTIATE_TEST_SUITE_P(World, CommRankJob, ::testing::Values(2, 3, 4), [](const ::testing::TestParamInfo<int>& info) {
+  return std::string("W").append(std::to_string(info.param));
+});
 
 // --- comm_rank ranks started by hand: the plain environment, other loopback addresses -----------
 

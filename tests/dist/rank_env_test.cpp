@@ -24,8 +24,12 @@ std::string discovery_error(const RankArgs& args, const EnvMap& env) {
 
 // What dtlab launch sets for rank 1 of 4.
 EnvMap dtlab_launch_env() {
-  return {{"RANK", "1"},          {"WORLD_SIZE", "4"},          {"LOCAL_RANK", "1"},
-          {"LOCAL_WORLD_SIZE", "4"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29611"},
+  return {{"RANK", "1"},
+          {"WORLD_SIZE", "4"},
+          {"LOCAL_RANK", "1"},
+          {"LOCAL_WORLD_SIZE", "4"},
+          {"MASTER_ADDR", "127.0.0.1"},
+          {"MASTER_PORT", "29611"},
           {"DTLAB_LAUNCHER", "dtlab"}};
 }
 
@@ -131,7 +135,7 @@ TEST(RankEnv, CommandLineWinsOverEnvironment) {
   EXPECT_EQ(r.world_size, 2);
   EXPECT_EQ(r.local_rank, 0);
   EXPECT_EQ(r.local_world_size, 2);
-  EXPECT_EQ(r.master_port, 29777);      // the flag beats MASTER_PORT
+  EXPECT_EQ(r.master_port, 29777);        // the flag beats MASTER_PORT
   EXPECT_EQ(r.master_addr, "127.0.0.1");  // MASTER_ADDR from the environment fills what the flags leave open
 }
 
@@ -206,8 +210,8 @@ TEST(RankEnv, RankVariablesWinOverOpenMpi) {
 }
 
 TEST(RankEnv, Pmi) {
-  const RankEnv r = discover_rank_env(
-      {}, {{"PMI_RANK", "5"}, {"PMI_SIZE", "6"}, {"MPI_LOCALRANKID", "2"}, {"MPI_LOCALNRANKS", "3"}});
+  const RankEnv r =
+      discover_rank_env({}, {{"PMI_RANK", "5"}, {"PMI_SIZE", "6"}, {"MPI_LOCALRANKID", "2"}, {"MPI_LOCALNRANKS", "3"}});
   EXPECT_EQ(r.launcher, "pmi");
   EXPECT_EQ(r.rank, 5);
   EXPECT_EQ(r.world_size, 6);
@@ -248,8 +252,8 @@ TEST(RankEnv, SlurmMasterAddrFromEnvironmentWinsOverNodeList) {
 }
 
 TEST(RankEnv, PmiWinsOverSlurm) {
-  const RankEnv r = discover_rank_env(
-      {}, {{"PMI_RANK", "1"}, {"PMI_SIZE", "2"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}});
+  const RankEnv r =
+      discover_rank_env({}, {{"PMI_RANK", "1"}, {"PMI_SIZE", "2"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}});
   EXPECT_EQ(r.launcher, "pmi");
   EXPECT_EQ(r.world_size, 2);
 }

@@ -211,9 +211,9 @@ TEST_F(LaunchTest, EachRankGetsTorchrunStyleEnvironment) {
 }
 
 TEST_F(LaunchTest, UserOmpThreadsAndMasterPortAreKept) {
-  const LaunchRun run = run_dtlab({"launch", "-n", "2", "--master-port", "29517", "/bin/sh", "-c",
-                                   "echo \"$OMP_NUM_THREADS $MASTER_PORT\""},
-                                  {{"OMP_NUM_THREADS", "3"}});
+  const LaunchRun run = run_dtlab(
+      {"launch", "-n", "2", "--master-port", "29517", "/bin/sh", "-c", "echo \"$OMP_NUM_THREADS $MASTER_PORT\""},
+      {{"OMP_NUM_THREADS", "3"}});
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_NE(run.out.find("[rank 0] 3 29517\n"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("[rank 1] 3 29517\n"), std::string::npos) << run.out;
@@ -221,7 +221,8 @@ TEST_F(LaunchTest, UserOmpThreadsAndMasterPortAreKept) {
 
 // `[--]` is optional: the program's own options (even ones spelled like launch's) belong to it.
 TEST_F(LaunchTest, ProgramOptionsPassThroughWithoutDoubleDash) {
-  const LaunchRun run = run_dtlab({"launch", "-n", "1", "/bin/sh", "-c", "echo \"args: $*\"", "sh", "-n", "3", "--timeout"});
+  const LaunchRun run =
+      run_dtlab({"launch", "-n", "1", "/bin/sh", "-c", "echo \"args: $*\"", "sh", "-n", "3", "--timeout"});
   ASSERT_FALSE(run.timed_out);
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.out, "[rank 0] args: -n 3 --timeout\n") << run.err;
@@ -229,7 +230,8 @@ TEST_F(LaunchTest, ProgramOptionsPassThroughWithoutDoubleDash) {
 
 // With `--` everything after it is the program's, even a second `--`.
 TEST_F(LaunchTest, DoubleDashSeparatesTheProgram) {
-  const LaunchRun run = run_dtlab({"launch", "-n", "1", "--grace", "1", "--", "/bin/sh", "-c", "echo \"args: $*\"", "sh", "-n", "3", "--", "x"});
+  const LaunchRun run = run_dtlab(
+      {"launch", "-n", "1", "--grace", "1", "--", "/bin/sh", "-c", "echo \"args: $*\"", "sh", "-n", "3", "--", "x"});
   ASSERT_FALSE(run.timed_out);
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.out, "[rank 0] args: -n 3 -- x\n") << run.err;
@@ -254,7 +256,8 @@ TEST_F(LaunchTest, FailingRankStopsTheOthersAndIsNamed) {
 }
 
 TEST_F(LaunchTest, RankKilledBySigkillIsNamed) {
-  const LaunchRun run = run_dtlab(two_ranks(write_pid("$$", "pid0") + "; sleep 300", wait_file("pid0") + "; kill -9 $$"));
+  const LaunchRun run =
+      run_dtlab(two_ranks(write_pid("$$", "pid0") + "; sleep 300", wait_file("pid0") + "; kill -9 $$"));
   ASSERT_FALSE(run.timed_out);
   EXPECT_NE(run.exit_code, 0);
   EXPECT_NE(run.err.find("dtlab launch: rank 1 was killed by signal SIGKILL (9)"), std::string::npos) << run.err;
@@ -262,7 +265,8 @@ TEST_F(LaunchTest, RankKilledBySigkillIsNamed) {
 }
 
 TEST_F(LaunchTest, RankKilledBySigtermIsNamed) {
-  const LaunchRun run = run_dtlab(two_ranks(write_pid("$$", "pid0") + "; sleep 300", wait_file("pid0") + "; kill -TERM $$"));
+  const LaunchRun run =
+      run_dtlab(two_ranks(write_pid("$$", "pid0") + "; sleep 300", wait_file("pid0") + "; kill -TERM $$"));
   ASSERT_FALSE(run.timed_out);
   EXPECT_NE(run.exit_code, 0);
   EXPECT_NE(run.err.find("dtlab launch: rank 1 was killed by signal SIGTERM (15)"), std::string::npos) << run.err;
@@ -272,9 +276,9 @@ TEST_F(LaunchTest, RankKilledBySigtermIsNamed) {
 // Rank 0 leaves a background child and exits 0 (its group outlives its leader); rank 1 leaves one and
 // fails. Both grandchildren must be gone because whole process groups are stopped.
 TEST_F(LaunchTest, BackgroundGrandchildrenAreStoppedWithTheirGroups) {
-  const LaunchRun run = run_dtlab(two_ranks("sleep 300 & " + write_pid("$!", "grandchild0") + "; exit 0",
-                                            wait_file("grandchild0") + "; sleep 300 & " + write_pid("$!", "grandchild1") +
-                                                "; exit 1"));
+  const LaunchRun run =
+      run_dtlab(two_ranks("sleep 300 & " + write_pid("$!", "grandchild0") + "; exit 0",
+                          wait_file("grandchild0") + "; sleep 300 & " + write_pid("$!", "grandchild1") + "; exit 1"));
   ASSERT_FALSE(run.timed_out);
   EXPECT_NE(run.exit_code, 0);
   EXPECT_NE(run.err.find("dtlab launch: rank 1 exited with code 1"), std::string::npos) << run.err;
@@ -309,10 +313,9 @@ TEST_F(LaunchTest, MissingProgramIsNamed) {
 // without a newline: each relayed line must be whole, prefixed, and in the rank's own order.
 TEST_F(LaunchTest, OutputLinesAreWholeAndPrefixed) {
   const std::string payload(120, 'x');
-  const LaunchRun run = run_dtlab(
-      {"launch", "-n", "2", "/bin/sh", "-c",
-       "i=0; while [ $i -lt 200 ]; do printf 'line %d of rank %s ' $i $RANK; printf '" + payload +
-           "\\n'; i=$((i+1)); done; printf 'tail of rank %s' $RANK"});
+  const LaunchRun run = run_dtlab({"launch", "-n", "2", "/bin/sh", "-c",
+                                   "i=0; while [ $i -lt 200 ]; do printf 'line %d of rank %s ' $i $RANK; printf '" +
+                                       payload + "\\n'; i=$((i+1)); done; printf 'tail of rank %s' $RANK"});
   ASSERT_FALSE(run.timed_out);
   EXPECT_EQ(run.exit_code, 0) << run.err;
   const std::regex line_pattern(R"(\[rank ([01])\] line (\d+) of rank ([01]) x{120})");
@@ -348,11 +351,11 @@ TEST_F(LaunchTest, StderrIsRelayedToStderr) {
 
 TEST_F(LaunchTest, SigtermToLauncherStopsRanksAndExits143) {
   bool started = false;
-  const LaunchRun run = run_dtlab(
-      {"launch", "-n", "2", "/bin/sh", "-c", write_pid("$$", "pid$RANK") + "; sleep 300"}, {}, [&](pid_t launcher) {
-        started = wait_for_files({"pid0", "pid1"});
-        kill(launcher, SIGTERM);
-      });
+  const LaunchRun run = run_dtlab({"launch", "-n", "2", "/bin/sh", "-c", write_pid("$$", "pid$RANK") + "; sleep 300"},
+                                  {}, [&](pid_t launcher) {
+                                    started = wait_for_files({"pid0", "pid1"});
+                                    kill(launcher, SIGTERM);
+                                  });
   ASSERT_TRUE(started);
   ASSERT_FALSE(run.timed_out);
   EXPECT_EQ(run.exit_code, 143) << run.err;
@@ -365,11 +368,11 @@ TEST_F(LaunchTest, SigtermToLauncherStopsRanksAndExits143) {
 // Ctrl-C reaches only the launcher (ranks are in their own groups); it stops them with SIGTERM.
 TEST_F(LaunchTest, SigintToLauncherStopsRanksAndExits130) {
   bool started = false;
-  const LaunchRun run = run_dtlab(
-      {"launch", "-n", "2", "/bin/sh", "-c", write_pid("$$", "pid$RANK") + "; sleep 300"}, {}, [&](pid_t launcher) {
-        started = wait_for_files({"pid0", "pid1"});
-        kill(launcher, SIGINT);
-      });
+  const LaunchRun run = run_dtlab({"launch", "-n", "2", "/bin/sh", "-c", write_pid("$$", "pid$RANK") + "; sleep 300"},
+                                  {}, [&](pid_t launcher) {
+                                    started = wait_for_files({"pid0", "pid1"});
+                                    kill(launcher, SIGINT);
+                                  });
   ASSERT_TRUE(started);
   ASSERT_FALSE(run.timed_out);
   EXPECT_EQ(run.exit_code, 130) << run.err;
@@ -379,7 +382,8 @@ TEST_F(LaunchTest, SigintToLauncherStopsRanksAndExits130) {
 }
 
 TEST_F(LaunchTest, TimeoutStopsTheJobWithExit124) {
-  const LaunchRun run = run_dtlab({"launch", "-n", "2", "--timeout", "2", "/bin/sh", "-c", write_pid("$$", "pid$RANK") + "; sleep 300"});
+  const LaunchRun run =
+      run_dtlab({"launch", "-n", "2", "--timeout", "2", "/bin/sh", "-c", write_pid("$$", "pid$RANK") + "; sleep 300"});
   ASSERT_FALSE(run.timed_out);
   EXPECT_EQ(run.exit_code, 124) << run.err;
   EXPECT_LT(run.seconds, 30.0);

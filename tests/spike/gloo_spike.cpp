@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
   backend->allreduce(tensors)->wait();
   const float expected = world * (world + 1) / 2.0f;
   const bool ok = tensors[0].eq(expected).all().item<bool>();
-  std::printf("rank %d: allreduce sum = %.1f (expected %.1f) %s\n", rank, tensors[0][0].item<float>(),
-              expected, ok ? "OK" : "WRONG");
+  std::printf("rank %d: allreduce sum = %.1f (expected %.1f) %s\n", rank, tensors[0][0].item<float>(), expected,
+              ok ? "OK" : "WRONG");
   return ok ? 0 : 1;
 }

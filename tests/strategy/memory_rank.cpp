@@ -45,16 +45,20 @@ Args parse(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
     const std::string s = argv[i];
-    if (s == "--resident") a.resident = true;
-    else if (s == "--") continue;
-    else a.overrides.push_back(s);
+    if (s == "--resident")
+      a.resident = true;
+    else if (s == "--")
+      continue;
+    else
+      a.overrides.push_back(s);
   }
   return a;
 }
 
 std::vector<std::string> with_defaults(const std::vector<std::string>& overrides) {
-  std::vector<std::string> all = {"model.preset=tiny", "train.steps=2",  "train.global_batch=8", "train.warmup_steps=0",
-                                  "train.threads=1",   "train.lr=3e-3", "instrument.log_every=1000"};
+  std::vector<std::string> all = {"model.preset=tiny",        "train.steps=2",   "train.global_batch=8",
+                                  "train.warmup_steps=0",     "train.threads=1", "train.lr=3e-3",
+                                  "instrument.log_every=1000"};
   all.insert(all.end(), overrides.begin(), overrides.end());
   return all;
 }
@@ -114,20 +118,20 @@ Expected zero_paper_bytes(const dtlab::Config& config, int rank) {
     non_padding += std::max<int64_t>(0, std::min(begin + shard, n) - begin);
   }
   if (id == "zero1") {
-    std::snprintf(buf, sizeof buf,
-                  "4·Ψp + 4·Ψp + %lld·S_r + %lld·e_r, Ψ = %lld, Ψp = Ψ + padding = %lld, e_r = %lld (N = %lld: %lld·Ψ/N = %.1f)",
-                  static_cast<long long>(master_copy), static_cast<long long>(s), static_cast<long long>(psi),
-                  static_cast<long long>(padded_total),
-                  static_cast<long long>(non_padding), static_cast<long long>(F), static_cast<long long>(s),
-                  static_cast<double>(s * psi) / static_cast<double>(F));
+    std::snprintf(
+        buf, sizeof buf,
+        "4·Ψp + 4·Ψp + %lld·S_r + %lld·e_r, Ψ = %lld, Ψp = Ψ + padding = %lld, e_r = %lld (N = %lld: %lld·Ψ/N = %.1f)",
+        static_cast<long long>(master_copy), static_cast<long long>(s), static_cast<long long>(psi),
+        static_cast<long long>(padded_total), static_cast<long long>(non_padding), static_cast<long long>(F),
+        static_cast<long long>(s), static_cast<double>(s * psi) / static_cast<double>(F));
     return {8 * padded_total + master_copy * shard_total + s * non_padding, buf};
   }
   std::snprintf(buf, sizeof buf,
                 "4·S_r + 4·S_r + %lld·e_r, Ψ = %lld, N = %lld, S_r = %lld (incl. padding), e_r = %lld "
                 "(%lld·Ψ/N = %.1f; padding in params+grads here %lld bytes)",
                 static_cast<long long>(s), static_cast<long long>(psi), static_cast<long long>(F),
-                static_cast<long long>(shard_total), static_cast<long long>(non_padding),
-                static_cast<long long>(8 + s), static_cast<double>((8 + s) * psi) / static_cast<double>(F),
+                static_cast<long long>(shard_total), static_cast<long long>(non_padding), static_cast<long long>(8 + s),
+                static_cast<double>((8 + s) * psi) / static_cast<double>(F),
                 static_cast<long long>(8 * (shard_total - non_padding)));
   return {8 * shard_total + s * non_padding, buf};
 }
@@ -158,13 +162,13 @@ int main(int argc, char** argv) {
       const int64_t held = after_wrap - with_model + param_bytes;
       const dtlab::StateBytes b = strategy->state_bytes();
       const int64_t pgo = b.params + b.grads + b.optimizer;
-      std::printf("rank %d resident %s: model other tensors %lld, held after wrap %lld, state params+grads+optimizer "
-                  "%lld (params %lld grads %lld optimizer %lld), held - state %lld, state buffers %lld\n",
-                  env.rank, config.parallel.strategy.c_str(),
-                  static_cast<long long>(with_model - before_model - param_bytes), static_cast<long long>(held),
-                  static_cast<long long>(pgo), static_cast<long long>(b.params), static_cast<long long>(b.grads),
-                  static_cast<long long>(b.optimizer), static_cast<long long>(held - pgo),
-                  static_cast<long long>(b.buffers));
+      std::printf(
+          "rank %d resident %s: model other tensors %lld, held after wrap %lld, state params+grads+optimizer "
+          "%lld (params %lld grads %lld optimizer %lld), held - state %lld, state buffers %lld\n",
+          env.rank, config.parallel.strategy.c_str(), static_cast<long long>(with_model - before_model - param_bytes),
+          static_cast<long long>(held), static_cast<long long>(pgo), static_cast<long long>(b.params),
+          static_cast<long long>(b.grads), static_cast<long long>(b.optimizer), static_cast<long long>(held - pgo),
+          static_cast<long long>(b.buffers));
       std::fflush(stdout);
       world.all_reduce_sum(0.0);  // leave together
       return 0;

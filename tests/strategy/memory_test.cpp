@@ -49,10 +49,15 @@ std::vector<MemoryCase> cases() {
     }
   }
   // Modifiers that change the state: offload without prefetch, coarser units, SGD with momentum.
-  out.push_back({"fsdp_full_shard", 4, {"parallel.offload=true", "parallel.prefetch=false", "train.optimizer=sgd"}, "offload_sgd"});
+  out.push_back({"fsdp_full_shard",
+                 4,
+                 {"parallel.offload=true", "parallel.prefetch=false", "train.optimizer=sgd"},
+                 "offload_sgd"});
   out.push_back({"fsdp_shard_grad_op", 2, {"parallel.wrap=every_2"}, "every_2"});
-  out.push_back({"zero1", 4, {"parallel.wrap=model", "parallel.offload=true", "train.optimizer=sgd",
-                              "model.d_model=42", "model.n_heads=3", "model.n_kv_heads=1", "model.ffn_hidden=113"},
+  out.push_back({"zero1",
+                 4,
+                 {"parallel.wrap=model", "parallel.offload=true", "train.optimizer=sgd", "model.d_model=42",
+                  "model.n_heads=3", "model.n_kv_heads=1", "model.ffn_hidden=113"},
                  "model_offload_padded"});
   return out;
 }
@@ -61,14 +66,16 @@ class Memory : public ::testing::TestWithParam<MemoryCase> {};
 
 TEST_P(Memory, StateBytesEqualTheCostPlanAndTheFormulaOnEveryRank) {
   const auto& c = GetParam();
-  std::vector<std::string> args = {"parallel.strategy=" + c.strategy, "train.micro_batch=" + std::to_string(8 / c.world)};
+  std::vector<std::string> args = {"parallel.strategy=" + c.strategy,
+                                   "train.micro_batch=" + std::to_string(8 / c.world)};
   args.insert(args.end(), c.extra.begin(), c.extra.end());
   const auto job = launch(c.world, args);
   EXPECT_EQ(job.exit_code, 0) << job.output;
   EXPECT_NE(job.output.find("memory OK"), std::string::npos) << job.output;
   for (int r = 0; r < c.world; ++r)
     EXPECT_NE(job.output.find("rank " + std::to_string(r) + " " + c.strategy + ": params"), std::string::npos)
-        << "rank " << r << " printed no summary\n" << job.output;
+        << "rank " << r << " printed no summary\n"
+        << job.output;
   EXPECT_NE(job.output.find("memory_report {"), std::string::npos) << job.output;
   EXPECT_NE(job.output.find("\"tensor_peak_bytes\""), std::string::npos) << job.output;
 }

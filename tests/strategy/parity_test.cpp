@@ -58,7 +58,8 @@ INSTANTIATE_TEST_SUITE_P(Ddp, Parity,
                                            ParityCase{"ddp", 2, "sgd", 2}, ParityCase{"ddp", 2, "adamw", 2},
                                            ParityCase{"ddp", 4, "sgd", 1}, ParityCase{"ddp", 4, "adamw", 1},
                                            ParityCase{"ddp", 4, "sgd", 2}, ParityCase{"ddp", 4, "adamw", 2},
-                                           ParityCase{"ddp", 2, "adamw", 1, {"parallel.activation_checkpointing=full"}, "ac"}),
+                                           ParityCase{
+                                               "ddp", 2, "adamw", 1, {"parallel.activation_checkpointing=full"}, "ac"}),
                          case_name);
 
 // RELIABILITY A3: every sharded strategy x {offload off, on} x {AC none, full}, world 2 and 4 (HYBRID
@@ -120,7 +121,8 @@ TEST(ReplicaCheck, CorruptedRankIsNamedByEveryRank) {
   EXPECT_NE(job.exit_code, 0);
   const std::regex named("rank [01].*replica check after step 3: parameter 'tok_embedding' on rank 1 differs");
   int ranks_reporting = 0;
-  for (const std::string prefix : {"[rank 0] strategy_rank: replica check after step 3", "[rank 1] strategy_rank: replica check after step 3"})
+  for (const std::string prefix :
+       {"[rank 0] strategy_rank: replica check after step 3", "[rank 1] strategy_rank: replica check after step 3"})
     ranks_reporting += job.output.find(prefix) != std::string::npos;
   EXPECT_EQ(ranks_reporting, 2) << job.output;
   EXPECT_NE(job.output.find("on rank 1 differs from rank 0"), std::string::npos) << job.output;
@@ -142,8 +144,8 @@ TEST(DdpBuckets, ReducedResultsAreBitIdenticalAcrossBucketCaps) {
                                          std::to_string(131072.0 / 1048576.0)};
   std::vector<std::string> first;
   for (const auto& cap : caps) {
-    auto job = launch(2, {"--digest", "--no-reference", "parallel.strategy=ddp", "train.micro_batch=4",
-                          "train.steps=4", "parallel.bucket_cap_mb=" + cap});
+    auto job = launch(2, {"--digest", "--no-reference", "parallel.strategy=ddp", "train.micro_batch=4", "train.steps=4",
+                          "parallel.bucket_cap_mb=" + cap});
     ASSERT_EQ(job.exit_code, 0) << job.output;
     auto digests = digest_lines(job.output);
     ASSERT_EQ(digests.size(), 8u) << job.output;
@@ -157,8 +159,8 @@ TEST(DdpTiming, DelaysDoNotChangeResults) {
   const std::vector<std::string> args = {"--digest", "--no-reference", "parallel.strategy=ddp", "train.micro_batch=2",
                                          "train.steps=4"};
   auto plain = launch(2, args);
-  auto delayed = launch(2, args, 180,
-                        {"DTLAB_INJECT_DELAY=before_all_reduce=15,after_forward@1=20,before_optimizer@0=10"});
+  auto delayed =
+      launch(2, args, 180, {"DTLAB_INJECT_DELAY=before_all_reduce=15,after_forward@1=20,before_optimizer@0=10"});
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
   ASSERT_EQ(delayed.exit_code, 0) << delayed.output;
   EXPECT_EQ(digest_lines(plain.output), digest_lines(delayed.output));
@@ -171,9 +173,19 @@ class RankDeath : public ::testing::TestWithParam<std::pair<std::string, std::st
 TEST_P(RankDeath, JobStopsNamingRankOne) {
   const auto& [kind, expected] = GetParam();
   const std::string out_dir = ::testing::TempDir() + "dtlab_fault_" + kind;
-  std::vector<std::string> args = {kBin + "dtlab", "launch", "-n", "2", kBin + "dtlab", "train", "--config",
+  std::vector<std::string> args = {kBin + "dtlab",
+                                   "launch",
+                                   "-n",
+                                   "2",
+                                   kBin + "dtlab",
+                                   "train",
+                                   "--config",
                                    std::string(DTLAB_SOURCE_DIR) + "/tests/strategy/tiny_ddp.yaml",
-                                   "train.steps=200", "--out", out_dir, "--timeout", "30"};
+                                   "train.steps=200",
+                                   "--out",
+                                   out_dir,
+                                   "--timeout",
+                                   "30"};
   auto job = testing::run_job(args, 90, {"DTLAB_INJECT_FAULT=1:3:" + kind});
   EXPECT_FALSE(job.timed_out) << job.output;
   EXPECT_NE(job.exit_code, 0) << job.output;
@@ -196,7 +208,8 @@ namespace {
 // dtlab ranks under torchrun --no-python (agent store: every rank a store client under its prefix)
 // train exactly like under `dtlab launch`.
 TEST(Torchrun, RanksRunUnderTorchrunAndMatchDtlabLaunch) {
-  const std::string torchrun = std::string(std::getenv("HOME") ? std::getenv("HOME") : "") + "/.cache/dtlab/venv/bin/torchrun";
+  const std::string torchrun =
+      std::string(std::getenv("HOME") ? std::getenv("HOME") : "") + "/.cache/dtlab/venv/bin/torchrun";
   if (access(torchrun.c_str(), X_OK) != 0) GTEST_SKIP() << "torchrun not found at " << torchrun << " (make setup)";
   const std::string config = std::string(DTLAB_SOURCE_DIR) + "/tests/strategy/tiny_ddp.yaml";
   const std::string dir = ::testing::TempDir() + "dtlab_torchrun";
@@ -246,8 +259,7 @@ TEST_P(MixedPrecision, MatchesTheEmulatedReferenceAtBf16ToleranceWithTheRightWir
   auto job = launch(c.world, args);
   EXPECT_EQ(job.exit_code, 0) << job.output;
   EXPECT_NE(job.output.find("parity OK"), std::string::npos) << job.output;
-  for (const auto& d : c.expect_dtypes)
-    EXPECT_NE(job.output.find("dtype check: "), std::string::npos) << job.output;
+  for (const auto& d : c.expect_dtypes) EXPECT_NE(job.output.find("dtype check: "), std::string::npos) << job.output;
 }
 
 const std::vector<std::string> kBf16 = {"precision.param_dtype=bf16"};
@@ -255,27 +267,37 @@ INSTANTIATE_TEST_SUITE_P(
     Policies, MixedPrecision,
     ::testing::Values(
         PrecisionCase{"fsdp_full_shard", 2, kBf16, {"all_gather=bfloat16", "reduce_scatter=float32"}, "full_shard"},
-        PrecisionCase{"fsdp_shard_grad_op", 2, kBf16, {"all_gather=bfloat16", "reduce_scatter=float32"}, "shard_grad_op"},
+        PrecisionCase{
+            "fsdp_shard_grad_op", 2, kBf16, {"all_gather=bfloat16", "reduce_scatter=float32"}, "shard_grad_op"},
         PrecisionCase{"zero1", 2, kBf16, {"reduce_scatter=float32"}, "zero1"},
         PrecisionCase{"fsdp_no_shard", 2, kBf16, {"all_reduce=float32"}, "no_shard"},
-        PrecisionCase{"fsdp_hybrid", 4, {"precision.param_dtype=bf16", "parallel.shard_size=2"},
-                      {"all_gather=bfloat16", "reduce_scatter=float32"}, "hybrid_2x2"},
-        PrecisionCase{"fsdp_full_shard", 2, {"precision.param_dtype=bf16", "precision.reduce_dtype=bf16"},
-                      {"all_gather=bfloat16", "reduce_scatter=bfloat16"}, "bf16_reduce"},
-        PrecisionCase{"fsdp_full_shard", 2,
-                      {"precision.param_dtype=bf16", "precision.master_dtype=bf16", "precision.stochastic_rounding=true"},
-                      {"all_gather=bfloat16"}, "bf16_master_stochastic_rounding"},
+        PrecisionCase{"fsdp_hybrid",
+                      4,
+                      {"precision.param_dtype=bf16", "parallel.shard_size=2"},
+                      {"all_gather=bfloat16", "reduce_scatter=float32"},
+                      "hybrid_2x2"},
+        PrecisionCase{"fsdp_full_shard",
+                      2,
+                      {"precision.param_dtype=bf16", "precision.reduce_dtype=bf16"},
+                      {"all_gather=bfloat16", "reduce_scatter=bfloat16"},
+                      "bf16_reduce"},
+        PrecisionCase{
+            "fsdp_full_shard",
+            2,
+            {"precision.param_dtype=bf16", "precision.master_dtype=bf16", "precision.stochastic_rounding=true"},
+            {"all_gather=bfloat16"},
+            "bf16_master_stochastic_rounding"},
         PrecisionCase{"ddp", 2, {"precision.reduce_dtype=bf16"}, {"all_reduce=bfloat16"}, "ddp_bf16_reduce"}),
     [](const auto& info) { return info.param.label; });
 
 // RELIABILITY D21: fp16 with dynamic loss scaling; an inf on rank 1's gradients at step 3 makes every
 // rank skip that step (parameters and optimizer state unchanged) and halves the scale.
 TEST(LossScaler, NonFiniteGradientOnOneRankSkipsTheStepEverywhereAndHalvesTheScale) {
-  auto job = launch(2,
-                    {"--no-reference", "--expect-skip", "3", "parallel.strategy=fsdp_full_shard",
-                     "precision.param_dtype=fp16", "precision.loss_scale=dynamic", "train.micro_batch=4",
-                     "train.steps=6"},
-                    180, {"DTLAB_INJECT_INF=1:3"});
+  auto job =
+      launch(2,
+             {"--no-reference", "--expect-skip", "3", "parallel.strategy=fsdp_full_shard", "precision.param_dtype=fp16",
+              "precision.loss_scale=dynamic", "train.micro_batch=4", "train.steps=6"},
+             180, {"DTLAB_INJECT_INF=1:3"});
   EXPECT_EQ(job.exit_code, 0) << job.output;
   for (const std::string rank : {"0", "1"})
     EXPECT_NE(job.output.find("rank " + rank + " step 3: skipped=1, parameters unchanged"), std::string::npos)
@@ -286,12 +308,12 @@ TEST(LossScaler, NonFiniteGradientOnOneRankSkipsTheStepEverywhereAndHalvesTheSca
 // initial 1024, steps 1-2 use 1024, steps 3-4 use 2048, steps 5-6 use 4096 (read back from result.json).
 TEST(LossScaler, ScaleDoublesAfterTheGrowthInterval) {
   const std::string out = ::testing::TempDir() + "dtlab_loss_scale_growth";
-  auto job = testing::run_job({kBin + "dtlab", "launch", "-n", "2", kBin + "dtlab", "train", "--config",
-                               std::string(DTLAB_SOURCE_DIR) + "/tests/strategy/tiny_ddp.yaml",
-                               "parallel.strategy=zero1", "precision.param_dtype=fp16", "precision.loss_scale=dynamic",
-                               "precision.loss_scale_growth_interval=2", "precision.loss_scale_init=1024",
-                               "train.steps=6", "--out", out},
-                              120);
+  auto job = testing::run_job(
+      {kBin + "dtlab", "launch", "-n", "2", kBin + "dtlab", "train", "--config",
+       std::string(DTLAB_SOURCE_DIR) + "/tests/strategy/tiny_ddp.yaml", "parallel.strategy=zero1",
+       "precision.param_dtype=fp16", "precision.loss_scale=dynamic", "precision.loss_scale_growth_interval=2",
+       "precision.loss_scale_init=1024", "train.steps=6", "--out", out},
+      120);
   ASSERT_EQ(job.exit_code, 0) << job.output;
   std::ifstream in(out + "/result.json");
   std::stringstream text;

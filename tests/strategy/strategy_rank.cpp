@@ -51,30 +51,40 @@ Args parse(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
     const std::string s = argv[i];
-    if (s == "--check-replicas") a.check_replicas = true;
-    else if (s == "--digest") a.digest = true;
-    else if (s == "--no-reference") a.reference = false;
-    else if (s == "--corrupt-step" && i + 1 < argc) a.corrupt_step = std::atoi(argv[++i]);
-    else if (s == "--expect-skip" && i + 1 < argc) a.expect_skip = std::atoi(argv[++i]);
-    else if (s == "--tolerance" && i + 1 < argc && std::string(argv[i + 1]) == "bf16") a.rtol = 1.6e-2, a.norm_wise = true, ++i;
+    if (s == "--check-replicas")
+      a.check_replicas = true;
+    else if (s == "--digest")
+      a.digest = true;
+    else if (s == "--no-reference")
+      a.reference = false;
+    else if (s == "--corrupt-step" && i + 1 < argc)
+      a.corrupt_step = std::atoi(argv[++i]);
+    else if (s == "--expect-skip" && i + 1 < argc)
+      a.expect_skip = std::atoi(argv[++i]);
+    else if (s == "--tolerance" && i + 1 < argc && std::string(argv[i + 1]) == "bf16")
+      a.rtol = 1.6e-2, a.norm_wise = true, ++i;
     else if (s == "--expect-dtype" && i + 1 < argc) {
       const std::string spec = argv[++i];
       a.expect_dtypes.emplace_back(spec.substr(0, spec.find('=')), spec.substr(spec.find('=') + 1));
-    }
-    else if (s == "--") continue;
-    else a.overrides.push_back(s);
+    } else if (s == "--")
+      continue;
+    else
+      a.overrides.push_back(s);
   }
   return a;
 }
 
 std::vector<std::string> with_defaults(const std::vector<std::string>& overrides) {
-  std::vector<std::string> all = {"model.preset=tiny", "train.steps=10", "train.global_batch=8", "train.warmup_steps=2",
-                                  "train.threads=1", "train.lr=3e-3", "instrument.log_every=1000"};
+  std::vector<std::string> all = {"model.preset=tiny",        "train.steps=10",  "train.global_batch=8",
+                                  "train.warmup_steps=2",     "train.threads=1", "train.lr=3e-3",
+                                  "instrument.log_every=1000"};
   all.insert(all.end(), overrides.begin(), overrides.end());
   return all;
 }
 
-bool close(double got, double want, double rtol, double atol) { return std::abs(got - want) <= atol + rtol * std::abs(want); }
+bool close(double got, double want, double rtol, double atol) {
+  return std::abs(got - want) <= atol + rtol * std::abs(want);
+}
 
 }  // namespace
 
@@ -90,9 +100,10 @@ int main(int argc, char** argv) {
     std::vector<NamedTensors> ref_state;
     if (args.reference) {
       std::vector<std::string> ref_overrides = args.overrides;
-      for (const char* o : {"parallel.strategy=single", "parallel.offload=false",
-                            "parallel.activation_checkpointing=none", "precision.reduce_dtype=fp32", "parallel.shard_size=0",
-                            "precision.master_dtype=fp32", "precision.loss_scale=none", "precision.stochastic_rounding=false"})
+      for (const char* o :
+           {"parallel.strategy=single", "parallel.offload=false", "parallel.activation_checkpointing=none",
+            "precision.reduce_dtype=fp32", "parallel.shard_size=0", "precision.master_dtype=fp32",
+            "precision.loss_scale=none", "precision.stochastic_rounding=false"})
         ref_overrides.push_back(o);
       const dtlab::Config ref_config = dtlab::load_config("", with_defaults(ref_overrides), 1);
       auto reference = dtlab::make_strategy("single");
@@ -118,7 +129,8 @@ int main(int argc, char** argv) {
       if (args.expect_skip > 0) {
         if (step == args.expect_skip) {
           bool unchanged = s.step_skipped();
-          for (size_t i = 0; i < state.size() && unchanged; ++i) unchanged = at::equal(state[i].second, previous_state[i].second);
+          for (size_t i = 0; i < state.size() && unchanged; ++i)
+            unchanged = at::equal(state[i].second, previous_state[i].second);
           const double scale_now = s.loss_scale();
           std::printf("rank %d step %lld: skipped=%d, parameters %s, loss scale %g (before %g)\n", env.rank,
                       static_cast<long long>(step), s.step_skipped() ? 1 : 0, unchanged ? "unchanged" : "CHANGED",
@@ -141,12 +153,10 @@ int main(int argc, char** argv) {
         double worst = 0;
         std::string worst_name;
         for (size_t i = 0; i < state.size(); ++i) {
-          const bool ok =
-              args.norm_wise
-                  ? (state[i].second - want[i].second).norm().item<double>() <=
-                        args.rtol * want[i].second.norm().item<double>() +
-                            args.atol * std::sqrt(static_cast<double>(want[i].second.numel()))
-                  : at::allclose(state[i].second, want[i].second, args.rtol, args.atol);
+          const bool ok = args.norm_wise ? (state[i].second - want[i].second).norm().item<double>() <=
+                                               args.rtol * want[i].second.norm().item<double>() +
+                                                   args.atol * std::sqrt(static_cast<double>(want[i].second.numel()))
+                                         : at::allclose(state[i].second, want[i].second, args.rtol, args.atol);
           const double diff = (state[i].second - want[i].second).abs().max().item<double>();
           if (diff > worst) worst = diff, worst_name = state[i].first;
           if (!ok) {
@@ -208,13 +218,14 @@ int main(int argc, char** argv) {
       for (dtlab::Comm* c : world.all_comms())
         for (auto& r : c->records()) records.push_back(r);
       for (const auto& r : records) {
-        const bool strategy_tag = r.tag.rfind("fsdp.", 0) == 0 || r.tag.rfind("ddp.", 0) == 0 || r.tag.rfind("zero1.", 0) == 0;
+        const bool strategy_tag =
+            r.tag.rfind("fsdp.", 0) == 0 || r.tag.rfind("ddp.", 0) == 0 || r.tag.rfind("zero1.", 0) == 0;
         if (!strategy_tag || r.op != op) continue;
         ++seen;
         if (r.dtype != dtype) {
           ++failures;
-          std::printf("rank %d: %s '%s' carried %s, expected %s\n", env.rank, op.c_str(), r.tag.c_str(), r.dtype.c_str(),
-                      dtype.c_str());
+          std::printf("rank %d: %s '%s' carried %s, expected %s\n", env.rank, op.c_str(), r.tag.c_str(),
+                      r.dtype.c_str(), dtype.c_str());
         }
       }
       if (seen == 0) {
@@ -229,7 +240,9 @@ int main(int argc, char** argv) {
       std::printf("rank %d: parity FAILED (%d mismatches here, %g in the job)\n", env.rank, failures, all_failures);
       return 1;
     }
-    if (main_rank) std::printf("parity OK: %s, world %d, %zu steps\n", config.parallel.strategy.c_str(), env.world_size, outcome.steps.size());
+    if (main_rank)
+      std::printf("parity OK: %s, world %d, %zu steps\n", config.parallel.strategy.c_str(), env.world_size,
+                  outcome.steps.size());
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "strategy_rank: %s\n", e.what());

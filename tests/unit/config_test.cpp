@@ -82,8 +82,8 @@ TEST(Config, KeysAreDottedAndUnique) {
   const Strings keys = config_keys();
   EXPECT_GE(keys.size(), 50u);
   EXPECT_EQ(std::set<std::string>(keys.begin(), keys.end()).size(), keys.size());
-  for (const char* key : {"model.preset", "model.n_kv_heads", "data.mask_token", "train.lr",
-                                 "parallel.shard_size", "precision.loss_scale", "instrument.log_every"})
+  for (const char* key : {"model.preset", "model.n_kv_heads", "data.mask_token", "train.lr", "parallel.shard_size",
+                          "precision.loss_scale", "instrument.log_every"})
     EXPECT_NE(std::find(keys.begin(), keys.end(), key), keys.end()) << key;
   for (const std::string& key : keys) EXPECT_EQ(std::count(key.begin(), key.end(), '.'), 1) << key;
 }
@@ -91,10 +91,11 @@ TEST(Config, KeysAreDottedAndUnique) {
 // ---- overrides ------------------------------------------------------------------------------------------
 
 TEST(ConfigOverride, ParsesEachTypeAsYamlScalar) {
-  const Config c = load_config("", {"train.lr=1e-3", "train.steps=+50", "parallel.offload=true",
-                                    "parallel.bucket_cap_mb=4", "data.path='a b: c'", "train.optimizer=sgd",
-                                    "instrument.nvtx=False", " train.min_lr = 0 "},
-                               1);
+  const Config c =
+      load_config("",
+                  {"train.lr=1e-3", "train.steps=+50", "parallel.offload=true", "parallel.bucket_cap_mb=4",
+                   "data.path='a b: c'", "train.optimizer=sgd", "instrument.nvtx=False", " train.min_lr = 0 "},
+                  1);
   EXPECT_DOUBLE_EQ(c.train.lr, 1e-3);
   EXPECT_EQ(c.train.steps, 50);
   EXPECT_TRUE(c.parallel.offload);
@@ -114,7 +115,8 @@ TEST(ConfigOverride, LaterOverrideWins) {
 }
 
 TEST(ConfigOverride, WrongTypeNamesKeyValueAndType) {
-  expect_contains(override_error({"train.steps=abc"}), {"train.steps=abc", "wrong type", "an integer", "train.steps=20"});
+  expect_contains(override_error({"train.steps=abc"}),
+                  {"train.steps=abc", "wrong type", "an integer", "train.steps=20"});
   expect_contains(override_error({"train.steps=1.5"}), {"train.steps=1.5", "an integer"});
   expect_contains(override_error({"train.steps=99999999999999999999"}), {"int64 range"});
   expect_contains(override_error({"train.lr=fast"}), {"train.lr=fast", "a number"});
@@ -178,8 +180,8 @@ TEST(ConfigPreset, AppliesEveryShapeKey) {
 }
 
 TEST(ConfigPreset, ExplicitShapeKeyWinsInEitherOrder) {
-  for (const Strings& overrides : {Strings{"model.preset=small", "model.d_model=128"},
-                                   Strings{"model.d_model=128", "model.preset=small"}}) {
+  for (const Strings& overrides :
+       {Strings{"model.preset=small", "model.d_model=128"}, Strings{"model.d_model=128", "model.preset=small"}}) {
     const Config c = load_config("", overrides, 1);
     EXPECT_EQ(c.model.d_model, 128) << overrides[0];
     EXPECT_EQ(c.model.n_layers, 6) << overrides[0];  // the rest comes from the preset
@@ -305,8 +307,9 @@ TEST(ConfigRules, DocumentedMessagesExactly) {
             "choose global_batch as a multiple of 4");
   Config gqa;
   gqa.model.n_kv_heads = 3;
-  EXPECT_EQ(error_of([&] { validate(gqa); }).rfind(
-                "config: model.n_kv_heads=3 must divide model.n_heads=4 (grouped-query attention)", 0),
+  EXPECT_EQ(error_of([&] {
+              validate(gqa);
+            }).rfind("config: model.n_kv_heads=3 must divide model.n_heads=4 (grouped-query attention)", 0),
             0u);
 }
 
@@ -314,8 +317,9 @@ TEST(ConfigRules, BoundaryValuesPass) {
   EXPECT_NO_THROW(load_config("", {"precision.loss_scale=dynamic", "precision.param_dtype=fp16"}, 1));
   EXPECT_NO_THROW(load_config("", {"parallel.shard_size=2", "train.global_batch=16"}, 4));
   EXPECT_NO_THROW(load_config("", {"data.source=file", "data.path=/tmp/tokens.bin"}, 1));
-  EXPECT_NO_THROW(load_config("", {"data.mask_token=255", "train.min_lr=3e-4", "train.warmup_steps=19",
-                                   "train.step_gamma=1", "train.beta1=0", "train.grad_clip=0"},
+  EXPECT_NO_THROW(load_config("",
+                              {"data.mask_token=255", "train.min_lr=3e-4", "train.warmup_steps=19",
+                               "train.step_gamma=1", "train.beta1=0", "train.grad_clip=0"},
                               1));
   const Config c = load_config("", {"train.global_batch=16", "train.accumulation=4"}, 1);
   EXPECT_EQ(c.train.accumulation, 4);
@@ -390,8 +394,7 @@ TEST(ConfigFile, StructureErrors) {
   TempFile top_list("- a\n- b\n");
   expect_contains(error_of([&] { load_config(top_list.path(), {}, 1); }), {"top level must be a mapping", "list"});
   TempFile scalar_section("train: 5\n");
-  expect_contains(error_of([&] { load_config(scalar_section.path(), {}, 1); }),
-                  {"section 'train' must be a mapping"});
+  expect_contains(error_of([&] { load_config(scalar_section.path(), {}, 1); }), {"section 'train' must be a mapping"});
   TempFile map_value("train:\n  lr: {a: 1}\n");
   expect_contains(error_of([&] { load_config(map_value.path(), {}, 1); }), {"train.lr", "not a mapping"});
   TempFile world("world_size: 4\n");
@@ -412,10 +415,11 @@ TEST(ConfigFile, TextOriginNamesTheSource) {
 // ---- JSON and the table ----------------------------------------------------------------------------------------
 
 TEST(ConfigJson, RoundTrip) {
-  const Config c = load_config("", {"model.preset=small", "model.n_layers=3", "train.lr=1e-3",
-                                    "parallel.strategy=fsdp_hybrid", "parallel.shard_size=2", "data.path=/x.bin",
-                                    "train.global_batch=32", "precision.param_dtype=bf16"},
-                               4);
+  const Config c =
+      load_config("",
+                  {"model.preset=small", "model.n_layers=3", "train.lr=1e-3", "parallel.strategy=fsdp_hybrid",
+                   "parallel.shard_size=2", "data.path=/x.bin", "train.global_batch=32", "precision.param_dtype=bf16"},
+                  4);
   const nlohmann::json j = to_json(c);
   EXPECT_EQ(j["model"]["d_model"], 256);
   EXPECT_EQ(j["model"]["n_layers"], 3);
@@ -439,11 +443,17 @@ TEST(ConfigJson, Errors) {
   nlohmann::json j = to_json(load_config("", {}, 1));
   j["train"]["lrr"] = 1;
   expect_contains(error_of([&] { from_json(j, 1); }), {"config:", "did you mean 'train.lr'?"});
-  expect_contains(error_of([] { from_json(nlohmann::json{{"trian", {{"lr", 1}}}}, 1); }),
+  expect_contains(error_of([] {
+                    from_json(nlohmann::json{{"trian", {{"lr", 1}}}}, 1);
+                  }),
                   {"unknown section 'trian'", "did you mean 'train.lr'?"});
-  expect_contains(error_of([] { from_json(nlohmann::json{{"train", {{"steps", "abc"}}}}, 1); }),
+  expect_contains(error_of([] {
+                    from_json(nlohmann::json{{"train", {{"steps", "abc"}}}}, 1);
+                  }),
                   {"train.steps=\"abc\"", "an integer"});
-  expect_contains(error_of([] { from_json(nlohmann::json{{"train", {{"lr", -1}}}}, 1); }),
+  expect_contains(error_of([] {
+                    from_json(nlohmann::json{{"train", {{"lr", -1}}}}, 1);
+                  }),
                   {"config: train.lr=-1 must be > 0"});
   expect_contains(error_of([] { from_json(nlohmann::json::array(), 1); }), {"config:", "object"});
   expect_contains(error_of([] { from_json(nlohmann::json{{"train", 3}}, 1); }), {"section 'train'", "object"});
@@ -485,13 +495,73 @@ TEST(ConfigFuzz, OnlyConfigErrorEscapes) {
 #endif
   std::mt19937_64 rng(20240611);
   const Strings keys = config_keys();
-  const Strings values = {
-      "0", "1", "-1", "2", "3", "4", "8", "16", "64", "256", "1e-3", "0.5", "1.5", "-0.1", "true", "false",
-      "abc", "", "fp16", "bf16", "fp32", "dynamic", "none", "small", "tiny", "7b", "125m", "huge", "file",
-      "synthetic", "ddp", "fsdp_hybrid", "zero1", "adamw", "sgd", "cosine", "step", "auto", "on", "off", "nan",
-      "inf", ".inf", "1e400", "99999999999999999999", "-9223372036854775808", "9223372036854775807", "[1, 2]",
-      "{a: 1}", "'quoted'", "\"x\"", "[", "&a", "*b", "!!str 5", "null", "~", "0x10", "1_000", "- x", "a: b: c",
-      "'", "\"", "#", "%YAML", "\t", "1e-400"};
+  const Strings values = {"0",
+                          "1",
+                          "-1",
+                          "2",
+                          "3",
+                          "4",
+                          "8",
+                          "16",
+                          "64",
+                          "256",
+                          "1e-3",
+                          "0.5",
+                          "1.5",
+                          "-0.1",
+                          "true",
+                          "false",
+                          "abc",
+                          "",
+                          "fp16",
+                          "bf16",
+                          "fp32",
+                          "dynamic",
+                          "none",
+                          "small",
+                          "tiny",
+                          "7b",
+                          "125m",
+                          "huge",
+                          "file",
+                          "synthetic",
+                          "ddp",
+                          "fsdp_hybrid",
+                          "zero1",
+                          "adamw",
+                          "sgd",
+                          "cosine",
+                          "step",
+                          "auto",
+                          "on",
+                          "off",
+                          "nan",
+                          "inf",
+                          ".inf",
+                          "1e400",
+                          "99999999999999999999",
+                          "-9223372036854775808",
+                          "9223372036854775807",
+                          "[1, 2]",
+                          "{a: 1}",
+                          "'quoted'",
+                          "\"x\"",
+                          "[",
+                          "&a",
+                          "*b",
+                          "!!str 5",
+                          "null",
+                          "~",
+                          "0x10",
+                          "1_000",
+                          "- x",
+                          "a: b: c",
+                          "'",
+                          "\"",
+                          "#",
+                          "%YAML",
+                          "\t",
+                          "1e-400"};
   const auto pick = [&](const auto& pool) { return pool[rng() % pool.size()]; };
   const auto garbage = [&] {
     std::string s(rng() % 12, ' ');
@@ -501,10 +571,17 @@ TEST(ConfigFuzz, OnlyConfigErrorEscapes) {
   const auto random_key = [&] {
     std::string key = pick(keys);
     switch (rng() % 10) {
-      case 0: key[rng() % key.size()] = static_cast<char>('a' + rng() % 26); break;  // typo
-      case 1: key = key.substr(key.find('.') + 1); break;                             // section left out
-      case 2: key = garbage(); break;
-      default: break;
+      case 0:
+        key[rng() % key.size()] = static_cast<char>('a' + rng() % 26);
+        break;  // typo
+      case 1:
+        key = key.substr(key.find('.') + 1);
+        break;  // section left out
+      case 2:
+        key = garbage();
+        break;
+      default:
+        break;
     }
     return key;
   };
@@ -523,9 +600,9 @@ TEST(ConfigFuzz, OnlyConfigErrorEscapes) {
       for (int line = 0; line < 3; ++line) {
         const std::string key = random_key();
         const auto dot = key.find('.');
-        yaml += dot == std::string::npos ? key + ": " + random_value() + "\n"
-                                         : key.substr(0, dot) + ":\n  " + key.substr(dot + 1) + ": " +
-                                               random_value() + "\n";
+        yaml += dot == std::string::npos
+                    ? key + ": " + random_value() + "\n"
+                    : key.substr(0, dot) + ":\n  " + key.substr(dot + 1) + ": " + random_value() + "\n";
       }
     if (rng() % 50 == 0) yaml = garbage();
     const int64_t world_size = rng() % 20 == 0 ? static_cast<int64_t>(rng() % 5) - 2 : std::stoll(pick(worlds));
@@ -551,8 +628,8 @@ TEST(ConfigFuzz, OnlyConfigErrorEscapes) {
     }
   }
   const double elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("config fuzz: %d loaded, %d rejected with ConfigError, %d failures, %.2f s\n", loaded, rejected,
-              failures, elapsed_s);
+  std::printf("config fuzz: %d loaded, %d rejected with ConfigError, %d failures, %.2f s\n", loaded, rejected, failures,
+              elapsed_s);
   EXPECT_EQ(loaded + rejected, kIterations);
   EXPECT_GT(loaded, kIterations / 50);  // the generator also reaches valid configs
   EXPECT_LT(elapsed_s, kTimeLimit_s);

@@ -120,8 +120,8 @@ TEST(Model, GroupedQueryAttentionMatchesNaiveForEveryKvGrouping) {
     at::Tensor x = at::randn({2, 16, m.d_model});
     at::Tensor got = model.block_attention(0, x);
     at::Tensor want = naive_attention_block(model, m, x);
-    EXPECT_TRUE(at::allclose(got, want, 1e-4, 1e-5)) << "n_kv_heads=" << kv << " max diff "
-                                                     << (got - want).abs().max().item<double>();
+    EXPECT_TRUE(at::allclose(got, want, 1e-4, 1e-5))
+        << "n_kv_heads=" << kv << " max diff " << (got - want).abs().max().item<double>();
   }
 }
 

@@ -94,7 +94,7 @@ TEST(Schedule, WarmupThenEachShape) {
 }
 
 Config tiny_config(std::vector<std::string> overrides = {}) {
-  std::vector<std::string> all = {"model.preset=tiny", "train.steps=6", "train.global_batch=8",
+  std::vector<std::string> all = {"model.preset=tiny",   "train.steps=6",        "train.global_batch=8",
                                   "train.micro_batch=8", "train.warmup_steps=1", "train.threads=1"};
   all.insert(all.end(), overrides.begin(), overrides.end());
   return load_config("", all, 1);
@@ -157,7 +157,8 @@ TEST(Trainer, ClippingBoundsTheUpdateButReportsTheRawNorm) {
   double moved_sq = 0.0;
   auto after = strategy->full_state();
   auto before = reference.parameters();
-  for (size_t i = 0; i < after.size(); ++i) moved_sq += (after[i].second - *before[i].tensor).pow(2).sum().item<double>();
+  for (size_t i = 0; i < after.size(); ++i)
+    moved_sq += (after[i].second - *before[i].tensor).pow(2).sum().item<double>();
   EXPECT_LE(std::sqrt(moved_sq), 0.5 * 0.01 * 1.0001);
   EXPECT_GT(std::sqrt(moved_sq), 0.5 * 0.01 * 0.99);
 }
