@@ -172,18 +172,15 @@ class DdpStrategy final : public Strategy {
   }
 
  private:
-  // One flat broadcast from rank 0 so every replica starts identical.
+  // Every replica starts from rank 0's parameters: one in-place broadcast per tensor, all in flight at
+  // once (no flat copy that would outlive the call).
   void broadcast_parameters() {
     at::NoGradGuard no_grad;
-    std::vector<at::Tensor> flat_parts;
-    for (const auto& p : params_) flat_parts.push_back(p.detach().reshape({-1}));
-    at::Tensor flat = at::cat(flat_parts);
-    comm_->broadcast(flat, 0, "ddp.broadcast_params").wait();
-    int64_t offset = 0;
-    for (auto& p : params_) {
-      p.detach().copy_(flat.narrow(0, offset, p.numel()).view(p.sizes()));
-      offset += p.numel();
-    }
+    std::vector<at::Tensor> handles;
+    std::vector<CommHandle> pending;
+    for (const auto& p : params_) handles.push_back(p.detach());
+    for (auto& h : handles) pending.push_back(comm_->broadcast(h, 0, "ddp.broadcast_params"));
+    for (auto& h : pending) h.wait();
   }
 
   void launch_ready_buckets() {

@@ -21,8 +21,9 @@ CostPlan ddp_cost_plan(const Config& config) {
   const std::string wire_dtype = config.precision.reduce_dtype == "fp32"   ? "float32"
                                  : config.precision.reduce_dtype == "bf16" ? "bfloat16"
                                                                            : "float16";
-  plan.collectives.push_back(
-      {"broadcast", "backend", "float32", numel * 4, world, "setup", 1, "parameters from rank 0"});
+  for (const auto& p : shapes)  // one in-place broadcast per parameter tensor (ddp.cpp)
+    plan.collectives.push_back(
+        {"broadcast", "backend", "float32", p.numel * 4, world, "setup", 1, p.name + " from rank 0"});
   const auto cap = static_cast<int64_t>(config.parallel.bucket_cap_mb * 1024.0 * 1024.0);
   const BucketLayout layout = assign_buckets(grad_bytes, cap, kFirstBucketCapBytes);
   for (size_t b = 0; b < layout.buckets.size(); ++b) {
