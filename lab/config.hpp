@@ -79,6 +79,7 @@ struct ParallelConfig {
   std::string wrap = "block";           // FSDP units: block (one per transformer block) | every_2 | every_4 | model
   bool offload = false;
   std::string activation_checkpointing = "none";  // none | full | selective
+  int64_t checkpoint_every = 1;                   // full: checkpoint blocks 0, k, 2k, ... (1 = every block)
 };
 
 struct PrecisionConfig {

@@ -64,6 +64,7 @@ class DdpStrategy final : public Strategy {
                                   ": mixed precision compute is not built yet; use fp32 (precision.reduce_dtype=bf16 "
                                   "communicates in bf16)");
     checkpointing_ = checkpoint_mode(config.parallel.activation_checkpointing);
+    checkpoint_every_ = config.parallel.checkpoint_every;
     model_ = std::move(model);
     world_size_ = world.world_size();
     rank_ = world.rank();
@@ -107,7 +108,9 @@ class DdpStrategy final : public Strategy {
     sync_ = is_last_micro;  // no communication on the non-final micro-steps of accumulation
     for (auto& b : buckets_) b.ready = 0;
     at::Tensor loss =
-        GPT::loss_sum(forward_with_checkpointing(*model_, batch.inputs, checkpointing_), batch.targets) * loss_weight;
+        GPT::loss_sum(forward_with_checkpointing(*model_, batch.inputs, checkpointing_, checkpoint_every_),
+                      batch.targets) *
+        loss_weight;
     inject_delay("after_forward", rank_);
     (loss * static_cast<double>(world_size_)).backward();
     return loss.item<double>();
@@ -212,6 +215,7 @@ class DdpStrategy final : public Strategy {
   bool sync_ = true;
   std::unique_ptr<Optimizer> optimizer_;
   CheckpointMode checkpointing_ = CheckpointMode::none;
+  int64_t checkpoint_every_ = 1;
 };
 
 void GradReadyHook::operator()(const torch::autograd::Variable&) { strategy->on_grad_ready(index); }

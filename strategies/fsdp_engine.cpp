@@ -520,7 +520,7 @@ class ShardedStrategy final : public Strategy {
     const int L = static_cast<int>(model_->config().n_layers);
     if (m == 0) return model_->embed(x);
     if (m == L + 1) return model_->head(x);
-    return run_block(*model_, m - 1, x, checkpointing_);
+    return run_block(*model_, m - 1, x, checkpointing_, config_.parallel.checkpoint_every);
   }
 
   void start_gather(FlatUnit& unit) {

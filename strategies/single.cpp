@@ -34,6 +34,7 @@ class SingleStrategy final : public Strategy {
                                   ": the single-process reference emulates bf16/fp16 compute with fp32 masters only; "
                                   "loss scaling and bf16 masters are implemented by the sharded strategies");
     checkpointing_ = checkpoint_mode(config.parallel.activation_checkpointing);
+    checkpoint_every_ = config.parallel.checkpoint_every;
     model_ = std::move(model);
     std::vector<at::Tensor> params;
     std::vector<bool> decay;
@@ -62,7 +63,9 @@ class SingleStrategy final : public Strategy {
       compute_fresh_ = true;
     }
     at::Tensor loss =
-        GPT::loss_sum(forward_with_checkpointing(*model_, batch.inputs, checkpointing_), batch.targets) * loss_weight;
+        GPT::loss_sum(forward_with_checkpointing(*model_, batch.inputs, checkpointing_, checkpoint_every_),
+                      batch.targets) *
+        loss_weight;
     loss.backward();
     return loss.item<double>();
   }
@@ -138,6 +141,7 @@ class SingleStrategy final : public Strategy {
 
   std::unique_ptr<Optimizer> optimizer_;
   CheckpointMode checkpointing_ = CheckpointMode::none;
+  int64_t checkpoint_every_ = 1;
   at::ScalarType compute_dtype_ = at::kFloat;
   std::vector<at::Tensor> compute_;       // 16-bit compute copies bound into the model (mixed precision)
   std::vector<at::Tensor> master_grads_;  // their gradients in fp32

@@ -1,6 +1,7 @@
 // checkpoint.cpp: reentrant activation checkpointing (see checkpoint.hpp).
 #include "lab/train/checkpoint.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include <torch/csrc/autograd/autograd.h>
@@ -58,7 +59,8 @@ CheckpointMode checkpoint_mode(const std::string& value) {
                               "' is not one of none | full | selective");
 }
 
-at::Tensor run_block(GPT& model, int64_t index, const at::Tensor& x, CheckpointMode mode) {
+at::Tensor run_block(GPT& model, int64_t index, const at::Tensor& x, CheckpointMode mode, int64_t every) {
+  if (mode == CheckpointMode::full && index % std::max<int64_t>(1, every) != 0) mode = CheckpointMode::none;
   switch (mode) {
     case CheckpointMode::none:
       return model.block(index, x);
@@ -72,9 +74,9 @@ at::Tensor run_block(GPT& model, int64_t index, const at::Tensor& x, CheckpointM
   return model.block(index, x);
 }
 
-at::Tensor forward_with_checkpointing(GPT& model, const at::Tensor& tokens, CheckpointMode mode) {
+at::Tensor forward_with_checkpointing(GPT& model, const at::Tensor& tokens, CheckpointMode mode, int64_t every) {
   at::Tensor x = model.embed(tokens);
-  for (int64_t l = 0; l < model.config().n_layers; ++l) x = run_block(model, l, x, mode);
+  for (int64_t l = 0; l < model.config().n_layers; ++l) x = run_block(model, l, x, mode, every);
   return model.head(x);
 }
 

@@ -103,9 +103,11 @@ std::vector<std::string> digest_lines(const std::string& output);
 TEST(ActivationCheckpointing, LossesAndParametersAreBitIdenticalWithAndWithoutIt) {
   for (const std::string strategy : {"fsdp_full_shard", "ddp"}) {
     std::vector<std::string> first;
-    for (const std::string ac : {"none", "full", "selective"}) {
+    for (const std::string ac : {"none", "full", "selective", "full_every_2"}) {
+      const bool every_2 = ac == "full_every_2";
       auto job = launch(2, {"--digest", "--no-reference", "parallel.strategy=" + strategy, "train.micro_batch=4",
-                            "train.steps=4", "parallel.activation_checkpointing=" + ac});
+                            "train.steps=4", "parallel.activation_checkpointing=" + std::string(every_2 ? "full" : ac),
+                            "parallel.checkpoint_every=" + std::string(every_2 ? "2" : "1")});
       ASSERT_EQ(job.exit_code, 0) << job.output;
       auto digests = digest_lines(job.output);
       ASSERT_EQ(digests.size(), 8u) << job.output;

@@ -70,7 +70,9 @@ TEST(ShardedCost, FullShardTinyWorld2ByHand) {
     } else {
       EXPECT_EQ(c.group_size, 2);
     }
-    if (c.op == "reduce_scatter") EXPECT_EQ(c.algorithm, "ring");
+    if (c.op == "reduce_scatter") {
+      EXPECT_EQ(c.algorithm, "ring");
+    }
   }
   // No prefetch: one gathered unit and its gradient.
   const CostPlan no_prefetch = fsdp_full_shard_cost_plan(make("fsdp_full_shard", 2, {"parallel.prefetch=false"}), 0);
@@ -141,7 +143,9 @@ TEST(ShardedCost, MixedPrecisionDtypesAndBytes) {
   const CostPlan plan = fsdp_full_shard_cost_plan(
       make("fsdp_full_shard", 2, {"precision.param_dtype=bf16", "precision.reduce_dtype=bf16"}), 0);
   for (const auto& c : plan.collectives)
-    if (c.op != "all_reduce") EXPECT_EQ(c.dtype, "bfloat16") << c.what;
+    if (c.op != "all_reduce") {
+      EXPECT_EQ(c.dtype, "bfloat16") << c.what;
+    }
   EXPECT_EQ(plan.step_bytes(), kPsi * 2 + (kPsi - kHead) * 2 + kPsi * 2 + 8);
   const int64_t shards = kPsi / 2;
   EXPECT_EQ(plan.state.params, shards * 4);
@@ -191,7 +195,9 @@ TEST(ShardedCost, RingVolumesFollowTheFormulas) {
   const Config backend = make("fsdp_full_shard", 4, {"parallel.reduce_scatter=backend"});
   EXPECT_DOUBLE_EQ(ring_volume(fsdp_full_shard_cost_plan(backend)), 4 * 0.75 * kPsi * 4.0 - 0.75 * kHead * 4.0);
   for (const auto& c : fsdp_full_shard_cost_plan(backend).collectives)
-    if (c.op == "reduce_scatter") EXPECT_NE(c.what.find("all-reduce volume"), std::string::npos);
+    if (c.op == "reduce_scatter") {
+      EXPECT_NE(c.what.find("all-reduce volume"), std::string::npos);
+    }
 }
 
 TEST(ShardedCost, HybridGroupsAndDispatch) {
@@ -200,7 +206,9 @@ TEST(ShardedCost, HybridGroupsAndDispatch) {
   EXPECT_EQ(plan.strategy, "fsdp_hybrid");
   int replica_reduces = 0;
   for (const auto& x : plan.collectives) {
-    if (x.op == "all_gather" || x.op == "reduce_scatter") EXPECT_EQ(x.group_size, 2);
+    if (x.op == "all_gather" || x.op == "reduce_scatter") {
+      EXPECT_EQ(x.group_size, 2);
+    }
     if (x.phase == "after-backward" && x.dtype == "float32") {
       ++replica_reduces;
       EXPECT_EQ(x.group_size, 2);

@@ -1,0 +1,321 @@
+"""peer_compare.py: the shared driver of the peer comparisons — one dtlab strategy against the PyTorch peer that
+implements it, on the same model, weights, batches, optimizer, Gloo backend and threads per rank. The entry points
+are thin: compare_ddp.py (dtlab `ddp` vs torch_ddp.py, target 1.05x) and compare_fsdp.py (dtlab `fsdp_full_shard`
+vs torch_fsdp2.py, target 1.3x) each describe their comparison as a PeerSpec and call main(spec).
+See docs/peer-comparison.md.
+
+Two phases:
+  1. correctness on `tiny` for 10 steps (the same overrides plus model.preset=tiny train.steps=10): every
+     step's loss must agree within rtol 1.3e-6 / atol 1e-5 (torch.testing's fp32 rule);
+  2. the timed comparison on the configured run, the two trainings alternating --repeats times (median
+     tokens/s of each). Each phase: `dtlab export-reference`, `torchrun ... <peer script>`, `dtlab launch -n W
+     [setsid -w] dtlab train ... parallel.strategy=<strategy>`.
+Each dtlab rank runs in its own session (setsid -w), as torchrun's ranks do: under Linux autogroup scheduling
+a session is a scheduling group, and without this the two dtlab ranks would share one group's CPU while each
+PyTorch rank had its own (--rank-sessions launcher measures `dtlab launch` as is).
+Exit status of main(): 0 when the figures were measured (whether or not the target is met); 1 on any failed
+command, on a tiny-phase loss outside fp32 tolerance, or on a timed-phase loss differing by more than 1e-3.
+"""
+
+import argparse
+import dataclasses
+import datetime
+import json
+import os
+import platform
+import resource
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+from dtlab_gpt import within_tolerance  # noqa: E402
+
+RTOL, ATOL = 1.3e-6, 1e-5  # fp32 tolerance (torch.testing defaults for float32)
+LOOSE_BOUND = 1e-3         # beyond this the two are not training the same thing: an error
+
+
+@dataclasses.dataclass(frozen=True)
+class PeerSpec:
+    """What differs between the comparisons."""
+    prog: str             # name used in error messages, e.g. "compare_ddp"
+    description: str      # argparse description
+    peer_script: str      # the PyTorch side, a file in tests/reference run under torchrun
+    peer_label: str       # e.g. "PyTorch DDP"
+    strategy: str         # dtlab's parallel.strategy
+    target_ratio: float   # dtlab/PyTorch tokens/s to reach in the timed phase
+    default_out: str
+    default_work: str
+    default_repeats: int
+    skip_timed_flag: bool = False        # offer --skip-timed
+    report_extra: dict = dataclasses.field(default_factory=dict)  # extra top-level report keys
+    record_strategy: bool = False        # phase records carry "strategy"
+    record_measured_steps: bool = False  # phase records carry "measured_steps"
+    report_max_abs_loss_diff: bool = False  # the report carries the timed "max_abs_loss_diff"
+
+    @property
+    def dtlab_label(self):
+        return "dtlab " + self.strategy
+
+
+class CommandFailed(Exception):
+    pass
+
+
+def run(cmd, log_path, env=None):
+    """Runs cmd from the repository root, output to log_path; raises CommandFailed with the log's tail.
+    Returns what the machine was doing around it: wall seconds, CPU seconds the command's process tree used
+    (user + sys, from RUSAGE_CHILDREN) and the 1-minute load average before and after. CPU seconds over wall
+    seconds below the number of ranks means the ranks were waiting or were crowded out by other work."""
+    os.makedirs(os.path.dirname(log_path), exist_ok=True)
+    print("  $ " + shlex.join(cmd), flush=True)
+    load_before = os.getloadavg()[0]
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    with open(log_path, "w") as log:
+        rc = subprocess.call(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=env)
+    wall = time.perf_counter() - t0
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if rc != 0:
+        with open(log_path) as f:
+            tail = "".join(f.readlines()[-25:])
+        raise CommandFailed(f"command failed with exit code {rc} (log {log_path}):\n  {shlex.join(cmd)}\n{tail}")
+    cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
+    return {"wall_s": wall, "cpu_s": cpu, "load1_before": load_before, "load1_after": os.getloadavg()[0]}
+
+
+def autogroup_enabled():
+    try:
+        with open("/proc/sys/kernel/sched_autogroup_enabled") as f:
+            return f.read().strip() == "1"
+    except OSError:
+        return None
+
+
+def compare_losses(dtlab_losses, torch_losses):
+    if len(dtlab_losses) != len(torch_losses):
+        raise CommandFailed(f"dtlab recorded {len(dtlab_losses)} steps, PyTorch {len(torch_losses)}")
+    diffs = [abs(a - b) for a, b in zip(dtlab_losses, torch_losses)]
+    bad = [i + 1 for i, (a, b) in enumerate(zip(dtlab_losses, torch_losses)) if not within_tolerance(a, b, RTOL, ATOL)]
+    return {"max_abs_diff": max(diffs) if diffs else 0.0,
+            "max_rel_diff": max((d / abs(b) if b else d) for d, b in zip(diffs, torch_losses)) if diffs else 0.0,
+            "steps_outside_tolerance": bad, "all_within_tolerance": not bad,
+            "bitwise_equal_steps": sum(1 for a, b in zip(dtlab_losses, torch_losses) if a == b)}
+
+
+def p10(values):
+    v = sorted(values)
+    return v[int(0.1 * len(v))] if v else 0.0
+
+
+def phase(spec, name, args, overrides, repeats):
+    """export + `repeats` alternating (PyTorch peer, dtlab strategy) runs of one configuration; returns its record."""
+    work = os.path.join(args.work, name)
+    W = str(args.world_size)
+    export_dir = os.path.join(work, "export")
+    torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
+    export_cmd = [args.dtlab, "export-reference", "--config", args.config, *overrides, "--world-size", W,
+                  "--out", export_dir]
+    print(f"[{name}] exporting reference inputs", flush=True)
+    run(export_cmd, os.path.join(work, "export.log"))
+    with open(os.path.join(export_dir, "manifest.json")) as f:
+        manifest = json.load(f)
+
+    env = dict(os.environ)
+    for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(k, None)  # this driver is not itself a rank
+    records = []
+    for i in range(repeats):
+        torch_json = os.path.join(work, f"torch_{i}.json")
+        dtlab_out = os.path.join(work, f"dtlab_{i}")
+        torch_cmd = [torchrun, "--standalone", f"--nproc-per-node={W}", os.path.join(HERE, spec.peer_script),
+                     "--export", export_dir, "--out", torch_json, "--zero-grad", args.zero_grad]
+        # torchrun starts every rank in a new session (Popen(start_new_session=True)); with Linux autogroup
+        # scheduling each session is one scheduling group, so on a busy machine each PyTorch rank competes
+        # with other sessions as a group of its own, while `dtlab launch`'s ranks (setpgid only) share one
+        # group. `setsid -w` gives each dtlab rank its own session too, so both sides are scheduled alike.
+        session = ["setsid", "-w"] if args.rank_sessions == "own" else []
+        dtlab_cmd = [args.dtlab, "launch", "-n", W, *session, args.dtlab, "train", "--config", args.config,
+                     *overrides, f"parallel.strategy={spec.strategy}", "--out", dtlab_out]
+        order = [("torch", torch_cmd), ("dtlab", dtlab_cmd)]
+        if i % 2:
+            order.reverse()  # alternate who runs first, so drifting machine load does not favour one side
+        machine = {}
+        for who, cmd in order:
+            print(f"[{name}] run {i + 1}/{repeats}: {spec.peer_label if who == 'torch' else spec.dtlab_label}",
+                  flush=True)
+            machine[who] = run(cmd, os.path.join(work, f"{who}_{i}.log"), env=env)
+        with open(torch_json) as f:
+            t = json.load(f)
+        with open(os.path.join(dtlab_out, "result.json")) as f:
+            d = json.load(f)
+        records.append({"torch": t, "dtlab": d, "torch_cmd": torch_cmd, "dtlab_cmd": dtlab_cmd, "machine": machine,
+                        "first": order[0][0]})
+
+    first = records[0]
+    dtlab_losses = [s["loss"] for s in first["dtlab"]["steps"]]
+    torch_losses = first["torch"]["losses"]
+    loss_cmp = compare_losses(dtlab_losses, torch_losses)
+    # Every repeat should reproduce the first exactly (both sides are deterministic at fixed threads).
+    reproducible = all([s["loss"] for s in r["dtlab"]["steps"]] == dtlab_losses and r["torch"]["losses"] == torch_losses
+                       for r in records)
+    norm_diffs = [abs(s["grad_norm"] - g) for s, g in zip(first["dtlab"]["steps"], first["torch"]["grad_norms"])]
+    dtlab_tps = [r["dtlab"]["summary"]["tokens_per_s"] for r in records]
+    torch_tps = [r["torch"]["tokens_per_s"] for r in records]
+    dtlab_med, torch_med = statistics.median(dtlab_tps), statistics.median(torch_tps)
+    # Contention-robust companion figure: the 10th-percentile step time over all measured steps of all
+    # repeats. Other work on the machine only ever lengthens steps, so a low percentile approaches the
+    # uncontended step time of each side; the median-of-repeats figure above is the headline.
+    warm = manifest["config"]["instrument"]["warmup_steps"]
+    dtlab_p10 = p10([s["step_ms"] for r in records for s in r["dtlab"]["steps"] if s["step"] > warm])
+    torch_p10 = p10([ms for r in records for ms in (r["torch"]["step_ms"][warm:] or r["torch"]["step_ms"])])
+    model_cfg = manifest["config"]["model"]
+    rec = {"name": name, "overrides": overrides}
+    if spec.record_strategy:
+        rec["strategy"] = spec.strategy
+    rec.update({
+        "model": {k: model_cfg[k] for k in ("preset", "d_model", "n_layers", "n_heads", "n_kv_heads", "ffn_hidden",
+                                            "vocab_size", "seq_len", "tie_embeddings")},
+        "params": manifest["param_count"],
+        "world_size": args.world_size,
+        "steps": manifest["steps"],
+        "global_batch": manifest["global_batch"],
+        "micro_batch": manifest["micro_batch"],
+        "accumulation": manifest["accumulation"],
+        "optimizer": manifest["config"]["train"]["optimizer"],
+        "threads_per_rank": {"dtlab": first["dtlab"]["context"].get("threads"), "torch": first["torch"]["threads"]},
+    })
+    if spec.record_measured_steps:
+        rec["measured_steps"] = {"dtlab": first["dtlab"]["summary"].get("measured_steps"),
+                                 "torch": first["torch"]["measured_steps"]}
+    rec.update({
+        "tokens_per_s": {"dtlab": dtlab_med, "torch": torch_med, "dtlab_runs": dtlab_tps, "torch_runs": torch_tps},
+        "step_ms_median": {"dtlab": statistics.median(r["dtlab"]["summary"]["step_ms_median"] for r in records),
+                           "torch": statistics.median(statistics.median(r["torch"]["step_ms"][warm:]
+                                                                        or r["torch"]["step_ms"]) for r in records)},
+        "ratio_dtlab_over_torch": dtlab_med / torch_med,
+        "step_ms_p10": {"dtlab": dtlab_p10, "torch": torch_p10},
+        "ratio_p10": torch_p10 / dtlab_p10 if dtlab_p10 else 0.0,
+        # Per repeat: who ran first, tokens/s of each, and the machine around each run (wall, CPU, load).
+        "runs": [{"first": r["first"], "dtlab_tokens_per_s": r["dtlab"]["summary"]["tokens_per_s"],
+                  "torch_tokens_per_s": r["torch"]["tokens_per_s"], "machine": r["machine"]} for r in records],
+        "losses": {"dtlab": dtlab_losses, "torch": torch_losses, **loss_cmp,
+                   "rtol": RTOL, "atol": ATOL, "reproducible_across_repeats": reproducible},
+        "grad_norm_max_abs_diff": max(norm_diffs) if norm_diffs else 0.0,
+        "commands": {"export": export_cmd, "torch": first["torch_cmd"], "dtlab": first["dtlab_cmd"]},
+    })
+    return rec
+
+
+def print_phase(spec, rec, timed):
+    tps, lc, m = rec["tokens_per_s"], rec["losses"], rec["model"]
+    width = max(14, len(spec.dtlab_label) + 1, len(spec.peer_label) + 1)
+    print(f"\n== {rec['name']}: preset {m['preset']} ({rec['params']:,} params), world {rec['world_size']}, "
+          f"{rec['steps']} steps, global batch {rec['global_batch']} x seq {m['seq_len']}, micro {rec['micro_batch']} "
+          f"(accumulation {rec['accumulation']}), {rec['optimizer']}, threads/rank {rec['threads_per_rank']['dtlab']}")
+    print(f"  {'':<{width}}{'tokens/s':>12}{'step ms (median)':>19}")
+    print(f"  {spec.dtlab_label:<{width}}{tps['dtlab']:>12.0f}{rec['step_ms_median']['dtlab']:>19.2f}")
+    print(f"  {spec.peer_label:<{width}}{tps['torch']:>12.0f}{rec['step_ms_median']['torch']:>19.2f}")
+    print(f"  10th-percentile step: dtlab {rec['step_ms_p10']['dtlab']:.2f} ms, PyTorch "
+          f"{rec['step_ms_p10']['torch']:.2f} ms -> ratio {rec['ratio_p10']:.3f} (contention-robust companion)")
+    for i, r in enumerate(rec["runs"]):
+        mt, md = r["machine"]["torch"], r["machine"]["dtlab"]
+        print(f"    run {i + 1} ({r['first']} first): dtlab {r['dtlab_tokens_per_s']:.0f} tok/s "
+              f"(load {md['load1_before']:.1f}, {md['cpu_s'] / md['wall_s']:.2f} cores busy), PyTorch "
+              f"{r['torch_tokens_per_s']:.0f} tok/s (load {mt['load1_before']:.1f}, "
+              f"{mt['cpu_s'] / mt['wall_s']:.2f} cores busy)")
+    if timed:
+        verdict = "met" if rec["ratio_dtlab_over_torch"] >= spec.target_ratio else "NOT met"
+        print(f"  ratio dtlab/PyTorch: {rec['ratio_dtlab_over_torch']:.3f}  (target >= {spec.target_ratio}: {verdict})")
+    else:
+        print(f"  ratio dtlab/PyTorch: {rec['ratio_dtlab_over_torch']:.3f}  (not the timed figure)")
+    print(f"  losses: max |diff| {lc['max_abs_diff']:.3g}, max rel {lc['max_rel_diff']:.3g}, "
+          f"{lc['bitwise_equal_steps']}/{len(lc['dtlab'])} steps bit-identical, "
+          f"{'all within' if lc['all_within_tolerance'] else 'NOT all within'} rtol {RTOL} / atol {ATOL}"
+          + ("" if lc["all_within_tolerance"] else f" (steps {lc['steps_outside_tolerance']})"))
+    print(f"  grad norm max |diff| {rec['grad_norm_max_abs_diff']:.3g}; "
+          f"repeats reproduce the losses: {lc['reproducible_across_repeats']}", flush=True)
+
+
+def parse_args(spec):
+    ap = argparse.ArgumentParser(description=spec.description,
+                                 epilog="Positional section.key=value overrides apply to both phases.")
+    ap.add_argument("--dtlab", default=os.path.join(REPO, "build", "bin", "dtlab"), help="the dtlab binary")
+    ap.add_argument("--config", default=os.path.join(HERE, "peer_ddp.yaml"), help="dtlab YAML config")
+    ap.add_argument("--world-size", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=spec.default_repeats,
+                    help="alternating runs per side in the timed phase (median)")
+    ap.add_argument("--zero-grad", choices=["none", "zero"], default="none",
+                    help="PyTorch side: zero_grad(set_to_none=True) (default) or in-place zeroing")
+    ap.add_argument("--rank-sessions", choices=["own", "launcher"], default="own",
+                    help="dtlab side: each rank in its own session like torchrun's ranks (default, fair under "
+                         "autogroup scheduling), or as `dtlab launch` starts them")
+    ap.add_argument("--work", default=spec.default_work, help="scratch directory")
+    ap.add_argument("--out", default=spec.default_out)
+    ap.add_argument("--skip-tiny-check", action="store_true", help="skip the 10-step correctness phase on tiny")
+    if spec.skip_timed_flag:
+        ap.add_argument("--skip-timed", action="store_true", help="only the tiny correctness phase")
+    ap.add_argument("overrides", nargs="*", help="section.key=value, e.g. train.steps=50")
+    args = ap.parse_args()
+    if not spec.skip_timed_flag:
+        args.skip_timed = False
+    args.dtlab = os.path.abspath(args.dtlab)
+    args.config = os.path.abspath(args.config)
+    return args
+
+
+def main(spec):
+    args = parse_args(spec)
+    if args.rank_sessions == "own" and shutil.which("setsid") is None:
+        print(f"{spec.prog}: `setsid` (util-linux) not found; needed for --rank-sessions own "
+              "(or pass --rank-sessions launcher)", file=sys.stderr)
+        return 1
+    if not os.access(args.dtlab, os.X_OK):
+        print(f"{spec.prog}: {args.dtlab} is not an executable dtlab binary (build it, or pass --dtlab)",
+              file=sys.stderr)
+        return 1
+
+    started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    load_before = os.getloadavg()
+    report = {"started_at": started, "host": platform.node(), "cores": os.cpu_count(),
+              "load_average_at_start": load_before, **spec.report_extra, "target_ratio": spec.target_ratio,
+              "tolerance": {"rtol": RTOL, "atol": ATOL, "loose_bound": LOOSE_BOUND},
+              "rank_sessions": args.rank_sessions, "autogroup_scheduling": autogroup_enabled(),
+              "driver_command": [sys.executable, *sys.argv]}
+    errors = []
+    try:
+        if not args.skip_tiny_check:
+            tiny = phase(spec, "tiny_check", args, [*args.overrides, "model.preset=tiny", "train.steps=10"], 1)
+            report["tiny_check"] = tiny
+            print_phase(spec, tiny, timed=False)
+            if not tiny["losses"]["all_within_tolerance"]:
+                errors.append("tiny check: losses differ beyond fp32 tolerance at steps "
+                              f"{tiny['losses']['steps_outside_tolerance']}")
+        if not args.skip_timed:
+            timed = phase(spec, "timed", args, list(args.overrides), max(1, args.repeats))
+            report["timed"] = timed
+            print_phase(spec, timed, timed=True)
+            report["ratio_dtlab_over_torch"] = timed["ratio_dtlab_over_torch"]
+            report["target_met"] = timed["ratio_dtlab_over_torch"] >= spec.target_ratio
+            if spec.report_max_abs_loss_diff:
+                report["max_abs_loss_diff"] = timed["losses"]["max_abs_diff"]
+            if timed["losses"]["max_abs_diff"] > LOOSE_BOUND:
+                errors.append(f"timed run: losses differ by {timed['losses']['max_abs_diff']:.3g} > {LOOSE_BOUND}")
+    except CommandFailed as e:
+        errors.append(str(e))
+    report["load_average_at_end"] = os.getloadavg()
+    report["errors"] = errors
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out + ".tmp", "w") as f:
+        json.dump(report, f, indent=2)
+    os.replace(args.out + ".tmp", args.out)
+    print(f"\nload average at start {load_before[0]:.2f}, at end {report['load_average_at_end'][0]:.2f} "
+          f"on {os.cpu_count()} cores; figures in {args.out}")
+    for e in errors:
+        print(f"{spec.prog}: error: {e}", file=sys.stderr)
+    return 1 if errors else 0
