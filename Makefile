@@ -49,8 +49,10 @@ benchmark: build
 # dtlab ddp / fsdp_full_shard vs PyTorch DDP / FSDP2 on the same model, batches and optimizer (world 2).
 bench-peer: build
 	@mkdir -p $(RESULTS)/peer
-	@$(VENV_PY) tests/reference/compare_ddp.py --dtlab $(DTLAB) --repeats $(PEER_REPEATS) --out $(RESULTS)/peer/ddp_vs_pytorch.json
-	@$(VENV_PY) tests/reference/compare_fsdp.py --dtlab $(DTLAB) --repeats $(PEER_REPEATS) --out $(RESULTS)/peer/fsdp_vs_pytorch.json
+	@$(VENV_PY) tests/reference/compare_ddp.py --dtlab $(DTLAB) --repeats $(PEER_REPEATS) \
+	  --work $(BUILD)/peer-work/ddp --out $(RESULTS)/peer/ddp_vs_pytorch.json
+	@$(VENV_PY) tests/reference/compare_fsdp.py --dtlab $(DTLAB) --repeats $(PEER_REPEATS) \
+	  --work $(BUILD)/peer-work/fsdp --out $(RESULTS)/peer/fsdp_vs_pytorch.json
 
 # Google Benchmark: GEMM on the model's shapes vs one training step of `small` (the MFU ratio).
 bench-micro: build

@@ -27,10 +27,11 @@ std::string intro_part(SectionContext& ctx) {
   const bool reduced = std::any_of(sc.runs.begin(), sc.runs.end(),
                                    [](const RunResult& r) { return is_reduced_precision(r.param_dtype()); });
   if (reduced) {
-    h << "<p class=\"callout\"><strong>Mixed precision on CPU.</strong> On this CPU-only machine bf16/fp16 mainly "
-         "saves memory (parameters, gradients, activations) and communication bytes; CPU matrix multiplies in "
-         "reduced precision are often no faster than fp32, so do not expect the step-time win a GPU with tensor "
-         "cores would give.</p>\n";
+    h << "<p class=\"callout\"><strong>Mixed precision on CPU.</strong> On a CPU-only machine bf16/fp16 is first "
+         "of all a saving in memory (parameters, gradients, activations) and communication bytes. Its effect on "
+         "step time depends on the CPU: without native bf16 instructions reduced-precision matrix multiplies are "
+         "slow; with AVX-512 BF16 or AMX they can beat fp32. Read the measured step times below rather than "
+         "assuming a GPU's tensor-core speed-up.</p>\n";
   }
   if (sc.runs.empty()) h << "<p class=\"muted\">This scenario lists no runs.</p>\n";
   return h.str();
