@@ -92,6 +92,7 @@ inline constexpr const char* kNotes = "notes";
 
 // memory (per rank; rank 0's in result.json)
 inline constexpr const char* kRank = "rank";
+inline constexpr const char* kRanks = "ranks";  // every rank's figures, in rank order
 inline constexpr const char* kParamsBytes = "params_bytes";
 inline constexpr const char* kGradsBytes = "grads_bytes";
 inline constexpr const char* kOptimizerBytes = "optimizer_bytes";

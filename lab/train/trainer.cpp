@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <iterator>
 #include <map>
 #include <set>
 #include <thread>
@@ -90,6 +92,31 @@ nlohmann::json collective_summary(World& world, int64_t steps, const std::map<Co
     out.push_back(row);
   }
   return out;
+}
+
+// Every rank's numeric memory figures (params, grads, optimizer, buffers, activations, tensor peak,
+// RSS, HWM) in rank order: one all-reduce of a [world x fields] table in which each rank fills its row.
+// Collective: every rank calls it; result.json (rank 0) then carries all ranks.
+nlohmann::json memory_of_every_rank(const nlohmann::json& mine, World& world) {
+  static const char* kFields[] = {schema::kParamsBytes,  schema::kGradsBytes,       schema::kOptimizerBytes,
+                                  schema::kBuffersBytes, schema::kActivationsBytes, schema::kTensorPeakBytes,
+                                  schema::kRssBytes,     schema::kHwmBytes};
+  const int64_t n = static_cast<int64_t>(std::size(kFields));
+  std::vector<double> table(static_cast<size_t>(n * world.world_size()), 0.0);
+  for (int64_t f = 0; f < n; ++f)
+    if (mine.contains(kFields[f])) table[static_cast<size_t>(world.rank() * n + f)] = mine[kFields[f]].get<double>();
+  if (world.world_size() > 1) {
+    at::Tensor t = at::from_blob(table.data(), {static_cast<int64_t>(table.size())}, at::kDouble).clone();
+    world.comm().all_reduce(t, "metric").wait();
+    std::memcpy(table.data(), t.data_ptr<double>(), table.size() * sizeof(double));
+  }
+  nlohmann::json ranks = nlohmann::json::array();
+  for (int r = 0; r < world.world_size(); ++r) {
+    nlohmann::json row = {{schema::kRank, r}};
+    for (int64_t f = 0; f < n; ++f) row[kFields[f]] = static_cast<int64_t>(table[static_cast<size_t>(r * n + f)]);
+    ranks.push_back(row);
+  }
+  return ranks;
 }
 
 }  // namespace
@@ -226,6 +253,7 @@ TrainOutcome train(const Config& config, Strategy& strategy, World& world, const
                               {schema::kWallS, wall_s},
                               {schema::kMeasuredSteps, static_cast<int64_t>(measured_ms.size())}};
   result[schema::kMemory] = memory_report(strategy.state_bytes(), world.rank());
+  result[schema::kMemory][schema::kRanks] = memory_of_every_rank(result[schema::kMemory], world);
   result[schema::kDtypes] = dtype_audit(strategy, world);
   result[schema::kCollectives] = collective_summary(world, t.steps, first_training_seq);
   if (writer && world.is_main()) writer->write_result(result);

@@ -27,6 +27,9 @@ struct MemoryCase {
   std::string label = "";
 };
 
+// Readable parameters in test logs (instead of gtest's byte dump).
+void PrintTo(const MemoryCase& c, std::ostream* os) { *os << c.strategy << " world " << c.world; }
+
 std::string case_name(const ::testing::TestParamInfo<MemoryCase>& info) {
   const auto& c = info.param;
   return c.strategy + "_w" + std::to_string(c.world) + (c.label.empty() ? "" : "_" + c.label);

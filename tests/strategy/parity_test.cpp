@@ -32,6 +32,11 @@ struct ParityCase {
   std::string label = "";               // appended to the test name
 };
 
+// Readable parameters in test logs (instead of gtest's byte dump).
+void PrintTo(const ParityCase& c, std::ostream* os) {
+  *os << c.strategy << " world " << c.world << " " << c.optimizer << " accumulation " << c.accumulation;
+}
+
 std::string case_name(const ::testing::TestParamInfo<ParityCase>& info) {
   const auto& c = info.param;
   return c.strategy + "_w" + std::to_string(c.world) + "_" + c.optimizer + "_acc" + std::to_string(c.accumulation) +
@@ -249,6 +254,8 @@ struct PrecisionCase {
   std::vector<std::string> expect_dtypes;  // OP=DTYPE
   std::string label;
 };
+
+void PrintTo(const PrecisionCase& c, std::ostream* os) { *os << c.label << " world " << c.world; }
 
 class MixedPrecision : public ::testing::TestWithParam<PrecisionCase> {};
 
