@@ -127,35 +127,30 @@ RankEnv discover_rank_env(const RankArgs& args, const EnvMap& env) {
     check_rank(r, "RANK", "WORLD_SIZE");
     return r;
   }
-  if (get(env, "OMPI_COMM_WORLD_RANK") && get(env, "OMPI_COMM_WORLD_SIZE")) {
-    r.launcher = "openmpi";
-    r.rank = int_or(env, "OMPI_COMM_WORLD_RANK", 0);
-    r.world_size = int_or(env, "OMPI_COMM_WORLD_SIZE", 1, 1);
-    r.local_rank = int_or(env, "OMPI_COMM_WORLD_LOCAL_RANK", r.rank);
-    r.local_world_size = int_or(env, "OMPI_COMM_WORLD_LOCAL_SIZE", r.world_size, 1);
+  // The batch launchers: each names its rank / size / local rank / local size variables. SLURM's
+  // local rank defaults to 0 (one task per node unless SLURM_LOCALID says otherwise); the master is the
+  // first host of the job unless MASTER_ADDR is set.
+  struct BatchLauncher {
+    const char *name, *rank, *size, *local_rank, *local_size;
+  };
+  static const BatchLauncher kBatchLaunchers[] = {
+      {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+       "OMPI_COMM_WORLD_LOCAL_SIZE"},
+      {"pmi", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"},
+      {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"},
+  };
+  for (const BatchLauncher& l : kBatchLaunchers) {
+    if (!get(env, l.rank) || !get(env, l.size)) continue;
+    const bool slurm = std::string(l.name) == "slurm";
+    r.launcher = l.name;
+    r.rank = int_or(env, l.rank, 0);
+    r.world_size = int_or(env, l.size, 1, 1);
+    r.local_rank = int_or(env, l.local_rank, slurm ? 0 : r.rank);
+    r.local_world_size = int_or(env, l.local_size, r.world_size, 1);
+    if (slurm)
+      if (auto nodes = get(env, "SLURM_JOB_NODELIST")) r.master_addr = first_slurm_host(*nodes);
     master_from_env(env, r);
-    check_rank(r, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE");
-    return r;
-  }
-  if (get(env, "PMI_RANK") && get(env, "PMI_SIZE")) {
-    r.launcher = "pmi";
-    r.rank = int_or(env, "PMI_RANK", 0);
-    r.world_size = int_or(env, "PMI_SIZE", 1, 1);
-    r.local_rank = int_or(env, "MPI_LOCALRANKID", r.rank);
-    r.local_world_size = int_or(env, "MPI_LOCALNRANKS", r.world_size, 1);
-    master_from_env(env, r);
-    check_rank(r, "PMI_RANK", "PMI_SIZE");
-    return r;
-  }
-  if (get(env, "SLURM_PROCID") && get(env, "SLURM_NTASKS")) {
-    r.launcher = "slurm";
-    r.rank = int_or(env, "SLURM_PROCID", 0);
-    r.world_size = int_or(env, "SLURM_NTASKS", 1, 1);
-    r.local_rank = int_or(env, "SLURM_LOCALID", 0);
-    r.local_world_size = int_or(env, "SLURM_NTASKS_PER_NODE", r.world_size, 1);
-    if (auto nodes = get(env, "SLURM_JOB_NODELIST")) r.master_addr = first_slurm_host(*nodes);
-    master_from_env(env, r);
-    check_rank(r, "SLURM_PROCID", "SLURM_NTASKS");
+    check_rank(r, l.rank, l.size);
     return r;
   }
   return r;  // a single process

@@ -74,6 +74,36 @@ TEST(LoadRun, OptionalSummaryKeysAndPrecision) {
   EXPECT_EQ(r.param_dtype(), "bf16");
 }
 
+TEST(LoadRun, MemoryCategoriesAndCollectiveBytes) {
+  TempDir tmp;
+  auto doc = minimal_result();
+  doc["memory"] = {
+      {"rank", 0},           {"params_bytes", 100},    {"grads_bytes", 200},       {"optimizer_bytes", 300},
+      {"buffers_bytes", 40}, {"activations_bytes", 5}, {"tensor_peak_bytes", 645}, {"hwm_bytes", 9000}};
+  doc["collectives"] = nlohmann::json::array({{{"op", "all_gather"}, {"bytes_per_step", 1000.0}},
+                                              {{"op", "reduce_scatter"}, {"bytes_per_step", 500.0}},
+                                              {{"op", "all_gather"}, {"bytes_per_step", 24.0}}});
+  doc["summary"]["comm_wait_ms_median"] = 3.5;
+  write_run(tmp.path() / "r", doc);
+  const RunResult r = load_run(tmp.path() / "r");
+  ASSERT_TRUE(r.memory.has_value());
+  EXPECT_DOUBLE_EQ(r.memory->params, 100);
+  EXPECT_DOUBLE_EQ(r.memory->grads, 200);
+  EXPECT_DOUBLE_EQ(r.memory->optimizer, 300);
+  EXPECT_DOUBLE_EQ(r.memory->buffers, 40);
+  EXPECT_DOUBLE_EQ(r.memory->activations.value(), 5);
+  EXPECT_DOUBLE_EQ(r.memory->tensor_peak.value(), 645);
+  ASSERT_TRUE(r.comm_bytes_per_step.has_value());
+  EXPECT_DOUBLE_EQ(*r.comm_bytes_per_step, 1524.0);
+  EXPECT_DOUBLE_EQ(r.comm_bytes_per_step_by_op.at("all_gather"), 1024.0);
+  EXPECT_DOUBLE_EQ(r.comm_bytes_per_step_by_op.at("reduce_scatter"), 500.0);
+  EXPECT_DOUBLE_EQ(r.comm_wait_ms_median.value(), 3.5);
+  // A "memory" section of another shape (older results) is ignored, not an error.
+  doc["memory"] = {{"something_else", 1}};
+  write_run(tmp.path() / "old", doc);
+  EXPECT_FALSE(load_run(tmp.path() / "old").memory.has_value());
+}
+
 TEST(LoadRun, UnknownKeysAreTolerated) {
   TempDir tmp;
   auto doc = minimal_result();

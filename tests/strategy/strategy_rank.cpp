@@ -241,8 +241,8 @@ int main(int argc, char** argv) {
       return 1;
     }
     if (main_rank)
-      std::printf("parity OK: %s, world %d, %zu steps\n", config.parallel.strategy.c_str(), env.world_size,
-                  outcome.steps.size());
+      std::printf("%s: %s, world %d, %zu steps\n", args.reference ? "parity OK" : "checks OK (no reference run)",
+                  config.parallel.strategy.c_str(), env.world_size, outcome.steps.size());
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "strategy_rank: %s\n", e.what());
