@@ -136,10 +136,20 @@ TEST(ReplicaCheck, CorruptedRankIsNamedByEveryRank) {
   EXPECT_EQ(job.output.find("replica check after step 2"), std::string::npos) << job.output;
 }
 
+// The "digest <step> <hex>" and "loss-bits <step> <hex>" lines of a --digest run. Runs compared for
+// bit-identity must also train: the parameter digest and the loss must change from step to step, so a
+// frozen model (or a run that never updates) cannot pass a comparison of two identical non-runs.
 std::vector<std::string> digest_lines(const std::string& output) {
   std::vector<std::string> lines;
   std::regex re(R"((digest|loss-bits) \d+ [0-9a-f]+)");
   for (std::sregex_iterator it(output.begin(), output.end(), re), end; it != end; ++it) lines.push_back(it->str());
+  std::set<std::string> param_digests, losses;
+  for (const auto& l : lines) {
+    const std::string value = l.substr(l.rfind(' ') + 1);
+    (l.rfind("digest", 0) == 0 ? param_digests : losses).insert(value);
+  }
+  EXPECT_GE(param_digests.size(), 2u) << "parameters did not change between steps:\n" << output;
+  EXPECT_GE(losses.size(), 2u) << "the loss did not change between steps:\n" << output;
   return lines;
 }
 
