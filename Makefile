@@ -1,7 +1,7 @@
 # dtlab Makefile: a thin, friendly front over CMake (CMake is the truth).
 #   make benchmark   setup + build + every study + benchmarks + reports/latest/index.html
 #   make test        setup + build + all tests (ctest)
-#   make setup | build | build-cuda | test-cuda | report | format | check | clean
+#   make setup | build | build-cuda | test-cuda | calibrate | report | format | check | clean
 BUILD      ?= build
 BUILD_CUDA ?= build-cuda
 JOBS       ?= 2
@@ -15,7 +15,7 @@ PEER_REPEATS ?= 3
 export CCACHE_BASEDIR   := $(CURDIR)
 export CCACHE_SLOPPINESS := pch_defines,time_macros,include_file_mtime,include_file_ctime
 
-.PHONY: setup configure build build-cuda test test-cuda benchmark bench-micro bench-peer report format check clean
+.PHONY: setup configure build build-cuda test test-cuda benchmark calibrate bench-micro bench-peer report format check clean
 
 setup:
 	@bash cmake/setup.sh
@@ -38,13 +38,19 @@ test: build
 test-cuda: build-cuda
 	@ctest --test-dir $(BUILD_CUDA) --output-on-failure -j $(JOBS) --timeout 600
 
-# Every study (scenario_*), the micro-benchmarks, the PyTorch peer comparisons, then the report.
+# Calibration first (its machine profile gives every study's result.json a timed prediction), then every study
+# (scenario_*), the micro-benchmarks, the PyTorch peer comparisons, then the report.
 benchmark: build
 	@mkdir -p $(RESULTS)
+	@$(MAKE) --no-print-directory calibrate
 	@for s in $(BUILD)/bin/scenario_*; do echo "== $$s"; $$s --out $(RESULTS) || exit 1; done
 	@$(MAKE) --no-print-directory bench-micro
 	@$(MAKE) --no-print-directory bench-peer
 	@$(MAKE) --no-print-directory report
+
+# Machine profile: comm-bench (world 2) + GEMM/optimizer microbenchmarks, fitted (analysis/cost/).
+calibrate: build
+	@$(DTLAB) calibrate --out $(RESULTS)/calibration/profile.json
 
 # dtlab ddp / fsdp_full_shard vs PyTorch DDP / FSDP2 on the same model, batches and optimizer (world 2).
 bench-peer: build

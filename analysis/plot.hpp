@@ -35,6 +35,8 @@ struct LineChart {
   // summary statistics exclude).
   double shade_until_x = 0;
   std::string shade_label;
+  bool log_x = false;    // log2 x axis (message-size sweeps); REQUIRES x > 0
+  std::string x_format;  // gnuplot `set format x`, e.g. "%.0b%BB" for bytes as 1kiB ... 64MiB; "" = default
 };
 
 struct BarChart {

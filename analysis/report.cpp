@@ -162,6 +162,7 @@ int render_report(const std::vector<std::string>& inputs, const std::string& out
     log << "scenario " << scenarios[i].name << " (" << scenarios[i].runs.size() << " runs)\n";
     body << render_section(scenarios[i], slugs[i], parts, out, out_dir, log, problems);
   }
+  body << comm_bench_section(inputs, out, out_dir, log, problems);  // not per scenario: results/calibration/
 
   std::ostringstream page;
   page << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"

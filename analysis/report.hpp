@@ -46,6 +46,22 @@ using ChartBuilder = std::function<std::optional<Chart>(const Scenario&)>;
 // inlined, links to PNG/script/data and the rerun command. If gnuplot fails, the figure says why.
 SectionPart chart_part(std::string kind, std::string caption, ChartBuilder build);
 
+// Predicted vs measured for the runs whose result.json carries "prediction": twin bars, scatters against
+// y = x, a table of errors (analysis/report_prediction.cpp). "" when no run of the scenario has one.
+std::string prediction_part(SectionContext& ctx);
+
+// Instrumentation views of a scenario (analysis/report_instrument.cpp): a one-step timeline per run with compute
+// and comm lanes per rank (SVG drawn directly), step time stacked by phase, overlap % per run. Reads
+// result.json's steps[].phases_ms, summary.phases_ms, comm, and rank<r>/timeline.json; "" when no run has them.
+std::string instrument_part(SectionContext& ctx);
+
+// The collective benchmark, a section of its own after the scenarios (analysis/report_instrument.cpp): every
+// comm_bench.json found below `inputs` -> bus bandwidth vs message size per op/algorithm with the point-to-point
+// reference line, and a table. "" when there is none.
+std::string comm_bench_section(const std::vector<std::string>& inputs, const std::filesystem::path& out_dir,
+                               const std::string& out_dir_display, std::ostream& log,
+                               std::vector<std::string>& problems);
+
 // Description + notes, loss/step-time/throughput charts, the runs table, reproduce commands.
 std::vector<SectionPart> default_section_parts();
 

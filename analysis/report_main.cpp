@@ -2,6 +2,7 @@
 //
 //   build/bin/dtlab-report results/baseline results/ddp_vs_fsdp -o reports/latest
 //   build/bin/dtlab-report results -o reports/all          # every scenario below results/
+//   build/bin/dtlab-report --accuracy results              # prediction accuracy against the targets (no report)
 //
 // Exit status: 0 report written; 1 inputs unreadable or report written with problems; 2 bad usage.
 #include <CLI/CLI.hpp>
@@ -9,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/accuracy.hpp"
 #include "analysis/report.hpp"
 
 int main(int argc, char** argv) {
@@ -18,12 +20,20 @@ int main(int argc, char** argv) {
   std::vector<std::string> inputs;
   std::string out_dir;
   app.add_option("inputs", inputs, "scenario dirs, run dirs, or parent dirs to search")->required();
-  app.add_option("-o,--out", out_dir, "report directory (created; index.html lands here)")->required();
+  bool accuracy = false;
+  app.add_option("-o,--out", out_dir, "report directory (created; index.html lands here); required without --accuracy");
+  app.add_flag("--accuracy", accuracy,
+               "print predicted-vs-measured accuracy of the runs found against the cost-model targets, no report");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
+  }
+  if (accuracy) return dtlab::analysis::run_accuracy(inputs, std::cout, std::cerr);
+  if (out_dir.empty()) {
+    std::cerr << "dtlab-report: -o,--out is required (or pass --accuracy)\n";
+    return 2;
   }
   return dtlab::analysis::render_report(inputs, out_dir, std::cerr);
 }

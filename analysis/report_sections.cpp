@@ -272,8 +272,10 @@ std::vector<SectionPart> default_section_parts() {
                  "Median step time split into exposed communication wait (after backward, waiting for "
                  "collectives) and everything else.",
                  comm_wait_chart),
+      instrument_part,
       table_part,
       scaling_part,
+      prediction_part,
       reproduce_part,
   };
 }

@@ -106,4 +106,41 @@ inline constexpr const char* kHwmBytes = "hwm_bytes";
 // collectives[i]
 inline constexpr const char* kBytesPerStep = "bytes_per_step";
 
+// ---- instrumentation (issue 5): phases, metrics, per-collective records -------------------------
+// steps[i], optional
+inline constexpr const char* kPhasesMs = "phases_ms";  // {data, forward, backward, comm_wait, optimizer, other}
+inline constexpr const char* kCommMs = "comm_ms";      // union of the step's collective intervals
+inline constexpr const char* kExposedCommMs = "exposed_comm_ms";  // of which not hidden behind compute
+inline constexpr const char* kOverlapPct = "overlap_pct";         // hidden share of comm_ms, percent
+// summary, optional
+inline constexpr const char* kStepMsMean = "step_ms_mean";
+inline constexpr const char* kStepMsP95 = "step_ms_p95";
+inline constexpr const char* kTokensPerSPerRank = "tokens_per_s_per_rank";
+inline constexpr const char* kMfuPeakSource = "mfu_peak_source";  // where gemm_tflops came from
+inline constexpr const char* kPhaseClock = "phase_clock";         // steady_clock | cuda_events
+inline constexpr const char* kCpuUtilPct = "cpu_util_pct";        // rank 0; 100 = one core busy
+inline constexpr const char* kMemoryMaxAllocatedBytes = "memory_max_allocated_bytes";
+inline constexpr const char* kMemoryMaxReservedBytes = "memory_max_reserved_bytes";
+inline constexpr const char* kOverlapPctMedian = "overlap_pct_median";
+// comm: {records: [...], records_truncated, ranks: [{rank, comm_ms_per_step, exposed_ms_per_step, overlap_pct,
+//        cpu_util_pct}]}
+inline constexpr const char* kComm = "comm";
+inline constexpr const char* kRecords = "records";
+inline constexpr const char* kRecordsTruncated = "records_truncated";
+inline constexpr const char* kSeq = "seq";
+inline constexpr const char* kStartUs = "start_us";
+inline constexpr const char* kEndUs = "end_us";
+inline constexpr const char* kTimeUs = "time_us";
+inline constexpr const char* kAlgbwGBps = "algbw_GBps";
+inline constexpr const char* kBusbwGBps = "busbw_GBps";
+inline constexpr const char* kExposedUs = "exposed_us";
+inline constexpr const char* kOverlappedUs = "overlapped_us";
+inline constexpr const char* kCommMsPerStep = "comm_ms_per_step";
+inline constexpr const char* kExposedMsPerStep = "exposed_ms_per_step";
+// prediction (analysis/cost/predict.hpp)
+inline constexpr const char* kPrediction = "prediction";
+// files inside rank<r>/
+inline constexpr const char* kTimelineFile = "timeline.json";
+inline constexpr const char* kTraceFile = "trace.json.gz";
+
 }  // namespace dtlab::analysis::schema

@@ -18,6 +18,7 @@ DEB_PACKAGES=(
   build-essential cmake ninja-build git ccache python3-venv
   nlohmann-json3-dev libyaml-cpp-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  zlib1g-dev             # trace.json.gz (lab/instrument/trace.cpp)
   libgloo-dev            # headers only: the wheel does not ship gloo/*.h (see docs/architecture.md)
   gnuplot-nox clang-format clang-tidy
 )

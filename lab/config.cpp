@@ -275,6 +275,8 @@ const std::vector<KeySpec>& key_table() {
         key("instrument.cupti", &C::instrument, &I::cupti, one_of({"auto", "on", "off"}), "CUPTI kernel timing"),
         key("instrument.warmup_steps", &C::instrument, &I::warmup_steps, at_least(0), "steps excluded from summaries"),
         key("instrument.log_every", &C::instrument, &I::log_every, at_least(1), "print a step line every N steps"),
+        key("instrument.profile", &C::instrument, &I::profile, any(),
+            "machine profile for the prediction in result.json (dtlab calibrate)"),
     };
     // clang-format on
   }();

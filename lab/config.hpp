@@ -98,6 +98,7 @@ struct InstrumentConfig {
   std::string cupti = "auto";  // auto | on | off
   int64_t warmup_steps = 2;    // steps excluded from summary statistics
   int64_t log_every = 1;       // print a step line every N steps
+  std::string profile;         // machine profile JSON (dtlab calibrate); "" = predict memory and bytes only
 };
 
 struct Config {

@@ -82,6 +82,7 @@ int run_scenario(const Scenario& scenario, int argc, char** argv) {
     if (run_process(build) != 0) return 1;
   }
 
+  const fs::path profile = fs::path(out_root) / "calibration" / "profile.json";
   nlohmann::json manifest = {
       {"scenario", scenario.name}, {"title", scenario.title}, {"description", scenario.description},
       {"notes", scenario.notes},   {"quick", quick},          {"runs", nlohmann::json::array()}};
@@ -96,6 +97,7 @@ int run_scenario(const Scenario& scenario, int argc, char** argv) {
                                  display_path(source_dir / "scenarios" / "configs" / run.config)})
       args.push_back(a);
     for (const auto& o : run.overrides) args.push_back(o);
+    if (fs::exists(profile)) args.push_back("instrument.profile=" + display_path(fs::absolute(profile)));
     if (quick)
       for (const auto& o : run.quick_overrides) args.push_back(o);
     args.push_back("--out");
@@ -119,6 +121,14 @@ int run_scenario(const Scenario& scenario, int argc, char** argv) {
   std::ofstream(scenario_dir / "scenario.json") << manifest.dump(2) << "\n";
   std::cout << "\nscenario " << scenario.name << ": results in " << scenario_dir.string() << "\n";
   return 0;
+}
+
+std::string scenario_out_root(int argc, char** argv) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::string(argv[i]) == "--out") return argv[i + 1];
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]).rfind("--out=", 0) == 0) return std::string(argv[i]).substr(6);
+  return "results";
 }
 
 }  // namespace dtlab

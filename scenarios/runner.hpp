@@ -11,6 +11,8 @@
 //     return dtlab::run_scenario(s, argc, argv);
 //   }
 // Flags: --out DIR (default results), --quick (few steps: tests), --only RUN (one run by name).
+// When <out>/calibration/profile.json exists (`dtlab calibrate`, run first by `make benchmark`), every run gets
+// instrument.profile=<it>, so its result.json carries a prediction with times.
 #pragma once
 
 #include <string>
@@ -37,5 +39,8 @@ struct Scenario {
 };
 
 int run_scenario(const Scenario& scenario, int argc, char** argv);
+
+// The --out value of a scenario command line ("results" when absent), for code that reads the runs afterwards.
+std::string scenario_out_root(int argc, char** argv);
 
 }  // namespace dtlab

@@ -20,6 +20,7 @@
 
 #include "lab/comm/comm.hpp"
 #include "lab/dist/fault_injection.hpp"
+#include "lab/instrument/step_profiler.hpp"
 #include "lab/train/checkpoint.hpp"
 #include "lab/train/optimizer.hpp"
 #include "lab/train/strategy.hpp"
@@ -107,11 +108,15 @@ class DdpStrategy final : public Strategy {
   double forward_backward(const Batch& batch, double loss_weight, bool is_last_micro) override {
     sync_ = is_last_micro;  // no communication on the non-final micro-steps of accumulation
     for (auto& b : buckets_) b.ready = 0;
-    at::Tensor loss =
-        GPT::loss_sum(forward_with_checkpointing(*model_, batch.inputs, checkpointing_, checkpoint_every_),
-                      batch.targets) *
-        loss_weight;
+    at::Tensor loss;
+    {
+      ScopedPhase forward(Phase::forward, "forward-compute");
+      loss = GPT::loss_sum(forward_with_checkpointing(*model_, batch.inputs, checkpointing_, checkpoint_every_),
+                           batch.targets) *
+             loss_weight;
+    }
     inject_delay("after_forward", rank_);
+    ScopedPhase backward(Phase::backward, "backward-compute");
     (loss * static_cast<double>(world_size_)).backward();
     return loss.item<double>();
   }

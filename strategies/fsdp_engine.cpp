@@ -13,6 +13,7 @@
 #include "kernels/stochastic_round.hpp"
 #include "lab/comm/comm.hpp"
 #include "lab/dist/fault_injection.hpp"
+#include "lab/instrument/step_profiler.hpp"
 #include "lab/train/checkpoint.hpp"
 #include "lab/train/optimizer.hpp"
 
@@ -121,16 +122,24 @@ class ShardedStrategy final : public Strategy {
     is_last_micro_ = is_last_micro;
     const size_t n = units_.size();
     at::Tensor x = batch.inputs;
-    for (size_t u = 0; u < n; ++u) {
-      FlatUnit& unit = units_[u];
-      ensure_gathered(unit);
-      if (prefetch_ && u + 1 < n) start_gather(units_[u + 1]);
-      for (int m : unit.model_units) x = run_model_unit(m, x);
-      x.register_hook([this, u](const at::Tensor&) { before_unit_backward(u); });
-      if (frees_after_forward() && u + 1 < n) release_params(unit);  // the last unit is needed right away
+    at::Tensor loss;
+    {
+      ScopedPhase forward(Phase::forward, "forward-compute");
+      for (size_t u = 0; u < n; ++u) {
+        FlatUnit& unit = units_[u];
+        ensure_gathered(unit);
+        if (prefetch_ && u + 1 < n) start_gather(units_[u + 1]);
+        {
+          ScopedPhase unit_forward(Phase::forward, "forward-compute " + unit.name);
+          for (int m : unit.model_units) x = run_model_unit(m, x);
+        }
+        x.register_hook([this, u](const at::Tensor&) { before_unit_backward(u); });
+        if (frees_after_forward() && u + 1 < n) release_params(unit);  // the last unit is needed right away
+      }
+      loss = GPT::loss_sum(x, batch.targets) * loss_weight;
     }
-    at::Tensor loss = GPT::loss_sum(x, batch.targets) * loss_weight;
     inject_delay("after_forward", rank_);
+    ScopedPhase backward(Phase::backward, "backward-compute");
     (loss * (static_cast<double>(world_size_) * loss_scale_)).backward();
     return loss.item<double>();
   }

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <memory>
 
+#include "lab/instrument/step_profiler.hpp"
 #include "lab/train/checkpoint.hpp"
 #include "lab/train/optimizer.hpp"
 #include "lab/train/strategy.hpp"
@@ -62,10 +63,14 @@ class SingleStrategy final : public Strategy {
       for (size_t i = 0; i < compute_.size(); ++i) compute_[i].copy_(params_[i]);
       compute_fresh_ = true;
     }
-    at::Tensor loss =
-        GPT::loss_sum(forward_with_checkpointing(*model_, batch.inputs, checkpointing_, checkpoint_every_),
-                      batch.targets) *
-        loss_weight;
+    at::Tensor loss;
+    {
+      ScopedPhase forward(Phase::forward, "forward-compute");
+      loss = GPT::loss_sum(forward_with_checkpointing(*model_, batch.inputs, checkpointing_, checkpoint_every_),
+                           batch.targets) *
+             loss_weight;
+    }
+    ScopedPhase backward(Phase::backward, "backward-compute");
     loss.backward();
     return loss.item<double>();
   }

@@ -2,6 +2,8 @@
 #include "lab/comm/comm.hpp"
 
 #include "lab/dist/fault_injection.hpp"
+#include "lab/instrument/clock.hpp"
+#include "lab/instrument/step_profiler.hpp"
 
 #include <chrono>
 #include <stdexcept>
@@ -14,10 +16,7 @@ namespace dtlab {
 
 const char* to_string(CommAlgorithm a) { return a == CommAlgorithm::ring ? "ring" : "backend"; }
 
-double comm_clock_us() {
-  static const auto epoch = std::chrono::steady_clock::now();
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - epoch).count();
-}
+double comm_clock_us() { return lab_clock_us(); }
 
 void CommHandle::wait() {
   if (!wait_fn_) return;
@@ -73,6 +72,7 @@ CommHandle Comm::track(const c10::intrusive_ptr<c10d::Work>& work, std::shared_p
   }
   CommHandle handle;
   handle.wait_fn_ = [work, record, after_wait = std::move(after_wait), group = group_name_]() {
+    ScopedPhase blocked(Phase::comm_wait, collective_span_name(record->record.op, record->record.tag));
     try {
       work->wait();
     } catch (const std::exception& e) {
@@ -105,7 +105,8 @@ CommHandle Comm::all_gather(at::Tensor& output, at::Tensor& input, CommAlgorithm
   if (!output.is_contiguous() || !input.is_contiguous() || output.dim() != 1 || input.dim() != 1)
     throw std::invalid_argument("comm: all_gather needs 1-D contiguous tensors");
   auto record = start_record("all_gather", to_string(algorithm), input, static_cast<int64_t>(output.nbytes()), tag);
-  if (algorithm == CommAlgorithm::ring) {
+  if (algorithm == CommAlgorithm::ring) {  // synchronous: the caller waits for all of it
+    ScopedPhase blocked(Phase::comm_wait, collective_span_name("all_gather", tag));
     ring_all_gather(output, input);
     record->end_us.store(comm_clock_us());
     return {};
@@ -122,7 +123,8 @@ CommHandle Comm::reduce_scatter(at::Tensor& output, at::Tensor& input, CommAlgor
   if (!output.is_contiguous() || !input.is_contiguous() || output.dim() != 1 || input.dim() != 1)
     throw std::invalid_argument("comm: reduce_scatter needs 1-D contiguous tensors");
   auto record = start_record("reduce_scatter", to_string(algorithm), input, static_cast<int64_t>(input.nbytes()), tag);
-  if (algorithm == CommAlgorithm::ring) {
+  if (algorithm == CommAlgorithm::ring) {  // synchronous: the caller waits for all of it
+    ScopedPhase blocked(Phase::comm_wait, collective_span_name("reduce_scatter", tag));
     ring_reduce_scatter(output, input);
     record->end_us.store(comm_clock_us());
     return {};
@@ -141,12 +143,28 @@ void Comm::barrier() {
   track(backend_->barrier(), record, false).wait();
 }
 
+void Comm::exchange(at::Tensor& send_buf, int to, at::Tensor& recv_buf, int from, const std::string& tag) {
+  auto record = start_record("send_recv", "backend", send_buf, static_cast<int64_t>(send_buf.nbytes()), tag);
+  send_recv(send_buf, to, recv_buf, from, 0);
+  record->end_us.store(comm_clock_us());
+}
+
 std::vector<CollectiveRecord> Comm::records() const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<CollectiveRecord> out;
   for (const auto& live : records_) {
     out.push_back(live->record);
     out.back().end_us = live->end_us.load();
+  }
+  return out;
+}
+
+std::vector<CollectiveRecord> Comm::records_since(size_t first) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<CollectiveRecord> out;
+  for (size_t i = first; i < records_.size(); ++i) {
+    out.push_back(records_[i]->record);
+    out.back().end_us = records_[i]->end_us.load();
   }
   return out;
 }

@@ -10,8 +10,10 @@
 // all_gather/reduce_scatter), group size and name, and the start and end times of the work. The end
 // time is stamped when the backend completes the work (a future callback), not when it was enqueued
 // nor when someone waited for it; for work that has no completion callback (Gloo's emulated
-// reduce_scatter) it is stamped when wait() returns. Times are microseconds on the steady clock since
-// the process's first Comm (comm_clock_us()).
+// reduce_scatter) it is stamped when wait() returns. Times are microseconds on the lab clock
+// (lab/instrument/clock.hpp; comm_clock_us()). Every blocking wait — CommHandle::wait() and the
+// synchronous ring calls — is a comm_wait phase span of the step profiler, named in Megatron's
+// vocabulary (lab/instrument/step_profiler.hpp): that is how exposed communication is measured.
 //
 // Algorithms: `backend` uses the backend's own collective. For Gloo, `ring` runs the lab's ring
 // reduce-scatter / all-gather over send/recv: Gloo's reduce_scatter_tensor is an all-reduce plus a
@@ -44,7 +46,7 @@ const char* to_string(CommAlgorithm a);
 
 struct CollectiveRecord {
   int64_t seq = 0;        // per Comm, from 0
-  std::string op;         // all_reduce | broadcast | all_gather | reduce_scatter | send | recv | barrier
+  std::string op;         // all_reduce | broadcast | all_gather | reduce_scatter | send | recv | send_recv | barrier
   std::string algorithm;  // backend | ring
   std::string dtype;      // float32 | bfloat16 | float16 | ...
   int64_t bytes = 0;
@@ -86,9 +88,15 @@ class Comm {
   CommHandle reduce_scatter(at::Tensor& output, at::Tensor& input, CommAlgorithm algorithm,
                             const std::string& tag = "");
   void barrier();
+  // Point-to-point: sends send_buf to rank `to` while receiving recv_buf from rank `from`, both posted at once
+  // (one ring step); blocks until both are done. Recorded as op "send_recv". Uses p2p tag 0, which the ring never
+  // uses; successive exchanges between a pair match in order. (comm-bench's point-to-point line.)
+  void exchange(at::Tensor& send_buf, int to, at::Tensor& recv_buf, int from, const std::string& tag = "");
 
   // Copies of the records so far (thread-safe).
   std::vector<CollectiveRecord> records() const;
+  // Copies of records [first, record_count()) — the collectives issued since an earlier record_count().
+  std::vector<CollectiveRecord> records_since(size_t first) const;
   size_t record_count() const;
 
   // Element ranges [begin, end) of each rank's chunk when n elements split over p ranks.

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lab/config.hpp"
+#include "lab/instrument/step_profiler.hpp"
 #include "lab/train/strategy.hpp"
 #include "lab/world.hpp"
 
@@ -38,9 +39,16 @@ struct TrainOptions {
 struct StepRecord {
   int64_t step = 0;  // 1-based
   double loss = 0, lr = 0, grad_norm = 0, step_ms = 0, tokens_per_s = 0;
-  double comm_wait_ms = 0;  // time in finish_gradients: communication not hidden behind backward
-  double loss_scale = 1.0;  // dynamic loss scaling only
-  bool skipped = false;     // dynamic loss scaling: non-finite gradients somewhere, no update
+  PhaseTimes phases_ms{};      // exclusive time per phase (lab/instrument/step_profiler.hpp); they sum to step_ms
+  double comm_wait_ms = 0;     // = phases_ms[comm_wait]: the main thread blocked on communication
+  double comm_ms = 0;          // union of the step's collective intervals
+  double exposed_comm_ms = 0;  // of which not hidden behind compute
+  double overlap_pct = 0;      // hidden share of comm_ms
+  double tflops = 0;           // model FLOPs rate of the step, all ranks
+  double mfu_pct = 0;          // tflops / the peak of all ranks (summary.gemm_tflops); 0 when unknown
+  int64_t memory_bytes = 0;    // tensor memory peak so far (this rank)
+  double loss_scale = 1.0;     // dynamic loss scaling only
+  bool skipped = false;        // dynamic loss scaling: non-finite gradients somewhere, no update
 };
 
 struct TrainOutcome {
@@ -55,7 +63,8 @@ int configure_threads(const Config& config, const World& world);
 // for configurations the model or strategy cannot run.
 TrainOutcome train(const Config& config, Strategy& strategy, World& world, const TrainOptions& options);
 
-// "step 12/100 | loss 3.2104 | lr 3.0e-04 | 412.3 ms | 9920 tok/s"
+// "step 12/100 | loss 3.2104 | lr 3.0e-04 | 412.3 ms | 9920 tok/s | 0.0123 TFLOPS | mfu 41.2% | mem 0.02 GiB
+//  | comm 30.1 ms, 12.0 exposed (overlap 60%)" — the parts after tok/s only when known (non-zero).
 std::string format_step_line(const StepRecord& r, int64_t total_steps);
 
 }  // namespace dtlab

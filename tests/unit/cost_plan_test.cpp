@@ -50,8 +50,10 @@ TEST(CostPlan, ParamShapesMatchTheModel) {
 }
 
 TEST(CostPlan, SingleStateBytesEqualTheStrategysExactly) {
-  for (const std::string opt : {"adamw", "sgd"}) {
-    Config c = tiny({"train.optimizer=" + opt, "train.steps=1", "train.warmup_steps=0"});
+  for (const std::string opt : {"adamw", "sgd", "adamw bf16"}) {
+    const bool bf16 = opt == "adamw bf16";
+    Config c = tiny({"train.optimizer=" + opt.substr(0, opt.find(' ')), "train.steps=1", "train.warmup_steps=0",
+                     bf16 ? "precision.param_dtype=bf16" : "precision.param_dtype=fp32"});
     auto strategy = make_strategy("single");
     SingleProcessWorld world;
     TrainOptions o;

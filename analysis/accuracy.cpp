@@ -1,0 +1,393 @@
+// accuracy.cpp: predicted vs measured per run, and the accuracy targets; see accuracy.hpp.
+#include "analysis/accuracy.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <set>
+
+#include "analysis/schema.hpp"
+#include "analysis/stats.hpp"
+
+namespace dtlab::analysis {
+namespace {
+using nlohmann::json;
+
+// Keys inside the "prediction" object (owned by analysis/cost/predict.hpp; named here as this file reads them).
+using schema::kPrediction;
+constexpr const char* kLabel = "label";
+constexpr const char* kProfile = "profile";
+constexpr const char* kProfileKind = "profile_kind";
+constexpr const char* kMemoryBytes = "memory_bytes";
+constexpr const char* kLogits = "logits";
+constexpr const char* kPeak = "peak";
+constexpr const char* kPredictionNotes = "notes";
+constexpr const char* kComputeMs = "compute_ms";
+constexpr const char* kOptimizerMs = "optimizer_ms";
+constexpr const char* kExposedMs = "exposed_ms";
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+std::string source_of(const RunResult& run) { return run.dir + "/" + schema::kResultFile; }
+
+// A number at obj[key]: nullopt when absent or null; AnalysisError naming the key when not a number.
+std::optional<double> opt_number(const json& obj, const std::string& key, const std::string& source,
+                                 const std::string& path) {
+  if (!obj.is_object() || !obj.contains(key) || obj.at(key).is_null()) return std::nullopt;
+  const json& v = obj.at(key);
+  if (!v.is_number()) {
+    throw AnalysisError(source + ": key \"" + path + key + "\" must be a number or null, got " + v.type_name());
+  }
+  return v.get<double>();
+}
+
+// summary.phases_ms.<phase>.median, NaN when absent.
+double phase_median(const json& phases, const char* phase, const std::string& source) {
+  if (!phases.contains(phase)) return std::numeric_limits<double>::quiet_NaN();
+  return opt_number(phases.at(phase), "median", source, std::string("summary.phases_ms.") + phase + ".")
+      .value_or(std::numeric_limits<double>::quiet_NaN());
+}
+
+// The measured step parts from the trainer's phase medians, or nullopt when the run recorded none.
+std::optional<StepParts> measured_step_parts(const json& raw, const std::string& source) {
+  if (!raw.contains(schema::kSummary) || !raw.at(schema::kSummary).is_object()) return std::nullopt;
+  const json& summary = raw.at(schema::kSummary);
+  if (!summary.contains(schema::kPhasesMs) || !summary.at(schema::kPhasesMs).is_object()) return std::nullopt;
+  const json& phases = summary.at(schema::kPhasesMs);
+  StepParts m;
+  m.compute_ms = phase_median(phases, "forward", source) + phase_median(phases, "backward", source);
+  m.exposed_comm_ms = phase_median(phases, "comm_wait", source);
+  m.optimizer_ms = phase_median(phases, "optimizer", source);
+  return m;
+}
+
+std::string opt_string(const json& obj, const std::string& key) {
+  if (!obj.is_object() || !obj.contains(key) || !obj.at(key).is_string()) return "";
+  return obj.at(key).get<std::string>();
+}
+
+// The measured memory object of `rank`: memory.ranks[i] with that rank, else memory itself (rank 0's).
+const json* measured_memory(const json& raw, int rank) {
+  if (!raw.contains(schema::kMemory) || !raw.at(schema::kMemory).is_object()) return nullptr;
+  const json& mem = raw.at(schema::kMemory);
+  if (mem.contains(schema::kRanks) && mem.at(schema::kRanks).is_array()) {
+    for (const json& r : mem.at(schema::kRanks)) {
+      if (r.is_object() && r.contains(schema::kRank) && r.at(schema::kRank).is_number_integer() &&
+          r.at(schema::kRank).get<int>() == rank) {
+        return &r;
+      }
+    }
+  }
+  return &mem;
+}
+
+std::string fmt(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+std::string pad(std::string s, std::size_t width) {
+  if (s.size() < width) s.append(width - s.size(), ' ');
+  return s;
+}
+
+// A signed percentage that never prints "-0.0".
+std::string pct(double value) {
+  if (std::abs(value) < 0.05) value = 0.0;
+  return fmt("%+7.1f", value);
+}
+
+std::string verdict(bool met) { return met ? "met" : "MISSED"; }
+
+std::string run_id(const RunComparison& c) {
+  return c.scenario + "/" + c.run + (c.label == "projection" ? " [projection]" : "");
+}
+
+}  // namespace
+
+double PredictedMeasured::error_pct() const {
+  if (measured == 0) return predicted == 0 ? 0.0 : std::numeric_limits<double>::infinity();
+  return (predicted - measured) / measured * 100.0;
+}
+
+std::optional<RunComparison> compare_run(const RunResult& run, const std::string& scenario) {
+  const json& raw = run.raw;
+  if (!raw.is_object() || !raw.contains(kPrediction) || raw.at(kPrediction).is_null()) return std::nullopt;
+  const std::string source = source_of(run);
+  const json& p = raw.at(kPrediction);
+  if (!p.is_object()) {
+    throw AnalysisError(source + ": key \"prediction\" must be an object, got " + std::string(p.type_name()));
+  }
+  RunComparison c;
+  c.scenario = scenario;
+  c.run = run.name;
+  c.strategy = opt_string(p, schema::kStrategy);
+  if (c.strategy.empty()) c.strategy = run.strategy;
+  c.world_size = static_cast<int>(opt_number(p, schema::kWorldSize, source, "prediction.").value_or(run.world_size));
+  c.rank = static_cast<int>(opt_number(p, schema::kRank, source, "prediction.").value_or(0));
+  c.label = opt_string(p, kLabel);
+  if (c.label.empty()) c.label = "prediction";
+  c.profile = opt_string(p, kProfile);
+  c.profile_kind = opt_string(p, kProfileKind);
+  if (p.contains(kPredictionNotes) && p.at(kPredictionNotes).is_array()) {
+    for (const json& n : p.at(kPredictionNotes))
+      if (n.is_string()) c.notes.push_back(n.get<std::string>());
+  }
+
+  if (auto step = opt_number(p, schema::kStepMs, source, "prediction."); step && run.step_ms_median > 0) {
+    c.step_ms = PredictedMeasured{*step, run.step_ms_median};
+    StepParts predicted;
+    predicted.compute_ms = opt_number(p, kComputeMs, source, "prediction.").value_or(predicted.compute_ms);
+    predicted.optimizer_ms = opt_number(p, kOptimizerMs, source, "prediction.").value_or(predicted.optimizer_ms);
+    if (p.contains(schema::kComm))
+      predicted.exposed_comm_ms =
+          opt_number(p.at(schema::kComm), kExposedMs, source, "prediction.comm.").value_or(predicted.exposed_comm_ms);
+    c.predicted_parts = predicted;
+    c.measured_parts = measured_step_parts(raw, source);
+  }
+
+  const json empty = json::object();
+  const json& predicted = p.contains(kMemoryBytes) && p.at(kMemoryBytes).is_object() ? p.at(kMemoryBytes) : empty;
+  const json* measured = measured_memory(raw, c.rank);
+  if (measured == nullptr) return c;
+  const std::string ppath = "prediction.memory_bytes.";
+  const std::string mpath = "memory.";
+  for (const char* category : kMemoryCategories) {
+    const std::string name = category;
+    std::optional<double> pred = opt_number(predicted, name, source, ppath);
+    std::optional<double> meas;
+    if (name == kPeak) {
+      meas = opt_number(*measured, schema::kTensorPeakBytes, source, mpath);
+    } else {
+      meas = opt_number(*measured, name + "_bytes", source, mpath);
+    }
+    // The measured activations are the peak minus the kept state, so the logits live at the peak are in them.
+    if (name == "activations" && pred) *pred += opt_number(predicted, kLogits, source, ppath).value_or(0.0);
+    if (pred && meas) c.memory_bytes[name] = PredictedMeasured{*pred, *meas};
+  }
+  return c;
+}
+
+std::vector<RunComparison> compare_scenario(const Scenario& scenario) {
+  std::vector<RunComparison> out;
+  for (const RunResult& r : scenario.runs)
+    if (auto c = compare_run(r, scenario.name)) out.push_back(std::move(*c));
+  return out;
+}
+
+AccuracySummary evaluate_accuracy(const std::vector<Scenario>& scenarios, const std::string& study) {
+  AccuracySummary s;
+  std::map<std::string, std::vector<RunComparison>> by_scenario;
+  for (const Scenario& sc : scenarios) {
+    for (const RunResult& r : sc.runs) {
+      if (auto c = compare_run(r, sc.name)) {
+        by_scenario[sc.name].push_back(*c);
+        s.runs.push_back(std::move(*c));
+      } else {
+        s.without_prediction.push_back(sc.name + "/" + r.name);
+      }
+    }
+  }
+  auto timed = [](const std::vector<RunComparison>& runs) {
+    return std::any_of(runs.begin(), runs.end(), [](const RunComparison& c) { return c.step_ms.has_value(); });
+  };
+  std::vector<const std::vector<RunComparison>*> study_groups;
+  if (by_scenario.count(study) && timed(by_scenario.at(study))) {
+    s.study = study;
+    study_groups.push_back(&by_scenario.at(study));
+  } else {
+    s.study = "all";
+    for (const auto& [name, runs] : by_scenario) study_groups.push_back(&runs);
+  }
+  for (const auto* runs : study_groups) {
+    std::vector<const RunComparison*> with_time;
+    for (const RunComparison& c : *runs) {
+      if (!c.step_ms) continue;
+      with_time.push_back(&c);
+      s.study_step_errors_pct.push_back(c.step_ms->error_pct());
+    }
+    for (std::size_t i = 0; i < with_time.size(); ++i) {
+      for (std::size_t j = i + 1; j < with_time.size(); ++j) {
+        const PredictedMeasured& a = *with_time[i]->step_ms;
+        const PredictedMeasured& b = *with_time[j]->step_ms;
+        RankedPair pair{with_time[i]->run, with_time[j]->run, a.predicted, b.predicted, a.measured, b.measured};
+        const auto sign = [](double x) { return (x > 0) - (x < 0); };
+        pair.right = sign(a.predicted - b.predicted) == sign(a.measured - b.measured);
+        const double smaller = std::min(a.measured, b.measured);
+        pair.within_noise = smaller > 0 && std::abs(a.measured - b.measured) / smaller * 100.0 < kRankingNoisePct;
+        s.pairs.push_back(pair);
+      }
+    }
+  }
+  if (!s.study_step_errors_pct.empty()) {
+    std::vector<double> abs_errors;
+    for (double e : s.study_step_errors_pct) abs_errors.push_back(std::abs(e));
+    s.median_abs_step_error_pct = median(abs_errors);
+  }
+  return s;
+}
+
+bool print_accuracy(const AccuracySummary& s, std::ostream& out) {
+  std::set<std::string> profiles;
+  std::size_t width = 0;
+  for (const RunComparison& c : s.runs) {
+    profiles.insert(c.profile.empty() ? "none"
+                                      : c.profile + " (" + (c.profile_kind.empty() ? "?" : c.profile_kind) + ")");
+    width = std::max(width, run_id(c).size());
+  }
+  width += 2;
+  std::string profile_list;
+  for (const std::string& p : profiles) profile_list += (profile_list.empty() ? "" : ", ") + p;
+  out << "dtlab accuracy: predicted vs measured over " << s.runs.size() << " run" << (s.runs.size() == 1 ? "" : "s")
+      << " with a prediction; profile " << (profile_list.empty() ? "none" : profile_list) << "\n";
+  if (!s.without_prediction.empty()) {
+    out << "  (" << s.without_prediction.size() << " run" << (s.without_prediction.size() == 1 ? "" : "s")
+        << " without a prediction left out: ";
+    for (std::size_t i = 0; i < s.without_prediction.size(); ++i) {
+      if (i == 4) {
+        out << ", ...";
+        break;
+      }
+      out << (i ? ", " : "") << s.without_prediction[i];
+    }
+    out << ")\n";
+  }
+  out << "  error = (predicted - measured) / measured; [projection]: predicted beyond what the profile measured\n";
+  if (s.runs.empty()) {
+    out << "nothing to judge: no result.json carries \"prediction\" (set instrument.profile, rerun the studies)\n";
+    return false;
+  }
+
+  int met = 0, missed = 0, not_judged = 0;
+  std::vector<std::string> missed_names;
+  auto tally = [&](std::optional<bool> ok, const std::string& name) {
+    if (!ok)
+      ++not_judged;
+    else if (*ok)
+      ++met;
+    else {
+      ++missed;
+      missed_names.push_back(name);
+    }
+  };
+
+  // 1. kept state exact
+  out << "\nState bytes (target: params, grads, optimizer bytes exact)\n";
+  std::optional<bool> state_ok;
+  for (const RunComparison& c : s.runs) {
+    out << "  " << pad(run_id(c), width);
+    std::optional<bool> run_ok;
+    for (const char* category : {"params", "grads", "optimizer"}) {
+      auto it = c.memory_bytes.find(category);
+      if (it == c.memory_bytes.end()) {
+        out << category << " –     ";
+        continue;
+      }
+      const bool exact = it->second.exact();
+      run_ok = run_ok.value_or(true) && exact;
+      out << category
+          << (exact ? " yes   " : " NO (" + fmt("%+.0f", it->second.predicted - it->second.measured) + " B)   ");
+    }
+    out << (run_ok ? verdict(*run_ok) : "not judged") << "\n";
+    if (run_ok) state_ok = state_ok.value_or(true) && *run_ok;
+  }
+  tally(state_ok, "state bytes exact");
+
+  // 2. peak memory
+  out << "\nPeak memory (target: within " << fmt("%.0f", kPeakMemoryTargetPct) << "% per run)\n";
+  std::optional<bool> peak_ok;
+  for (const RunComparison& c : s.runs) {
+    auto it = c.memory_bytes.find(kPeak);
+    if (it == c.memory_bytes.end()) continue;
+    const double err = it->second.error_pct();
+    const bool ok = std::abs(err) <= kPeakMemoryTargetPct;
+    peak_ok = peak_ok.value_or(true) && ok;
+    out << "  " << pad(run_id(c), width) << "predicted " << fmt("%9.1f", it->second.predicted / kMiB)
+        << " MiB   measured " << fmt("%9.1f", it->second.measured / kMiB) << " MiB   error " << pct(err) << "%   "
+        << verdict(ok) << "\n";
+  }
+  if (!peak_ok) out << "  no run has both a predicted and a measured peak (memory.tensor_peak_bytes)\n";
+  tally(peak_ok, "peak memory");
+
+  // 3. step time
+  out << "\nStep time (target: median |error| within " << fmt("%.0f", kStepTimeTargetPct) << "% over the "
+      << (s.study == "all" ? "runs found" : s.study + " study") << "; per run shown against the same bound)\n";
+  bool any_time = false;
+  for (const RunComparison& c : s.runs) {
+    if (!c.step_ms) continue;
+    any_time = true;
+    const double err = c.step_ms->error_pct();
+    out << "  " << pad(run_id(c), width) << "predicted " << fmt("%9.1f", c.step_ms->predicted) << " ms    measured "
+        << fmt("%9.1f", c.step_ms->measured) << " ms    error " << pct(err) << "%   "
+        << (std::abs(err) <= kStepTimeTargetPct ? "within" : "outside") << "\n";
+    if (std::abs(err) > kStepTimeTargetPct && c.predicted_parts) {  // where the difference comes from
+      const auto part = [](double ms) { return std::isnan(ms) ? std::string("?") : fmt("%.1f", ms); };
+      const StepParts& pp = *c.predicted_parts;
+      out << "    " << pad("", width) << "why: predicted compute " << part(pp.compute_ms) << " + exposed comm "
+          << part(pp.exposed_comm_ms) << " + optimizer " << part(pp.optimizer_ms) << " ms";
+      if (c.measured_parts) {
+        const StepParts& mp = *c.measured_parts;
+        out << "; measured forward+backward " << part(mp.compute_ms) << " + comm wait " << part(mp.exposed_comm_ms)
+            << " + optimizer " << part(mp.optimizer_ms) << " ms (phase medians)";
+      }
+      out << "\n";
+    }
+  }
+  std::optional<bool> step_ok;
+  if (!any_time) {
+    out << "  no run has a predicted step time (predictions made without a machine profile: run `dtlab calibrate`\n"
+           "  and set instrument.profile)\n";
+  } else if (s.median_abs_step_error_pct) {
+    step_ok = *s.median_abs_step_error_pct <= kStepTimeTargetPct;
+    out << "  median |error| over " << (s.study == "all" ? "all runs" : s.study) << " ("
+        << s.study_step_errors_pct.size() << " runs): " << fmt("%.1f", *s.median_abs_step_error_pct) << "%   "
+        << verdict(*step_ok) << "\n";
+  }
+  tally(step_ok, "step time median");
+
+  // 4. ranking
+  out << "\nRanking by step time (target: >= " << fmt("%.0f", kRankingTargetPct) << "% of pairs in the same order)\n";
+  std::optional<bool> rank_ok;
+  if (s.pairs.empty()) {
+    out << "  fewer than two runs with a predicted step time in one scenario: no pair to rank\n";
+  } else {
+    const auto right = std::count_if(s.pairs.begin(), s.pairs.end(), [](const RankedPair& p) { return p.right; });
+    const double pct = 100.0 * static_cast<double>(right) / static_cast<double>(s.pairs.size());
+    rank_ok = pct >= kRankingTargetPct;
+    out << "  " << right << " of " << s.pairs.size() << " pairs ranked right (" << fmt("%.1f", pct) << "%)   "
+        << verdict(*rank_ok) << "\n";
+    for (const RankedPair& p : s.pairs) {
+      if (p.right) continue;
+      out << "    wrong: " << p.a << " vs " << p.b << ": predicted " << fmt("%.1f", p.predicted_a_ms) << " vs "
+          << fmt("%.1f", p.predicted_b_ms) << " ms, measured " << fmt("%.1f", p.measured_a_ms) << " vs "
+          << fmt("%.1f", p.measured_b_ms) << " ms"
+          << (p.within_noise ? " (measured within " + fmt("%.0f", kRankingNoisePct) + "%: run-to-run noise)" : "")
+          << "\n";
+    }
+  }
+  tally(rank_ok, "ranking");
+
+  out << "\ntargets: " << met << " met, " << missed << " missed";
+  if (!missed_names.empty()) {
+    out << " (";
+    for (std::size_t i = 0; i < missed_names.size(); ++i) out << (i ? ", " : "") << missed_names[i];
+    out << ")";
+  }
+  out << ", " << not_judged << " not judged; per-collective time: `dtlab comm-bench --model`\n";
+  return missed == 0 && not_judged == 0;
+}
+
+int run_accuracy(const std::vector<std::string>& inputs, std::ostream& out, std::ostream& log) {
+  try {
+    const AccuracySummary s = evaluate_accuracy(discover(inputs));
+    print_accuracy(s, out);
+    return s.runs.empty() ? 1 : 0;
+  } catch (const AnalysisError& e) {
+    log << "error: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace dtlab::analysis

@@ -1,0 +1,120 @@
+// accuracy.hpp: how close the cost models' predictions come to what was measured (torch-free).
+//
+// Usage:
+//   std::vector<Scenario> scenarios = discover({"results"});
+//   AccuracySummary s = evaluate_accuracy(scenarios);     // runs whose result.json carries "prediction"
+//   bool all_met = print_accuracy(s, std::cout);          // one line per run and target, each met / missed
+//
+//   dtlab-report --accuracy results          (same as `dtlab report --accuracy results`)
+//
+// Targets (issue 6, on this machine after `dtlab calibrate`):
+//   params / grads / optimizer bytes exact, per run;
+//   peak memory within 10%, per run;
+//   step time within 15%: the median of |error| over the sharding study (per-run errors printed too);
+//   the ranking of strategies by step time right in >= 90% of pairs (pairs within one scenario).
+// Per-collective time accuracy belongs to `dtlab comm-bench --model`.
+//
+// Error % = (predicted - measured) / measured * 100: positive means the model over-estimates.
+// What is compared (prediction keys from analysis/cost/predict.hpp):
+//   memory_bytes.{params,grads,optimizer,buffers}  vs memory.<category>_bytes of the rank predicted
+//   memory_bytes.activations + logits              vs memory.activations_bytes (peak minus the rest, so the
+//                                                     logits live at the peak are in it)
+//   memory_bytes.peak                              vs memory.tensor_peak_bytes
+//   step_ms                                        vs summary.step_ms_median
+// and, to say why a step time is off, its parts:
+//   compute_ms | comm.exposed_ms | optimizer_ms    vs summary.phases_ms.{forward + backward | comm_wait |
+//                                                     optimizer}.median (when the run recorded phases)
+// A prediction value that is null (e.g. times without a machine profile) is left out, not counted as wrong.
+#pragma once
+
+#include <array>
+#include <limits>
+#include <map>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "analysis/results.hpp"
+
+namespace dtlab::analysis {
+
+inline constexpr double kPeakMemoryTargetPct = 10.0;
+inline constexpr double kStepTimeTargetPct = 15.0;
+inline constexpr double kRankingTargetPct = 90.0;
+// Two runs whose measured step times differ by less than this are within run-to-run noise; a pair of them
+// ranked wrong is still counted wrong, but the printout says so.
+inline constexpr double kRankingNoisePct = 2.0;
+
+// The memory categories compared, in display order.
+inline constexpr std::array<const char*, 6> kMemoryCategories = {"params",  "grads",       "optimizer",
+                                                                 "buffers", "activations", "peak"};
+
+struct PredictedMeasured {
+  double predicted = 0;
+  double measured = 0;
+  // (predicted - measured) / measured * 100; 0 when both are 0; +inf when only measured is 0.
+  double error_pct() const;
+  bool exact() const { return predicted == measured; }
+};
+
+// A step split the way both the step model and the trainer's phases split it (ms; NaN when not known).
+struct StepParts {
+  double compute_ms = std::numeric_limits<double>::quiet_NaN();       // forward + backward (recompute included)
+  double exposed_comm_ms = std::numeric_limits<double>::quiet_NaN();  // waiting for collectives
+  double optimizer_ms = std::numeric_limits<double>::quiet_NaN();
+};
+
+// One run's prediction next to its measurement.
+struct RunComparison {
+  std::string scenario;  // scenario id ("runs" for ad-hoc run dirs)
+  std::string run;       // run display name
+  std::string strategy;
+  int world_size = 1;
+  int rank = 0;              // the rank predicted (and compared)
+  std::string label;         // prediction | projection (predict.hpp)
+  std::string profile;       // machine profile name, "" when the prediction had none
+  std::string profile_kind;  // measured | spec-sheet | ""
+  std::optional<PredictedMeasured> step_ms;
+  std::optional<StepParts> predicted_parts, measured_parts;  // with step_ms, when each side has them
+  std::map<std::string, PredictedMeasured> memory_bytes;     // by kMemoryCategories name; absent when either side is
+  std::vector<std::string> notes;                            // prediction.notes
+};
+
+// The comparison for one run, or nullopt when its result.json has no "prediction" object.
+// Throws AnalysisError naming the run dir and key when "prediction" is there but malformed.
+std::optional<RunComparison> compare_run(const RunResult& run, const std::string& scenario);
+
+// Every comparison of one scenario's runs, in run order (runs without a prediction skipped).
+std::vector<RunComparison> compare_scenario(const Scenario& scenario);
+
+// A pair of runs ordered by predicted and by measured step time.
+struct RankedPair {
+  std::string a, b;  // run names
+  double predicted_a_ms = 0, predicted_b_ms = 0, measured_a_ms = 0, measured_b_ms = 0;
+  bool right = false;         // same order (a predicted tie counts as right only for a measured tie)
+  bool within_noise = false;  // measured times differ by less than kRankingNoisePct
+};
+
+struct AccuracySummary {
+  std::vector<RunComparison> runs;              // every run with a prediction, scenario by scenario
+  std::vector<std::string> without_prediction;  // "scenario/run" of runs that carry none
+  std::string study;                            // the scenario the step-time median and ranking use, or "all"
+  std::vector<double> study_step_errors_pct;    // per run of the study with both times
+  std::optional<double> median_abs_step_error_pct;
+  std::vector<RankedPair> pairs;  // within each scenario of the study
+};
+
+// Runs the comparisons. `study` names the scenario the step-time median and ranking are over; when no
+// scenario has that name (or it has no timed predictions) every scenario is used and study = "all".
+AccuracySummary evaluate_accuracy(const std::vector<Scenario>& scenarios, const std::string& study = "sharding");
+
+// Prints the figures with a met / missed verdict per line and a closing tally. Returns true when every
+// target that could be judged was met (false also when there is nothing to judge).
+bool print_accuracy(const AccuracySummary& summary, std::ostream& out);
+
+// The `--accuracy` command: discover(inputs), evaluate, print to out. Returns 0 when figures were printed
+// (met or not: the figures are the product), 1 when inputs could not be loaded or no run has a prediction.
+int run_accuracy(const std::vector<std::string>& inputs, std::ostream& out, std::ostream& log);
+
+}  // namespace dtlab::analysis

@@ -1,0 +1,83 @@
+// compute_model.cpp: training FLOPs per token and their time at a calibrated rate (see compute_model.hpp).
+#include "analysis/cost/compute_model.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "lab/model_shape.hpp"
+
+namespace dtlab::analysis {
+
+UnitFlops unit_flops_per_token(const Config& config) {
+  const ModelConfig& m = config.model;
+  const double d = static_cast<double>(m.d_model), s = static_cast<double>(m.seq_len);
+  const double hd = d / static_cast<double>(m.n_heads);
+  const double attention_params = 2 * d * d + 2 * static_cast<double>(m.n_kv_heads) * hd * d;  // wq, wo, wk, wv
+  const double mlp_params = 3 * static_cast<double>(m.ffn_hidden) * d;
+  const double attention_forward = 2 * attention_params + 4 * d * s;
+  const double block_forward = attention_forward + 2 * mlp_params;
+  const int64_t L = m.n_layers;
+  const std::string& ac = config.parallel.activation_checkpointing;
+  const int64_t every = std::max<int64_t>(1, config.parallel.checkpoint_every);
+
+  UnitFlops u;
+  u.forward.push_back(0);  // embedding: a gather
+  u.recompute.push_back(0);
+  for (int64_t l = 0; l < L; ++l) {
+    u.forward.push_back(block_forward);
+    u.recompute.push_back(ac == "full" && l % every == 0 ? block_forward : ac == "selective" ? attention_forward : 0.0);
+  }
+  u.forward.push_back(2 * static_cast<double>(m.vocab_size) * d);  // LM head
+  u.recompute.push_back(0);
+  return u;
+}
+
+ComputeFlops compute_flops(const Config& config) {
+  ComputeFlops f;
+  f.model_per_token = model_counts(config.model).flops_per_token;
+  for (double r : unit_flops_per_token(config).recompute) f.recompute_per_token += r;
+  f.executed_per_token = f.model_per_token + f.recompute_per_token;
+  return f;
+}
+
+double achieved_tflops(const Config& config, const MachineProfile& profile, std::vector<std::string>* notes) {
+  bool fell_back = false;
+  const double matmul = matmul_tflops_for(profile, config.precision.param_dtype, &fell_back);
+  if (fell_back && notes)
+    notes->push_back("profile " + profile.name + " has no matmul rate for " + config.precision.param_dtype +
+                     "; used its float32 rate");
+  double factor = 1.0;
+  if (profile.compute.threads > 0) {
+    const double ranks_here =
+        static_cast<double>(std::min<int64_t>(config.world_size, std::max(1, profile.comm.ranks_per_node)));
+    const int cores = profile.compute.cores;
+    double threads = config.train.threads > 0 ? static_cast<double>(config.train.threads)
+                     : cores > 0              ? std::max(1.0, static_cast<double>(cores / static_cast<int>(ranks_here)))
+                                              : static_cast<double>(profile.compute.threads);
+    if (cores > 0) threads = std::min(threads, static_cast<double>(cores) / ranks_here);  // oversubscribed cores
+    factor = threads / static_cast<double>(profile.compute.threads);
+    if (notes && factor != 1.0) {
+      char buf[200];
+      std::snprintf(buf, sizeof buf,
+                    "CPU rate scaled linearly from %d measured thread(s) to %.2f effective thread(s) per rank",
+                    profile.compute.threads, threads);
+      notes->push_back(buf);
+    }
+  }
+  return matmul * profile.compute.train_efficiency * factor;
+}
+
+ComputeTime compute_time(const Config& config, const MachineProfile& profile) {
+  ComputeTime t;
+  t.rate_tflops = achieved_tflops(config, profile, &t.notes);
+  const ComputeFlops f = compute_flops(config);
+  const double tokens = static_cast<double>(config.train.micro_batch * config.model.seq_len);
+  const double ms_per_flop = 1e3 / (t.rate_tflops * 1e12);
+  const double forward = f.model_per_token / 3.0;
+  t.forward_ms = tokens * forward * ms_per_flop;
+  t.backward_ms = tokens * (2.0 * forward + f.recompute_per_token) * ms_per_flop;
+  t.step_ms = static_cast<double>(std::max<int64_t>(1, config.train.accumulation)) * (t.forward_ms + t.backward_ms);
+  return t;
+}
+
+}  // namespace dtlab::analysis

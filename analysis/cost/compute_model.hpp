@@ -1,0 +1,52 @@
+// compute_model.hpp: FLOPs of a training step and the time they take at a profile's calibrated rate
+// (torch-free).
+//
+//   ComputeFlops f = compute_flops(config);            // model: 6N + 12·L·h·s per token; executed: + recompute
+//   ComputeTime t = compute_time(config, profile);     // per rank, per optimizer step
+//
+// Forward FLOPs per token (one third of training FLOPs): a block 2·(its matmul parameters) + 4·h·s
+// (attention scores and weighted sum, PaLM appendix B counting, no causal discount); the head 2·V·h;
+// the embedding 0 (a gather). Backward is twice the forward. Recompute adds one forward of every
+// checkpointed block (full) or of every block's attention half (selective).
+// Time = tokens per rank per step × executed FLOPs per token / (matmul_tflops[param_dtype] ×
+// train_efficiency × thread factor). The thread factor (CPU profiles that record `threads`) scales the rate
+// linearly with the threads a rank gets: train.threads, else cores / ranks on the node, and never more
+// cores than the node has. GPU profiles have no thread fields: factor 1.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "analysis/cost/profile.hpp"
+#include "lab/config.hpp"
+
+namespace dtlab::analysis {
+
+struct ComputeFlops {
+  double model_per_token = 0;      // 6N + 12·L·h·s (lab/model_shape.hpp model_counts; what MFU counts)
+  double recompute_per_token = 0;  // extra forward work of activation checkpointing
+  double executed_per_token = 0;   // model + recompute (what HFU counts)
+};
+ComputeFlops compute_flops(const Config& config);
+
+// Forward FLOPs per token of each model unit in model order: embedding, block 0 .. L-1, head (L + 2 entries),
+// and the recompute FLOPs per token of each (0 for embedding and head).
+struct UnitFlops {
+  std::vector<double> forward, recompute;
+};
+UnitFlops unit_flops_per_token(const Config& config);
+
+struct ComputeTime {
+  double rate_tflops = 0;  // the achieved rate per rank used (matmul × efficiency × thread factor)
+  double forward_ms = 0;   // one micro-step's forward on one rank
+  double backward_ms = 0;  // one micro-step's backward, recompute included
+  double step_ms = 0;      // accumulation × (forward + backward)
+  std::vector<std::string> notes;
+};
+// REQUIRES: a valid config; profile rates > 0.
+ComputeTime compute_time(const Config& config, const MachineProfile& profile);
+
+// The rate (TFLOP/s) one rank achieves in training under `config` on `profile` (see the header comment).
+double achieved_tflops(const Config& config, const MachineProfile& profile, std::vector<std::string>* notes = nullptr);
+
+}  // namespace dtlab::analysis

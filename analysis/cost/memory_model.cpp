@@ -1,0 +1,187 @@
+// memory_model.cpp: ZeRO closed forms, the activation count of our forward and the backward walk that finds
+// the peak (see memory_model.hpp; the derivation is in docs/cost-models.md).
+#include "analysis/cost/memory_model.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace dtlab::analysis {
+
+ZeroBytes zero_bytes_per_rank(double params, int ranks, ZeroStage stage, double optimizer_bytes_per_param) {
+  if (params < 0 || ranks < 1)
+    throw std::invalid_argument("zero_bytes_per_rank: needs params >= 0 and ranks >= 1, got params=" +
+                                std::to_string(params) + " ranks=" + std::to_string(ranks));
+  const double n = ranks;
+  ZeroBytes z{2 * params, 2 * params, optimizer_bytes_per_param * params};
+  switch (stage) {
+    case ZeroStage::ddp:
+      break;
+    case ZeroStage::zero1:
+      z.optimizer /= n;
+      break;
+    case ZeroStage::zero2:
+      z.optimizer /= n;
+      z.grads /= n;
+      break;
+    case ZeroStage::zero3:
+      z.optimizer /= n;
+      z.grads /= n;
+      z.params /= n;
+      break;
+  }
+  return z;
+}
+
+double fsdp_peak_param_elements(const std::vector<int64_t>& unit_numel, int shard_factor) {
+  if (shard_factor < 1) throw std::invalid_argument("fsdp_peak_param_elements: shard_factor must be >= 1");
+  double sharded = 0, largest = 0;
+  for (int64_t n : unit_numel) {
+    sharded += static_cast<double>(n) / shard_factor;
+    largest = std::max(largest, static_cast<double>(n));
+  }
+  return sharded + largest;
+}
+
+int64_t dtype_bytes(const std::string& config_dtype) {
+  if (config_dtype == "fp32") return 4;
+  if (config_dtype == "bf16" || config_dtype == "fp16") return 2;
+  throw std::invalid_argument("dtype '" + config_dtype + "' is not one of fp32 | bf16 | fp16");
+}
+
+namespace {
+
+struct Dims {
+  int64_t T, d, f, H, V, c;
+};
+
+Dims dims_of(const Config& config) {
+  const ModelConfig& m = config.model;
+  return {config.train.micro_batch * m.seq_len,     m.d_model, m.ffn_hidden, m.n_heads, m.vocab_size,
+          dtype_bytes(config.precision.param_dtype)};
+}
+
+enum class BlockMode { none, full, selective };
+
+BlockMode block_mode(const Config& config, int64_t index) {
+  const std::string& ac = config.parallel.activation_checkpointing;
+  if (ac == "none") return BlockMode::none;
+  if (ac == "selective") return BlockMode::selective;
+  if (ac == "full")
+    return index % std::max<int64_t>(1, config.parallel.checkpoint_every) == 0 ? BlockMode::full : BlockMode::none;
+  throw std::invalid_argument("parallel.activation_checkpointing='" + ac + "' is not one of none | full | selective");
+}
+
+}  // namespace
+
+BlockActivationBytes block_activation_bytes(const Config& config) {
+  const Dims x = dims_of(config);
+  BlockActivationBytes b;
+  b.norm = 8 * x.T * x.d + x.c * x.T * x.d + 4 * x.T;
+  b.attention = 5 * x.c * x.T * x.d + 4 * x.T * x.H;
+  b.mlp = 4 * x.c * x.T * x.f;
+  return b;
+}
+
+int64_t block_saved_bytes(const Config& config, int64_t index) {
+  const Dims x = dims_of(config);
+  const BlockActivationBytes b = block_activation_bytes(config);
+  const int64_t input = x.c * x.T * x.d;
+  switch (block_mode(config, index)) {
+    case BlockMode::none:
+      return b.block();
+    case BlockMode::full:
+      return input;
+    case BlockMode::selective:
+      return input + b.norm + b.mlp;
+  }
+  return b.block();
+}
+
+ActivationPeak activation_peak(const Config& config, bool sharded) {
+  const Dims x = dims_of(config);
+  const BlockActivationBytes b = block_activation_bytes(config);
+  const int64_t L = config.model.n_layers;
+  const int64_t input = x.c * x.T * x.d;              // a block's input (the residual stream)
+  const int64_t shared_input = x.c == 4 ? input : 0;  // fp32: the first norm keeps the input itself
+  const int64_t head_dim = x.d / config.model.n_heads;
+  // Inputs and targets (int64), the model's fp32 RoPE tables (cos, sin: [seq_len, head_dim/2] each; not a state
+  // category, so the counting allocator's peak carries them) and, for sharded strategies, the unit-output
+  // gradient their backward hooks keep.
+  const int64_t batch = 2 * x.T * 8 + 4 * config.model.seq_len * head_dim + (sharded ? input : 0);
+  const int64_t log_probs = 4 * x.T * x.V;  // log_softmax output, fp32 (the loss upcasts)
+  // SwiGLU backward: the product's gradient plus w_down's weight-gradient temporary, then the gradients of
+  // silu(gate) and up (the product's own storage is released by then).
+  const int64_t mlp_backward = std::max(2 * x.c * x.T * x.f, x.c * x.T * x.f + x.c * x.d * x.f);
+
+  std::vector<int64_t> before(static_cast<size_t>(L) + 1, batch);  // saved by blocks < k, plus the batch
+  for (int64_t k = 0; k < L; ++k)
+    before[static_cast<size_t>(k) + 1] = before[static_cast<size_t>(k)] + block_saved_bytes(config, k);
+  const int64_t forward_end = before[static_cast<size_t>(L)] + b.norm + log_probs;
+
+  ActivationPeak peak;
+  peak.forward_end = forward_end;
+  auto consider = [&](int64_t activations, int64_t logits, const std::string& phase) {
+    if (activations + logits > peak.activations + peak.logits) peak = {activations, logits, forward_end, phase};
+  };
+  const int64_t without_logits = forward_end - log_probs;
+  // Loss backward: nll_loss's and log_softmax's gradients, both [T, V] fp32, next to the saved log-probs.
+  consider(without_logits, log_probs + 2 * 4 * x.T * x.V, "loss backward");
+  // LM head backward: the logits' gradient, the head input's gradient and the [V, d] weight-gradient temporary.
+  consider(without_logits + x.c * x.T * x.d + x.c * x.V * x.d, 4 * x.T * x.V, "head backward");
+  // Final RMSNorm backward (composite, fp32): three [T, d] fp32 temporaries (+ the 16-bit gradient copy).
+  consider(without_logits + (16 - x.c) * x.T * x.d, 0, "final norm backward");
+  for (int64_t k = L - 1; k >= 0; --k) {
+    const int64_t base = before[static_cast<size_t>(k)];
+    const std::string phase = "block " + std::to_string(k) + " backward";
+    switch (block_mode(config, k)) {
+      case BlockMode::none:
+        consider(base + b.block() + input + mlp_backward, 0, phase);
+        break;
+      case BlockMode::full:  // the recomputed block's tensors + its output + the gradient flowing in
+        consider(base + input + b.block() - shared_input + 2 * input + mlp_backward, 0, phase + " (recomputed)");
+        break;
+      case BlockMode::selective:
+        consider(base + block_saved_bytes(config, k) + input + mlp_backward, 0, phase + " (MLP half)");
+        // The recomputed attention half and SDPA's three input gradients.
+        consider(base + input + b.norm + b.attention - shared_input + 2 * input + 3 * input, 0,
+                 phase + " (recomputed attention)");
+        break;
+    }
+  }
+  return peak;
+}
+
+MemoryPrediction predict_memory(const Config& config, const CostPlan& plan, const std::string& comm_backend) {
+  MemoryPrediction m;
+  const std::string& id = plan.strategy;
+  const bool sharded = id.rfind("fsdp_", 0) == 0 || id == "zero1";
+  m.params = plan.state.params;
+  m.grads = plan.state.grads;
+  m.optimizer = plan.state.optimizer;
+  m.buffers = plan.state.buffers;
+  const ActivationPeak a = activation_peak(config, sharded);
+  m.activations = a.activations;
+  m.logits = a.logits;
+  m.peak_phase = a.phase;
+  int64_t largest_gather = 0;
+  for (const auto& c : plan.collectives)
+    if (c.op == "all_gather" && c.phase == "backward") largest_gather = std::max(largest_gather, c.bytes);
+  if (comm_backend == "gloo" && config.parallel.prefetch && (id == "fsdp_full_shard" || id == "fsdp_hybrid")) {
+    m.comm_staging = largest_gather;
+    if (largest_gather > 0)
+      m.notes.push_back("peak includes " + std::to_string(largest_gather) +
+                        " bytes of Gloo's all-gather staging buffer for the prefetched unit (timing-dependent: "
+                        "absent when the gather finishes before the backward's peak)");
+  }
+  m.peak = m.params + m.grads + m.optimizer + m.buffers + m.activations + m.logits + m.comm_staging;
+  m.notes.push_back("memory peak at the " + a.phase + " of a micro-batch of " +
+                    std::to_string(config.train.micro_batch) + " x " + std::to_string(config.model.seq_len) +
+                    " tokens; buffers counted whole (the plan's gathered units and wire copies)");
+  if (config.parallel.strategy == "single" && config.precision.param_dtype != "fp32")
+    m.notes.push_back("single with param_dtype=" + config.precision.param_dtype +
+                      ": the cost plan counts the fp32 masters only, not the 16-bit compute copies and their "
+                      "gradients (measured params/grads are larger by numel x 2 bytes each)");
+  return m;
+}
+
+}  // namespace dtlab::analysis

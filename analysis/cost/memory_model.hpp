@@ -1,0 +1,84 @@
+// memory_model.hpp: bytes per rank by category — the ZeRO closed forms, the activations autograd keeps in our
+// forward (lab/model.cpp) with the checkpointing variants, and the predicted peak of a run (torch-free).
+//
+//   ZeroBytes z = zero_bytes_per_rank(7.5e9, 64, ZeroStage::zero3);          // 1.875e9 bytes (ZeRO Fig. 1)
+//   MemoryPrediction m = predict_memory(config, cost_plan(config, rank));    // params ... peak
+//
+// Peak = state (params + grads + optimizer + buffers, exact from the strategy's cost plan, padding included)
+//      + what one micro-batch's forward/backward has alive at its worst moment (activations + logits).
+// The worst moment is found by walking the backward: the loss backward (log-probs and two [T, V] fp32
+// gradients), the final norm's backward, and every block's backward (its saved tensors, the gradient flowing
+// in, and the SwiGLU backward's two [T, ffn] gradients; for a checkpointed block the recomputed tensors).
+// See docs/cost-models.md for the count, term by term, and where it breaks.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "lab/config.hpp"
+#include "strategies/cost_plan.hpp"
+
+namespace dtlab::analysis {
+
+// ---- ZeRO closed forms (Rajbhandari et al. 2020, §3 and Fig. 1) ---------------------------------------------
+// Mixed-precision Adam: 2 bytes of 16-bit parameters + 2 of 16-bit gradients + K = 12 of optimizer state (fp32
+// master, m, v) per parameter. Per rank with N data-parallel ranks:
+//   ddp 2Ψ + 2Ψ + KΨ;  zero1 2Ψ + 2Ψ + KΨ/N;  zero2 2Ψ + 2Ψ/N + KΨ/N;  zero3 (2 + 2 + K)Ψ/N
+enum class ZeroStage { ddp, zero1, zero2, zero3 };
+struct ZeroBytes {
+  double params = 0, grads = 0, optimizer = 0;
+  double total() const { return params + grads + optimizer; }
+};
+// REQUIRES: params >= 0, ranks >= 1.
+ZeroBytes zero_bytes_per_rank(double params, int ranks, ZeroStage stage, double optimizer_bytes_per_param = 12);
+
+// FSDP's parameter memory at its peak (FSDP paper §3.2): every unit's shard plus the largest unit gathered,
+// Σψᵢ/F + max ψᵢ elements. REQUIRES: shard_factor >= 1.
+double fsdp_peak_param_elements(const std::vector<int64_t>& unit_numel, int shard_factor);
+
+// ---- activations of our forward ------------------------------------------------------------------------
+// Bytes autograd saves in one transformer block for a micro-batch of T = micro_batch·seq_len tokens
+// (c = bytes of precision.param_dtype; RMSNorm computes in fp32):
+//   each RMSNorm  8·T·d + c·T·d + 4·T      fp32 input (the input itself when c = 4), fp32 x·rstd, output, rstd
+//   attention     5·c·T·d + 4·T·H          q after RoPE, K and V expanded to H heads, SDPA output, wo input;
+//                                          SDPA's fp32 log-sum-exp (the s×s matrix is never stored)
+//   SwiGLU MLP    4·c·T·ffn                gate and up outputs, silu(gate), the product (w_down input)
+struct BlockActivationBytes {
+  int64_t norm = 0, attention = 0, mlp = 0;
+  int64_t block() const { return 2 * norm + attention + mlp; }
+};
+BlockActivationBytes block_activation_bytes(const Config& config);
+
+// What block `index` keeps through the forward under parallel.activation_checkpointing:
+// none: block(); full (index % checkpoint_every == 0): its input c·T·d; selective: its input + norm + mlp.
+int64_t block_saved_bytes(const Config& config, int64_t index);
+
+struct ActivationPeak {
+  int64_t activations = 0;  // block tensors, final norm, gradients in flight, the batch's tokens, RoPE tables
+  int64_t logits = 0;       // log-probs [T, V] fp32 and the loss gradients alive at the peak (0 if freed)
+  int64_t forward_end = 0;  // everything saved when the forward ends (for reference)
+  std::string phase;        // where the peak is: "loss backward" | "final norm backward" | "block <i> backward"
+};
+// `sharded`: the fsdp_* strategies and zero1 hook every unit's output, which keeps one more [T, d] gradient
+// alive through the backward (measured: exactly c·T·d more than single / ddp).
+ActivationPeak activation_peak(const Config& config, bool sharded = false);
+
+// ---- per-rank prediction ----------------------------------------------------------------------------------
+struct MemoryPrediction {
+  int64_t params = 0, grads = 0, optimizer = 0, buffers = 0;  // the cost plan's state (exact)
+  int64_t activations = 0, logits = 0;                        // activation_peak()
+  int64_t comm_staging = 0;  // Gloo's all-gather staging buffer of a prefetch in flight (no state category)
+  int64_t peak = 0;          // the sum of all of the above
+  std::string peak_phase;
+  std::vector<std::string> notes;
+};
+// `comm_backend` (gloo | nccl): Gloo's all-gather gathers into a flat staging tensor from the torch allocator
+// and copies out; with fsdp_full_shard / fsdp_hybrid prefetch that buffer (the largest unit) is in flight at the
+// peak. NCCL gathers in place. REQUIRES: `plan` is cost_plan(config, rank) of the same config.
+MemoryPrediction predict_memory(const Config& config, const CostPlan& plan, const std::string& comm_backend = "gloo");
+
+// Bytes of one element of a config dtype name (fp32 4, bf16 / fp16 2). Throws std::invalid_argument otherwise.
+int64_t dtype_bytes(const std::string& config_dtype);
+
+}  // namespace dtlab::analysis

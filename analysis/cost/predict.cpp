@@ -1,0 +1,128 @@
+// predict.cpp: assembles memory, communication and step-time predictions into result.json's "prediction"
+// object (see predict.hpp for the keys).
+#include "analysis/cost/predict.hpp"
+
+#include <map>
+#include <stdexcept>
+#include <tuple>
+
+#include "analysis/cost/compute_model.hpp"
+#include "analysis/cost/memory_model.hpp"
+#include "analysis/cost/step_model.hpp"
+#include "strategies/cost_plan.hpp"
+
+namespace dtlab::analysis {
+namespace {
+
+std::string label_of(const Config& config, const MachineProfile* profile, std::vector<std::string>& notes) {
+  if (!config.model.trainable) {
+    notes.push_back("model.preset=" + config.model.preset + " is prediction-only here: projection");
+    return "projection";
+  }
+  if (profile == nullptr) return "prediction";
+  if (profile->kind == "spec-sheet") {
+    notes.push_back("profile " + profile->name + " is a spec sheet, not a measurement of this machine: projection");
+    return "projection";
+  }
+  if (profile->comm.measured_world_size > 0 && config.world_size > profile->comm.measured_world_size) {
+    notes.push_back("world_size " + std::to_string(config.world_size) + " exceeds the " +
+                    std::to_string(profile->comm.measured_world_size) +
+                    " ranks the profile's communication was measured with: projection");
+    return "projection";
+  }
+  return "prediction";
+}
+
+}  // namespace
+
+const std::vector<std::string>& prediction_keys() {
+  static const std::vector<std::string> keys = {"label",        "profile",         "profile_kind", "world_size",
+                                                "rank",         "strategy",        "memory_bytes", "comm",
+                                                "compute_ms",   "optimizer_ms",    "offload_ms",   "step_ms",
+                                                "tokens_per_s", "flops_per_token", "notes"};
+  return keys;
+}
+
+nlohmann::json predict(const dtlab::Config& config, const MachineProfile* profile, int rank) {
+  if (rank < 0 || rank >= config.world_size)
+    throw std::invalid_argument("predict: rank " + std::to_string(rank) +
+                                " is outside world_size=" + std::to_string(config.world_size));
+  const CostPlan plan = cost_plan(config, rank);
+  std::vector<std::string> notes;
+  nlohmann::json j;
+  j["label"] = label_of(config, profile, notes);
+  j["profile"] = profile ? nlohmann::json(profile->name) : nlohmann::json(nullptr);
+  j["profile_kind"] = profile ? nlohmann::json(profile->kind) : nlohmann::json(nullptr);
+  j["world_size"] = config.world_size;
+  j["rank"] = rank;
+  j["strategy"] = plan.strategy;
+
+  // The backend that gathers: the profile's (its comm model was measured on it), else the config's (auto = Gloo
+  // on this lab's CPU ranks).
+  const std::string backend = profile                             ? profile->comm.intra_node.backend
+                              : config.parallel.backend == "nccl" ? std::string("nccl")
+                                                                  : std::string("gloo");
+  const MemoryPrediction memory = predict_memory(config, plan, backend);
+  notes.insert(notes.end(), memory.notes.begin(), memory.notes.end());
+  j["memory_bytes"] = {{"params", memory.params},
+                       {"grads", memory.grads},
+                       {"optimizer", memory.optimizer},
+                       {"buffers", memory.buffers},
+                       {"activations", memory.activations},
+                       {"logits", memory.logits},
+                       {"peak", memory.peak}};
+
+  const nlohmann::json null = nullptr;
+  nlohmann::json by_op = nlohmann::json::array();
+  if (profile) {
+    const StepPrediction step = predict_step(config, plan, *profile);
+    notes.insert(notes.end(), step.notes.begin(), step.notes.end());
+    for (const auto& row : step.by_op)
+      by_op.push_back({{"op", row.op},
+                       {"algorithm", row.algorithm},
+                       {"dtype", row.dtype},
+                       {"group_size", row.group_size},
+                       {"count", row.count},
+                       {"bytes_per_step", row.bytes_per_step},
+                       {"time_ms", row.time_ms}});
+    j["comm"] = {{"bytes_per_step", plan.step_bytes()},
+                 {"time_ms", step.comm_ms},
+                 {"exposed_ms", step.exposed_comm_ms},
+                 {"by_op", by_op}};
+    j["compute_ms"] = step.compute_ms;
+    j["optimizer_ms"] = step.optimizer_ms;
+    j["offload_ms"] = step.offload_ms;
+    j["step_ms"] = step.step_ms;
+    j["tokens_per_s"] = step.tokens_per_s;
+  } else {
+    // Without a profile: bytes per op, no times.
+    std::map<std::tuple<std::string, std::string, std::string, int>, OpTime> rows;
+    for (const auto& c : plan.collectives) {
+      if (c.phase == "setup") continue;
+      OpTime& row = rows[{c.op, c.algorithm, c.dtype, c.group_size}];
+      row.op = c.op, row.algorithm = c.algorithm, row.dtype = c.dtype, row.group_size = c.group_size;
+      row.count += c.count;
+      row.bytes_per_step += c.bytes * c.count;
+    }
+    for (const auto& [key, row] : rows)
+      by_op.push_back({{"op", row.op},
+                       {"algorithm", row.algorithm},
+                       {"dtype", row.dtype},
+                       {"group_size", row.group_size},
+                       {"count", row.count},
+                       {"bytes_per_step", row.bytes_per_step},
+                       {"time_ms", null}});
+    j["comm"] = {{"bytes_per_step", plan.step_bytes()}, {"time_ms", null}, {"exposed_ms", null}, {"by_op", by_op}};
+    for (const char* key : {"compute_ms", "optimizer_ms", "offload_ms", "step_ms", "tokens_per_s"}) j[key] = null;
+    notes.push_back("no machine profile: memory and bytes only (pass --profile, e.g. analysis/profiles/h100_sxm.json)");
+  }
+  const ComputeFlops flops = compute_flops(config);
+  j["flops_per_token"] = flops.model_per_token;
+  if (flops.recompute_per_token > 0)
+    notes.push_back("activation checkpointing executes " + std::to_string(flops.executed_per_token) +
+                    " FLOPs per token (model FLOPs + recomputed forward); flops_per_token counts model FLOPs only");
+  j["notes"] = notes;
+  return j;
+}
+
+}  // namespace dtlab::analysis

@@ -1,0 +1,39 @@
+// predict.hpp: the prediction of one run — memory by category, communication, step time and throughput — as
+// the JSON object every result.json carries under "prediction" and `dtlab predict` prints (torch-free).
+//
+//   Config c = load_config("scenarios/configs/sharding.yaml", {"parallel.strategy=fsdp_full_shard"}, 2);
+//   MachineProfile p = load_profile("analysis/profiles/h100_sxm.json");
+//   nlohmann::json prediction = predict(c, &p);       // nullptr: memory and bytes only, times null
+//
+// Keys (always present; null where not computable, e.g. every time without a profile):
+//   label          "prediction" | "projection": projection when the shape is not trainable here, the world
+//                  is larger than the profile measured, or the profile is a spec sheet
+//   profile, profile_kind, world_size, rank, strategy
+//   memory_bytes   {params, grads, optimizer, buffers, activations, logits, peak}   per rank, bytes
+//   comm           {bytes_per_step, time_ms, exposed_ms,
+//                   by_op: [{op, algorithm, dtype, group_size, count, bytes_per_step, time_ms}]}
+//   compute_ms, optimizer_ms, offload_ms, step_ms, tokens_per_s, flops_per_token
+//   notes          [strings]: assumptions and where the model is known to be weak for this config
+// Measured counterparts in result.json: memory.{params,grads,optimizer,buffers,activations}_bytes and
+// memory.tensor_peak_bytes (peak), summary.step_ms_median, summary.tokens_per_s.
+//
+// REQUIRES: 0 <= rank < config.world_size; a strategy with a cost plan (strategies/cost_plan.hpp).
+// Throws std::invalid_argument naming the rule otherwise.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "analysis/cost/profile.hpp"
+#include "lab/config.hpp"
+
+namespace dtlab::analysis {
+
+nlohmann::json predict(const dtlab::Config& config, const MachineProfile* profile, int rank = 0);
+
+// The top-level keys of predict()'s object, in the order above (tests and the report check against this).
+const std::vector<std::string>& prediction_keys();
+
+}  // namespace dtlab::analysis

@@ -1,0 +1,167 @@
+// profile.cpp: machine profile JSON — reading with errors that name file and key, writing, rate look-up
+// (see profile.hpp for the layout).
+#include "analysis/cost/profile.hpp"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace dtlab::analysis {
+namespace {
+
+// Reads one key of an object, naming "<origin>: <path>" in every error.
+class Reader {
+ public:
+  Reader(const nlohmann::json& j, std::string origin, std::string path)
+      : j_(j), origin_(std::move(origin)), path_(std::move(path)) {}
+
+  [[noreturn]] void fail(const std::string& key, const std::string& rule) const {
+    throw ProfileError(origin_ + ": " + where(key) + ": " + rule);
+  }
+  bool has(const std::string& key) const { return j_.contains(key) && !j_[key].is_null(); }
+  const nlohmann::json& at(const std::string& key) const {
+    if (!has(key)) fail(key, "missing (see analysis/cost/profile.hpp for the layout)");
+    return j_[key];
+  }
+  std::string text(const std::string& key) const {
+    const auto& v = at(key);
+    if (!v.is_string()) fail(key, "must be a string, got " + v.dump());
+    return v.get<std::string>();
+  }
+  double positive(const std::string& key) const {
+    const auto& v = at(key);
+    if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() <= 0)
+      fail(key, "must be a number > 0, got " + v.dump());
+    return v.get<double>();
+  }
+  int count(const std::string& key, int minimum) const {
+    const auto& v = at(key);
+    if (!v.is_number_integer() || v.get<int64_t>() < minimum)
+      fail(key, "must be an integer >= " + std::to_string(minimum) + ", got " + v.dump());
+    return v.get<int>();
+  }
+  Reader object(const std::string& key) const {
+    const auto& v = at(key);
+    if (!v.is_object()) fail(key, "must be an object, got " + v.dump());
+    return Reader(v, origin_, where(key));
+  }
+  std::string where(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+  const nlohmann::json& json() const { return j_; }
+
+ private:
+  const nlohmann::json& j_;
+  std::string origin_, path_;
+};
+
+CommModel comm_model_at(const Reader& comm, const std::string& key, const std::string& origin) {
+  const auto& v = comm.at(key);
+  try {
+    return CommModel::from_json(v, origin + ": " + comm.where(key));
+  } catch (const std::invalid_argument& e) {
+    throw ProfileError(e.what());
+  }
+}
+
+}  // namespace
+
+nlohmann::json MachineProfile::to_json() const {
+  nlohmann::json matmul = nlohmann::json::object();
+  for (const auto& [dtype, tflops] : compute.matmul_tflops) matmul[dtype] = tflops;
+  nlohmann::json j = {{"name", name}, {"kind", kind}, {"source", source}, {"device", device}};
+  j["compute"] = {
+      {"matmul_tflops", matmul}, {"train_efficiency", compute.train_efficiency}, {"memory_GBps", compute.memory_GBps}};
+  if (compute.threads > 0) j["compute"]["threads"] = compute.threads;
+  if (compute.cores > 0) j["compute"]["cores"] = compute.cores;
+  j["comm"] = {{"ranks_per_node", comm.ranks_per_node}, {"intra_node", comm.intra_node.to_json()}};
+  if (comm.inter_node) j["comm"]["inter_node"] = comm.inter_node->to_json();
+  if (comm.measured_world_size > 0) j["comm"]["measured_world_size"] = comm.measured_world_size;
+  if (host_device_GBps) j["host_device_GBps"] = *host_device_GBps;
+  if (!notes.empty()) j["notes"] = notes;
+  return j;
+}
+
+MachineProfile MachineProfile::from_json(const nlohmann::json& j, const std::string& origin) {
+  if (!j.is_object()) throw ProfileError(origin + ": a machine profile must be a JSON object");
+  const Reader top(j, origin, "");
+  MachineProfile p;
+  p.name = top.text("name");
+  p.kind = top.text("kind");
+  if (p.kind != "measured" && p.kind != "spec-sheet")
+    top.fail("kind", "must be \"measured\" or \"spec-sheet\", got \"" + p.kind + "\"");
+  p.source = top.text("source");
+  p.device = top.text("device");
+
+  const Reader compute = top.object("compute");
+  const Reader matmul = compute.object("matmul_tflops");
+  for (const auto& [dtype, value] : matmul.json().items()) {
+    if (dtype != "float32" && dtype != "bfloat16" && dtype != "float16")
+      matmul.fail(dtype, "unknown dtype; use float32 | bfloat16 | float16");
+    p.compute.matmul_tflops[dtype] = matmul.positive(dtype);
+  }
+  if (p.compute.matmul_tflops.empty()) compute.fail("matmul_tflops", "needs at least one dtype (float32 first)");
+  p.compute.train_efficiency = compute.positive("train_efficiency");
+  if (p.compute.train_efficiency > 1.0)
+    compute.fail("train_efficiency",
+                 "is a fraction of the matmul rate, must be <= 1, got " + std::to_string(p.compute.train_efficiency));
+  p.compute.memory_GBps = compute.positive("memory_GBps");
+  if (compute.has("threads")) p.compute.threads = compute.count("threads", 1);
+  if (compute.has("cores")) p.compute.cores = compute.count("cores", 1);
+
+  const Reader comm = top.object("comm");
+  p.comm.ranks_per_node = comm.count("ranks_per_node", 1);
+  p.comm.intra_node = comm_model_at(comm, "intra_node", origin);
+  if (comm.has("inter_node")) p.comm.inter_node = comm_model_at(comm, "inter_node", origin);
+  if (comm.has("measured_world_size")) p.comm.measured_world_size = comm.count("measured_world_size", 0);
+
+  if (top.has("host_device_GBps")) p.host_device_GBps = top.positive("host_device_GBps");
+  if (top.has("notes")) {
+    const auto& notes = top.at("notes");
+    if (!notes.is_array()) top.fail("notes", "must be an array of strings");
+    for (const auto& n : notes) {
+      if (!n.is_string()) top.fail("notes", "must be an array of strings, found " + n.dump());
+      p.notes.push_back(n.get<std::string>());
+    }
+  }
+  return p;
+}
+
+MachineProfile load_profile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw ProfileError(path + ": cannot open machine profile (shipped ones: analysis/profiles/*.json)");
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text.str());
+  } catch (const nlohmann::json::parse_error& e) {
+    throw ProfileError(path + ": not valid JSON: " + e.what());
+  }
+  return MachineProfile::from_json(j, path);
+}
+
+void save_profile(const MachineProfile& profile, const std::string& path) {
+  const std::filesystem::path file(path);
+  std::error_code ec;
+  if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path(), ec);
+  std::ofstream out(path);
+  if (!out) throw ProfileError(path + ": cannot write machine profile");
+  out << profile.to_json().dump(2) << "\n";
+  if (!out) throw ProfileError(path + ": write failed");
+}
+
+double matmul_tflops_for(const MachineProfile& profile, const std::string& dtype, bool* fell_back) {
+  const std::string name = dtype == "fp32"   ? "float32"
+                           : dtype == "bf16" ? "bfloat16"
+                           : dtype == "fp16" ? "float16"
+                                             : dtype;
+  const auto& rates = profile.compute.matmul_tflops;
+  auto it = rates.find(name);
+  if (fell_back) *fell_back = it == rates.end();
+  if (it == rates.end()) it = rates.find("float32");
+  if (it == rates.end())
+    throw ProfileError("profile " + profile.name + ": compute.matmul_tflops has neither " + name + " nor float32");
+  return it->second;
+}
+
+}  // namespace dtlab::analysis

@@ -1,0 +1,81 @@
+// profile.hpp: a machine profile — the measured or spec-sheet rates the cost models turn plans into times with
+// (torch-free).
+//
+//   MachineProfile p = load_profile("analysis/profiles/h100_sxm.json");   // throws ProfileError naming file + key
+//   save_profile(p, "results/calibration/profile.json");                  // `dtlab calibrate` writes this way
+//
+// JSON layout (keys marked optional may be absent; every other key is required):
+//   {"name": "h100_sxm",
+//    "kind": "measured" | "spec-sheet",
+//    "source": "dtlab calibrate on <host> ..." | "<datasheet citation>",
+//    "device": "cpu" | "H100 SXM" | ...,
+//    "compute": {"matmul_tflops": {"float32": .., "bfloat16": .., "float16": ..},   // dense GEMM rate per rank
+//                "train_efficiency": 0.45,      // achieved fraction of the matmul rate in a training step
+//                "memory_GBps": 3350,           // per rank, for optimizer and elementwise passes
+//                "threads": 1,                  // optional: CPU threads per rank the rates were measured with
+//                "cores": 2},                   // optional: cores per node (CPU: ranks share them)
+//    "comm": {"ranks_per_node": 8,
+//             "intra_node": <CommModel JSON>,   // analysis/cost/comm_model.hpp
+//             "inter_node": <CommModel JSON>,   // optional: groups that span nodes use it when present
+//             "measured_world_size": 2},        // optional: the largest group the fit measured (0 = none)
+//    "host_device_GBps": 55,                    // optional: offload copies between host and device memory
+//    "notes": ["..."]}                          // optional: assumptions, e.g. stated α values
+// matmul_tflops needs at least one dtype; a dtype it lacks falls back to float32's rate (noted in predictions).
+#pragma once
+
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "analysis/cost/comm_model.hpp"
+
+namespace dtlab::analysis {
+
+struct ProfileError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct ComputeRates {
+  std::map<std::string, double> matmul_tflops;  // key: float32 | bfloat16 | float16
+  double train_efficiency = 1.0;                // (0, 1]: training-step FLOP rate / matmul rate
+  double memory_GBps = 0;                       // > 0
+  int threads = 0;                              // 0 = not recorded (GPU profiles): rates are per rank as they are
+  int cores = 0;                                // 0 = not recorded
+};
+
+struct CommProfile {
+  int ranks_per_node = 1;
+  CommModel intra_node;
+  std::optional<CommModel> inter_node;
+  int measured_world_size = 0;  // 0 = not measured (spec-sheet)
+};
+
+struct MachineProfile {
+  std::string name;
+  std::string kind;  // measured | spec-sheet
+  std::string source;
+  std::string device;
+  ComputeRates compute;
+  CommProfile comm;
+  std::optional<double> host_device_GBps;
+  std::vector<std::string> notes;
+
+  nlohmann::json to_json() const;
+  // `origin` names the file (or "<text>") in error messages; every missing or ill-typed key is named.
+  static MachineProfile from_json(const nlohmann::json& j, const std::string& origin);
+};
+
+// Reads and validates a profile file. Throws ProfileError "<path>: <key>: <rule>".
+MachineProfile load_profile(const std::string& path);
+// Writes the profile as pretty JSON (creates parent directories). Throws ProfileError when it cannot write.
+void save_profile(const MachineProfile& profile, const std::string& path);
+
+// The matmul rate for a config dtype name (fp32 | bf16 | fp16) or a comm dtype name (float32 | ...), in
+// TFLOP/s per rank; falls back to float32 when the profile lacks the dtype. `fell_back` tells which happened.
+double matmul_tflops_for(const MachineProfile& profile, const std::string& dtype, bool* fell_back = nullptr);
+
+}  // namespace dtlab::analysis

@@ -1,0 +1,69 @@
+// step_model.hpp: the time of one optimizer step per strategy — compute + the communication the schedule
+// leaves exposed + optimizer and elementwise passes + offload copies (torch-free).
+//
+//   StepPrediction s = predict_step(config, cost_plan(config, rank), profile);
+//
+// The schedule is replayed on two timelines, the rank's compute and one collective stream (lab/comm keeps one
+// stream: pending gathers finish before a ring reduce-scatter starts), with the strategy's real ordering:
+//   ddp, fsdp_no_shard  gradient all-reduces start when their bucket / unit is complete in the last
+//                       micro-step's backward (reverse order) and overlap the rest of it; what is left at
+//                       the end of backward is exposed
+//   fsdp_full_shard,    forward: unit u+1's all-gather is issued before unit u computes (parallel.prefetch),
+//   fsdp_hybrid         else when it is needed; backward: unit u-1's re-gather issued before unit u's backward;
+//                       each unit's reduce-scatter runs synchronously in its gradient hook (exposed), after the
+//                       pending gathers; every micro-step. hybrid: replica all-reduces after backward (exposed)
+//   fsdp_shard_grad_op  forward gathers as full_shard, no backward gathers, reduce-scatters as full_shard
+//   zero1               reduce-scatters in the last micro-step's hooks (exposed); all-gathers after the
+//                       optimizer step (exposed)
+//   every strategy      the grad-norm / found-inf all-reduces and the trainer's loss all-reduce (8 bytes each,
+//                       exposed, not in comm.bytes_per_step: result.json's collectives leave the loss out too)
+// Compute per unit is split from the compute model in proportion to the unit's FLOPs. A collective's time is
+// collective_time_us() of the profile's intra_node model, or inter_node when its group spans nodes (ranks
+// r, r+s, ..., r+(g-1)s with stride s: 1, or F for hybrid's replica groups; nodes of ranks_per_node ranks).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "analysis/cost/profile.hpp"
+#include "lab/config.hpp"
+#include "strategies/cost_plan.hpp"
+
+namespace dtlab::analysis {
+
+// One row of comm.by_op: the plan's collectives of one step grouped by (op, algorithm, dtype, group_size), the
+// grouping result.json's "collectives" uses.
+struct OpTime {
+  std::string op, algorithm, dtype;
+  int group_size = 1;
+  int64_t count = 0;           // calls per step
+  int64_t bytes_per_step = 0;  // Σ bytes × count (nccl-tests convention, as lab/comm records)
+  double time_ms = 0;          // Σ per-call time × count (whether overlapped or not)
+};
+
+struct StepPrediction {
+  double compute_ms = 0;       // accumulation × (forward + backward incl. recompute)
+  double comm_ms = 0;          // all collectives of the step back to back
+  double exposed_comm_ms = 0;  // the part of the step spent waiting for communication
+  double optimizer_ms = 0;     // optimizer update and the other elementwise passes over parameters and gradients
+  double offload_ms = 0;       // host <-> device copies of parallel.offload (synchronous)
+  double step_ms = 0;          // compute + exposed + optimizer + offload
+  double tokens_per_s = 0;     // global_batch × seq_len / step
+  std::vector<OpTime> by_op;
+  std::vector<std::string> notes;
+};
+
+// REQUIRES: `plan` is cost_plan(config, rank) of the same config; profile rates > 0.
+StepPrediction predict_step(const Config& config, const CostPlan& plan, const MachineProfile& profile);
+
+// Time of one call of a planned collective on `profile` (µs); `inter_node` tells which model was used.
+// Throws std::invalid_argument (from the comm model) naming op/algorithm when the profile lacks it.
+double planned_collective_us(const PlannedCollective& c, const Config& config, const MachineProfile& profile,
+                             bool* inter_node = nullptr);
+
+// Bytes read + written per element by one optimizer update of lab/train/optimizer.cpp (AdamW: weight decay,
+// lerp, mul+addcmul, sqrt, divide, add, addcdiv = 80; SGD with momentum 40, without 20).
+int64_t optimizer_bytes_per_element(const TrainConfig& train);
+
+}  // namespace dtlab::analysis

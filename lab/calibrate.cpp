@@ -1,0 +1,425 @@
+// calibrate.cpp: `dtlab calibrate` — GEMM, training-step, AdamW and copy microbenchmarks in this process,
+// comm-bench as a child process, then the machine profile; see calibrate.hpp.
+#include "lab/calibrate.hpp"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+#include <thread>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include "analysis/cost/fit.hpp"
+#include "analysis/cost/profile.hpp"
+#include "analysis/cost/step_model.hpp"
+#include "lab/data.hpp"
+#include "lab/dist/rank_env.hpp"
+#include "lab/model.hpp"
+#include "lab/model_shape.hpp"
+#include "lab/results.hpp"
+#include "lab/train/optimizer.hpp"
+#include "lab/world.hpp"
+
+namespace dtlab {
+namespace {
+namespace fs = std::filesystem;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Repeats and time budgets. Every figure is a median over repeats after one untimed warm-up, so a burst of
+// load from another process moves it less than a mean would.
+struct Budget {
+  int min_repeats;
+  double seconds;      // keep repeating until both min_repeats and this much time are reached ...
+  double max_seconds;  // ... but stop after this long (at least one timed repeat)
+};
+Budget gemm_budget(bool quick) { return quick ? Budget{2, 0.0, 2.0} : Budget{5, 0.5, 10.0}; }
+Budget small_budget(bool quick) { return quick ? Budget{3, 0.0, 1.0} : Budget{10, 1.0, 10.0}; }
+int train_warmup_steps(bool quick) { return quick ? 1 : 2; }
+int train_timed_steps(bool quick) { return quick ? 2 : 6; }
+
+// Times fn() after one warm-up call; returns every repeat in milliseconds.
+template <typename Fn>
+std::vector<double> repeat_ms(const Budget& budget, Fn&& fn) {
+  fn();
+  std::vector<double> ms;
+  const auto start = Clock::now();
+  while (ms.empty() || (static_cast<int>(ms.size()) < budget.min_repeats || seconds_since(start) < budget.seconds)) {
+    const auto t0 = Clock::now();
+    fn();
+    ms.push_back(1e3 * seconds_since(t0));
+    if (seconds_since(start) >= budget.max_seconds) break;
+  }
+  return ms;
+}
+
+at::ScalarType scalar_type(const std::string& dtype) {
+  if (dtype == "float32" || dtype == "fp32") return at::kFloat;
+  if (dtype == "bfloat16" || dtype == "bf16") return at::kBFloat16;
+  if (dtype == "float16" || dtype == "fp16") return at::kHalf;
+  throw std::invalid_argument("calibrate: unknown dtype '" + dtype + "' (float32 | bfloat16 | float16)");
+}
+
+std::string profile_dtype(const std::string& config_dtype) {
+  const at::ScalarType t = scalar_type(config_dtype);
+  return t == at::kFloat ? "float32" : (t == at::kBFloat16 ? "bfloat16" : "float16");
+}
+
+struct Gemm {
+  const char* name;
+  int64_t k, n;   // activation [M, k] x weight^T [k, n]
+  double weight;  // how many times the model runs it per forward (n_layers for block weights, 1 for the head)
+};
+
+// Every linear of the model: a block's seven (times n_layers) and the head.
+std::vector<Gemm> model_gemms(const ModelConfig& m) {
+  const int64_t d = m.d_model, hd = d / m.n_heads;
+  const double L = static_cast<double>(m.n_layers);
+  return {{"wq", d, m.n_heads * hd, L},   {"wk", d, m.n_kv_heads * hd, L},  {"wv", d, m.n_kv_heads * hd, L},
+          {"wo", m.n_heads * hd, d, L},   {"w_gate", d, m.ffn_hidden, L},   {"w_up", d, m.ffn_hidden, L},
+          {"w_down", m.ffn_hidden, d, L}, {"lm_head", d, m.vocab_size, 1.0}};
+}
+
+// The model-weighted GEMM rate in `dtype`: per shape the forward product and both backward products
+// (grad input, grad weight) as a training step runs them; rate = Σ weight·flops / Σ weight·median time.
+double measure_matmul_tflops(const ModelConfig& m, int64_t tokens, const std::string& dtype, bool quick,
+                             json& details) {
+  const at::ScalarType t = scalar_type(dtype);
+  const auto opts = at::TensorOptions().dtype(t);
+  double flops = 0, seconds = 0;
+  json shapes = json::array();
+  for (const Gemm& g : model_gemms(m)) {
+    const at::Tensor a = at::randn({tokens, g.k}, opts);
+    const at::Tensor w = at::randn({g.n, g.k}, opts);
+    const at::Tensor grad_out = at::randn({tokens, g.n}, opts);
+    const std::vector<double> ms = repeat_ms(gemm_budget(quick), [&] {
+      at::Tensor y = at::linear(a, w);              // forward:     [M,k] x [k,n]
+      at::Tensor grad_in = at::mm(grad_out, w);     // grad input:  [M,n] x [n,k]
+      at::Tensor grad_w = at::mm(grad_out.t(), a);  // grad weight: [n,M] x [M,k]
+      (void)y, (void)grad_in, (void)grad_w;
+    });
+    const double shape_flops = 3.0 * 2.0 * static_cast<double>(tokens * g.k * g.n);
+    const double median_ms = median_of(ms);
+    flops += g.weight * shape_flops;
+    seconds += g.weight * median_ms / 1e3;
+    shapes.push_back({{"name", g.name},
+                      {"m", tokens},
+                      {"k", g.k},
+                      {"n", g.n},
+                      {"weight", g.weight},
+                      {"median_ms", median_ms},
+                      {"tflops", shape_flops / (median_ms / 1e3) / 1e12},
+                      {"repeats_ms", ms}});
+  }
+  const double tflops = flops / seconds / 1e12;
+  details[dtype] = {{"tflops", tflops}, {"shapes", shapes}};
+  return tflops;
+}
+
+// The lab's AdamW over one flat fp32 tensor of `n` elements: median step time in ms.
+double measure_adamw_ms(const TrainConfig& train, int64_t n, bool quick, std::vector<double>& repeats) {
+  const at::Tensor param = at::randn({n});
+  const std::vector<at::Tensor> grads = {at::randn({n})};
+  auto optimizer = make_optimizer(train, {param}, {true});
+  repeats = repeat_ms(small_budget(quick), [&] { optimizer->step(grads, 1e-4); });
+  return median_of(repeats);
+}
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(" \t", colon + 1));
+    }
+  }
+  return "unknown CPU";
+}
+
+std::string host_name() {
+  char host[256] = {0};
+  ::gethostname(host, sizeof host - 1);
+  return host[0] ? host : "localhost";
+}
+
+// Runs argv (argv[0] = program path) with inherited stdout/stderr; returns its exit status (128 + signal).
+int run_child(const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error(std::string("calibrate: fork() failed: ") + std::strerror(errno));
+  if (pid == 0) {
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::string join(const std::vector<std::string>& parts) {
+  std::string out;
+  for (const std::string& p : parts) out += (out.empty() ? "" : " ") + p;
+  return out;
+}
+
+}  // namespace
+
+int calibration_threads(const Config& config, int ranks) {
+  // The rule of configure_threads (lab/train/trainer.cpp) for a job of `ranks` local ranks.
+  if (config.train.threads > 0) return static_cast<int>(config.train.threads);
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  return std::max(1, cores / std::max(1, ranks));
+}
+
+ComputeCalibration calibrate_compute(const Config& config, int threads, bool quick,
+                                     const StrategyFactory& make_strategy) {
+  if (!config.model.trainable) {
+    throw ConfigError("calibrate: model.preset=" + config.model.preset +
+                      " is a prediction-only shape; calibrate on a shape this machine trains (e.g. small)");
+  }
+  at::set_num_threads(threads);
+  ComputeCalibration c;
+  c.threads = threads;
+  c.cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  c.tokens = config.train.micro_batch * config.model.seq_len;
+  c.train_dtype = profile_dtype(config.precision.param_dtype);
+  json gemm_details = json::object();
+
+  // 1. GEMMs on the model's shapes
+  for (const std::string dtype : {"float32", "bfloat16", "float16"}) {
+    c.matmul_tflops[dtype] = measure_matmul_tflops(config.model, c.tokens, dtype, quick, gemm_details);
+  }
+
+  // 2. a training step of one micro-batch (the per-rank work of a data-parallel step), single strategy
+  Config single = config;
+  single.world_size = 1;
+  single.parallel.strategy = "single";
+  single.parallel.offload = false;
+  single.train.global_batch = single.train.micro_batch;
+  single.train.accumulation = 1;
+  const ModelCounts counts = model_counts(single.model);
+  auto strategy = make_strategy("single");
+  SingleProcessWorld world;
+  auto model = std::make_shared<GPT>(single.model, single.train.seed);
+  auto source = make_token_source(single.data, single.model.vocab_size);
+  Sampler sampler(*source, single.model.seq_len, single.train.global_batch, single.train.micro_batch, 1, 0, 1,
+                  single.data.seed);
+  strategy->wrap(model, single, world);
+  const double loss_weight = 1.0 / static_cast<double>(sampler.global_target_count(0));
+  std::vector<double> fwd_bwd_ms, step_ms;
+  const int warmup = train_warmup_steps(quick), timed = train_timed_steps(quick);
+  for (int step = 0; step < warmup + timed; ++step) {
+    const auto t0 = Clock::now();
+    strategy->zero_grad();
+    strategy->forward_backward(sampler.batch(step, 0), loss_weight, true);
+    strategy->finish_gradients();
+    const double fb = 1e3 * seconds_since(t0);
+    strategy->scale_gradients(1.0 / (std::sqrt(strategy->grad_sum_of_squares()) + 1.0));  // as clipping does
+    strategy->optimizer_step(1e-4);
+    if (step >= warmup) {
+      fwd_bwd_ms.push_back(fb);
+      step_ms.push_back(1e3 * seconds_since(t0));
+    }
+  }
+  c.fwd_bwd_ms = median_of(fwd_bwd_ms);
+  c.step_ms = median_of(step_ms);
+  const double step_flops = counts.flops_per_token * static_cast<double>(c.tokens);
+  c.model_tflops = step_flops / (c.fwd_bwd_ms / 1e3) / 1e12;
+  const double raw_efficiency = c.model_tflops / c.matmul_tflops.at(c.train_dtype);
+  c.train_efficiency = std::min(1.0, raw_efficiency);
+
+  // 3. AdamW memory traffic, 4. host copies
+  c.adamw_params = counts.params;
+  std::vector<double> adamw_repeats;
+  c.adamw_ms = measure_adamw_ms(single.train, c.adamw_params, quick, adamw_repeats);
+  // Counted with the step model's bytes per element, so its optimizer time reproduces this measurement.
+  c.adamw_bytes_per_param = static_cast<double>(analysis::optimizer_bytes_per_element(single.train));
+  c.memory_GBps = c.adamw_bytes_per_param * static_cast<double>(c.adamw_params) / (c.adamw_ms / 1e3) / 1e9;
+  const at::Tensor from = at::randn({c.adamw_params});
+  at::Tensor to = at::empty_like(from);
+  const std::vector<double> copy_ms = repeat_ms(small_budget(quick), [&] { to.copy_(from); });
+  c.copy_GBps = 4.0 * static_cast<double>(c.adamw_params) / (median_of(copy_ms) / 1e3) / 1e9;
+
+  c.details = {{"threads", c.threads},
+               {"cores", c.cores},
+               {"gemm_rows", c.tokens},
+               {"gemm", gemm_details},
+               {"train_step",
+                {{"preset", single.model.preset},
+                 {"micro_batch", single.train.micro_batch},
+                 {"seq_len", single.model.seq_len},
+                 {"dtype", c.train_dtype},
+                 {"flops_per_token", counts.flops_per_token},
+                 {"warmup_steps", warmup},
+                 {"fwd_bwd_ms", fwd_bwd_ms},
+                 {"step_ms", step_ms},
+                 {"model_tflops", c.model_tflops},
+                 {"efficiency_uncapped", raw_efficiency}}},
+               {"adamw",
+                {{"params", c.adamw_params},
+                 {"bytes_per_param", c.adamw_bytes_per_param},
+                 {"repeats_ms", adamw_repeats},
+                 {"GBps", c.memory_GBps}}},
+               {"copy", {{"bytes", 4 * c.adamw_params}, {"repeats_ms", copy_ms}, {"GBps", c.copy_GBps}}}};
+  return c;
+}
+
+json run_comm_bench_child(int ranks, bool quick, const std::string& json_path) {
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) throw std::runtime_error("calibrate: cannot find this executable (/proc/self/exe): " + ec.message());
+  // Sizes: 1 KiB to 256 MiB by 4x as the per-collective target; --quick keeps three small sizes.
+  // --repeats 3: the fastest of three timed loops per size, so one loop that waited for a busy core does not
+  // become the fitted figure (a shared 2-core machine; see lab/comm/bench.hpp).
+  std::vector<std::string> args = {self.string(), "comm-bench", "--ranks", std::to_string(ranks)};
+  const std::vector<std::string> sizes =
+      quick ? std::vector<std::string>{"-b", "1K", "-e", "1M", "-f", "32", "-n", "3", "-w", "1", "-c", "0"}
+            : std::vector<std::string>{"-b", "1K", "-e", "256M", "-f", "4", "-n", "5", "-w", "2", "--repeats", "3"};
+  args.insert(args.end(), sizes.begin(), sizes.end());
+  args.insert(args.end(), {"--json", json_path});
+  std::printf("calibrate: %s\n", join(args).c_str());
+  const int status = run_child(args);
+  if (status != 0) {
+    throw std::runtime_error("calibrate: `" + join(args) + "` exited with status " + std::to_string(status) +
+                             (status == 127 ? " (could not execute)" : ""));
+  }
+  std::ifstream in(json_path);
+  if (!in) throw std::runtime_error("calibrate: comm-bench exited 0 but wrote no " + json_path);
+  try {
+    return json::parse(in);
+  } catch (const json::exception& e) {
+    throw std::runtime_error("calibrate: " + json_path + ": not JSON: " + e.what());
+  }
+}
+
+int run_calibrate(const CalibrateOptions& options) {
+  if (options.ranks < 2) {
+    throw std::invalid_argument("calibrate: --ranks " + std::to_string(options.ranks) +
+                                " must be >= 2 (the communication fit needs a group of at least two)");
+  }
+  const RankEnv env = discover_rank_env(RankArgs{}, current_environment());
+  if (env.world_size > 1) {
+    throw std::invalid_argument("calibrate: this process is rank " + std::to_string(env.rank) + " of a " +
+                                std::to_string(env.world_size) +
+                                "-rank job; run dtlab calibrate from a plain shell (it starts its own ranks)");
+  }
+  std::vector<std::string> overrides = options.overrides;
+  if (options.config_path.empty()) overrides.insert(overrides.begin(), {"model.preset=small", "train.micro_batch=4"});
+  overrides.push_back("data.source=synthetic");  // timing does not depend on the tokens; no data file needed
+  const Config config = load_config(options.config_path, overrides, options.ranks);
+  const int threads = calibration_threads(config, options.ranks);
+
+  const fs::path out(options.out_path);
+  const fs::path dir = out.has_parent_path() ? out.parent_path() : fs::path(".");
+  fs::create_directories(dir);
+  const std::string host = host_name();
+  const std::string when = utc_timestamp();
+  std::printf(
+      "calibrate: %s, %u cores, %d thread%s per rank (a rank of a %d-rank job), model %s, %lld tokens per "
+      "micro-batch%s\n",
+      host.c_str(), std::thread::hardware_concurrency(), threads, threads == 1 ? "" : "s", options.ranks,
+      config.model.preset.c_str(), static_cast<long long>(config.train.micro_batch * config.model.seq_len),
+      options.quick ? " (--quick: fewer repeats)" : "");
+  std::fflush(stdout);
+
+  const ComputeCalibration compute = calibrate_compute(config, threads, options.quick, options.make_strategy);
+  std::printf("  GEMM on the model's shapes: float32 %.1f, bfloat16 %.1f, float16 %.1f GFLOP/s\n",
+              1e3 * compute.matmul_tflops.at("float32"), 1e3 * compute.matmul_tflops.at("bfloat16"),
+              1e3 * compute.matmul_tflops.at("float16"));
+  std::printf(
+      "  training step (single, %s): forward+backward %.1f ms = %.1f GFLOP/s of model FLOPs -> "
+      "train_efficiency %.2f; whole step %.1f ms\n",
+      compute.train_dtype.c_str(), compute.fwd_bwd_ms, 1e3 * compute.model_tflops, compute.train_efficiency,
+      compute.step_ms);
+  std::printf("  AdamW on %.2f M params: %.2f ms -> %.1f GB/s effective (%.0f B/param); host copy %.1f GB/s\n",
+              compute.adamw_params / 1e6, compute.adamw_ms, compute.memory_GBps, compute.adamw_bytes_per_param,
+              compute.copy_GBps);
+  std::fflush(stdout);
+
+  const std::string bench_path = (dir / "comm_bench.json").string();
+  const json bench = run_comm_bench_child(options.ranks, options.quick, bench_path);
+  const analysis::CommModel comm = analysis::fit_comm_model(bench);
+
+  json profile = {
+      {"name", host + "_cpu"},
+      {"kind", "measured"},
+      {"source", "dtlab calibrate on " + host + ", " + when + ": `" + options.command + "` (dtlab " + dtlab_version() +
+                     ", git " + git_sha() + ")"},
+      {"device", "cpu: " + cpu_model_name() + " (" + std::to_string(compute.cores) + " cores)"},
+      {"compute",
+       {{"matmul_tflops", compute.matmul_tflops},
+        {"train_efficiency", compute.train_efficiency},
+        {"memory_GBps", compute.memory_GBps},
+        {"threads", compute.threads},
+        {"cores", compute.cores}}},
+      {"comm",
+       {{"ranks_per_node", options.ranks}, {"intra_node", comm.to_json()}, {"measured_world_size", options.ranks}}},
+      {"host_device_GBps", compute.copy_GBps},
+      {"notes",
+       {"compute rates hold for " + std::to_string(compute.threads) + " intra-op thread(s) per rank on " +
+            std::to_string(compute.cores) + " cores (a rank of a " + std::to_string(options.ranks) + "-rank job)",
+        "matmul_tflops: model-weighted forward and backward GEMMs of " + config.model.preset + " with " +
+            std::to_string(compute.tokens) + " rows, median over repeats",
+        "train_efficiency: forward+backward model FLOP rate of one " + compute.train_dtype +
+            " micro-batch over the matmul rate (optimizer excluded: memory_GBps covers it)",
+        "memory_GBps: the lab's AdamW step over " + std::to_string(compute.adamw_params) + " fp32 parameters, " +
+            std::to_string(static_cast<int>(compute.adamw_bytes_per_param)) +
+            " bytes per parameter (every pass of the op-by-op update); an effective rate, not the bus's peak",
+        "host_device_GBps: a host-to-host copy (no GPU): what offload costs on this machine",
+        "comm: Gloo over loopback TCP, fitted to comm-bench " +
+            std::string(options.quick ? "1 KiB-1 MiB (--quick)" : "1 KiB-256 MiB") + " at " +
+            std::to_string(options.ranks) + " ranks"}}};
+  if (compute.train_efficiency < compute.model_tflops / compute.matmul_tflops.at(compute.train_dtype)) {
+    profile["notes"].push_back("train_efficiency capped at 1: the training step ran faster than the GEMM benchmark");
+  }
+
+  // Validate through the loader the predictions use, then write with its writer.
+  const analysis::MachineProfile validated = analysis::MachineProfile::from_json(profile, options.out_path);
+  analysis::save_profile(validated, options.out_path);
+  const json record = {{"profile", options.out_path}, {"host", host},
+                       {"started_at", when},          {"command", options.command},
+                       {"ranks", options.ranks},      {"quick", options.quick},
+                       {"config", to_json(config)},   {"compute", compute.details},
+                       {"comm_bench", bench_path}};
+  write_file_atomic((dir / "calibration.json").string(), record.dump(1) + "\n");
+
+  std::printf("  communication (%s, %d ranks), fitted:\n", comm.backend.c_str(), options.ranks);
+  const auto rate = [](double us_per_byte) {  // 1/β as GB/s; "–" for a zero coefficient
+    char buf[32];
+    if (us_per_byte > 0) std::snprintf(buf, sizeof buf, "%.2f GB/s", 1e-3 / us_per_byte);
+    return us_per_byte > 0 ? std::string(buf) : std::string("–");
+  };
+  for (const auto& [key, cost] : comm.ops) {
+    std::printf("    %-24s alpha %8.1f us   1/beta %-12s 1/gamma %s\n", key.c_str(), cost.alpha_us,
+                rate(cost.beta_us_per_byte).c_str(), rate(cost.gamma_us_per_byte).c_str());
+  }
+  std::printf("wrote %s (kind measured) and, next to it, comm_bench.json and calibration.json\n",
+              options.out_path.c_str());
+  return 0;
+}
+
+}  // namespace dtlab

@@ -1,0 +1,89 @@
+// calibrate.hpp: `dtlab calibrate` — measure this machine and write the machine profile the cost models use.
+//
+//   dtlab calibrate --out results/calibration/profile.json             # ~2-3 min on 2 cores
+//   dtlab calibrate --out /tmp/p.json --ranks 2 --quick                # seconds: fewer sizes and repeats
+//   dtlab calibrate --out p.json --config scenarios/configs/sharding.yaml train.micro_batch=2
+//
+// What it measures, in this order, and what each figure becomes in the profile (analysis/cost/profile.hpp):
+//   1. GEMMs on the model's real shapes (every linear of a block, forward and both backward products, and the
+//      head), per dtype float32 | bfloat16 | float16, weighted as the model weights them (n_layers blocks + one
+//      head) -> compute.matmul_tflops.<dtype>
+//   2. a short training step of the same shape with the single strategy (warm-up steps excluded): the model
+//      FLOP rate of forward + backward (6N + 12·L·h·s per token) over the matmul rate of the config's dtype
+//      -> compute.train_efficiency
+//   3. the lab's own AdamW step over a flat fp32 tensor of the model's size, counted with the step model's
+//      bytes per element (analysis/cost/step_model.hpp optimizer_bytes_per_element: every pass the op-by-op
+//      update makes) -> compute.memory_GBps, so the predicted optimizer time reproduces the measured one
+//   4. a host-to-host copy of the model's fp32 parameters -> host_device_GBps (what offload costs on CPU)
+//   5. `<this exe> comm-bench --ranks N -b 1K -e 256M -f 4 ... --json <dir>/comm_bench.json` as a child process,
+//      then fit_comm_model (analysis/cost/fit.hpp) -> comm.intra_node (α, β, γ per op and algorithm)
+// Threads: compute is measured with the thread count a rank of an N-rank job uses (train.threads, else
+// cores / N, as configure_threads does), recorded as compute.threads; the profile holds for that count.
+// Shapes: the config's model and per-rank micro-batch (default: `small`, micro_batch 4 — the sharding study).
+// Files: the profile at --out, and next to it comm_bench.json (the raw benchmark) and calibration.json (every
+// measurement behind the profile: per-shape GEMM times, step times, repeats).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "lab/config.hpp"
+#include "lab/train/strategy.hpp"
+
+namespace dtlab {
+
+// Creates a strategy by id. lab/ does not depend on strategies/: the CLI passes strategies/registry.hpp's
+// make_strategy.
+using StrategyFactory = std::function<std::unique_ptr<Strategy>(const std::string& id)>;
+
+struct CalibrateOptions {
+  std::string out_path;     // the machine profile to write (parent directories are created)
+  int ranks = 2;            // ranks of the jobs calibrated for: comm-bench's world and the per-rank thread count
+  bool quick = false;       // fewer message sizes and repeats (tests); the figures are noisier
+  std::string config_path;  // shapes and micro-batch to calibrate on; "" = small, micro_batch 4
+  std::vector<std::string> overrides;  // section.key=value on top of it
+  std::string command;                 // the command line, recorded in the profile's source
+  StrategyFactory make_strategy;       // REQUIRES: set; "single" is used for the training step
+};
+
+// The compute side of a calibration (steps 1-4 above).
+struct ComputeCalibration {
+  int threads = 1;
+  int cores = 1;
+  int64_t tokens = 0;                           // rows of every GEMM: micro_batch * seq_len
+  std::map<std::string, double> matmul_tflops;  // by dtype name: float32 | bfloat16 | float16
+  std::string train_dtype;                      // matmul dtype of the training step (config param_dtype)
+  double fwd_bwd_ms = 0;                        // median forward + backward of one micro-batch
+  double step_ms = 0;                           // median whole step: + gradient norm and optimizer
+  double model_tflops = 0;                      // model FLOPs of fwd + bwd / fwd_bwd_ms
+  double train_efficiency = 0;                  // model_tflops / matmul_tflops[train_dtype], capped at 1
+  int64_t adamw_params = 0;
+  double adamw_ms = 0;
+  double adamw_bytes_per_param = 0;  // analysis/cost/step_model.hpp optimizer_bytes_per_element: the model's count
+  double memory_GBps = 0;            // adamw_bytes_per_param * adamw_params / adamw_ms
+  double copy_GBps = 0;
+  nlohmann::json details;  // every repeat and per-shape figure (calibration.json "compute")
+};
+
+// Threads a rank of an `ranks`-rank job on this machine uses: train.threads, else cores / ranks (at least 1).
+int calibration_threads(const Config& config, int ranks);
+
+// Steps 1-4 in this process, at `threads` intra-op threads. REQUIRES: config.model.trainable.
+ComputeCalibration calibrate_compute(const Config& config, int threads, bool quick,
+                                     const StrategyFactory& make_strategy);
+
+// Step 5's child process; returns the document comm-bench wrote to json_path. Throws std::runtime_error
+// naming the command and its exit status when it fails.
+nlohmann::json run_comm_bench_child(int ranks, bool quick, const std::string& json_path);
+
+// The whole command: measures, fits, writes the profile (validated by analysis/cost/profile.hpp's loader) and
+// the side files, prints a summary. Returns the exit status.
+int run_calibrate(const CalibrateOptions& options);
+
+}  // namespace dtlab

@@ -1,0 +1,75 @@
+// bench.hpp: `dtlab comm-bench` — a collective benchmark in the manner of nccl-tests, over lab/comm.
+//
+//   dtlab comm-bench -b 1K -e 256M -f 4 -n 10 -w 3              # 2 local ranks, every op and algorithm
+//   dtlab comm-bench --op all_reduce --algorithm ring --json out.json --model profile.json
+//   dtlab launch -n 4 dtlab comm-bench -b 1M -e 64M              # inside a job: uses that job's ranks
+//
+// From a plain shell (no launcher's environment) it re-launches itself as --ranks N ranks through
+// `dtlab launch`'s machinery; rank 0 then writes the report to the shell's own stdout (an inherited
+// descriptor, --report-fd), so the table is not prefixed with "[rank 0] " and can be piped or parsed.
+//
+// For each op / algorithm and each size S = min, min·f, ... <= max: a check pass (deterministic integer
+// pattern, every element compared with its closed-form result: "#wrong", summed over ranks), then for the
+// out-of-place and the in-place variant: warm-up, a barrier, n timed calls (each waited for, as the lab's
+// training loop does), time = mean per call, the maximum over ranks. algbw = S / time, busbw = algbw times
+// nccl-tests' factor (all_reduce 2(n-1)/n, all_gather and reduce_scatter (n-1)/n, broadcast 1). Sizes follow
+// lab/comm's byte convention (the full buffer for all_reduce / broadcast, the gathered size for all_gather /
+// reduce_scatter) and are rounded down to whole elements divisible by the world size.
+// The footer: "# Avg bus bandwidth" (mean busbw over every row, out-of-place and in-place, as nccl-tests), a
+// point-to-point line (Gloo send/recv between ranks 0 and 1 at 64 MiB, both directions at once — one ring
+// step), and all_reduce's busbw at 64 MiB as a percentage of it (target >= 80%) when 64 MiB was measured.
+// Exit status 1 when any element was wrong.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dtlab {
+
+// An optional cost model to print next to each row (`--model FILE`). lab/ never includes analysis/: the CLI
+// wires analysis/cost/comm_model.hpp in through these functions.
+struct CommBenchModel {
+  std::string source;  // the file, for the header
+  // Predicted time of one call in microseconds.
+  std::function<double(const std::string& op, const std::string& algorithm, int64_t bytes, int group_size)> time_us;
+  // Whether the model predicts the in-place figure of `op` (else the out-of-place one).
+  std::function<bool(const std::string& op)> predicts_in_place;
+};
+
+struct CommBenchOptions {
+  int64_t min_bytes = 1024;
+  int64_t max_bytes = int64_t{256} << 20;
+  double factor = 4;  // > 1: sizes grow geometrically (rounded down to whole elements)
+  int iters = 10;
+  int warmup = 3;
+  // >= 1. Runs the timed loop this many times and keeps the smallest mean (1 = nccl-tests' single mean). On a
+  // shared machine a loop that waited for busy cores is an outlier of the machine, not of the collective.
+  int repeats = 1;
+  std::vector<std::string> ops;         // subset of all_reduce, all_gather, reduce_scatter, broadcast
+  std::vector<std::string> algorithms;  // subset of backend, ring (broadcast has backend only)
+  std::string dtype = "float32";        // float32 | bfloat16
+  std::string json_path;                // "" = no JSON
+  int ranks = 2;                        // when not already a rank of a job: ranks to re-launch as
+  bool check = true;                    // the #wrong pass
+  double timeout_s = 300;               // rendezvous and each collective
+  std::optional<CommBenchModel> model;
+  // Set by the CLI: this subcommand's own arguments (to re-launch itself), and where rank 0 of a re-launched
+  // job writes its report (-1 = its stdout).
+  std::vector<std::string> relaunch_args;
+  int report_fd = -1;
+};
+
+// Parses "1024", "1K", "64M", "1G" (binary multiples, as nccl-tests). Throws std::invalid_argument naming text.
+int64_t parse_byte_size(const std::string& text);
+
+// Expands "all" and validates the names; throws std::invalid_argument naming the bad value and the choices.
+std::vector<std::string> resolve_comm_bench_ops(const std::string& op);
+std::vector<std::string> resolve_comm_bench_algorithms(const std::string& algorithm);
+
+// Runs the benchmark (re-launching as options.ranks ranks when not in a job). Returns the exit status.
+int run_comm_bench(const CommBenchOptions& options);
+
+}  // namespace dtlab

@@ -1,0 +1,48 @@
+// peak_flops.cpp: GEMM probe and spec-sheet peaks (see peak_flops.hpp).
+#include "lab/instrument/peak_flops.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+#include <vector>
+
+namespace dtlab {
+
+double measure_gemm_tflops(int64_t m, int64_t k, int64_t n, at::ScalarType dtype, double seconds) {
+  if (m <= 0 || k <= 0 || n <= 0) throw std::invalid_argument("measure_gemm_tflops: m, k, n must be positive");
+  at::NoGradGuard no_grad;
+  const at::Tensor a = at::randn({m, k}).to(dtype), b = at::randn({k, n}).to(dtype);
+  at::Tensor c = at::matmul(a, b);  // warm-up: kernel selection, first-touch of the output
+  int64_t reps = 0;
+  const auto start = std::chrono::steady_clock::now();
+  double elapsed = 0;
+  do {
+    at::matmul_out(c, a, b);
+    ++reps;
+    elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  } while (elapsed < seconds || reps < 2);
+  return 2.0 * static_cast<double>(m) * static_cast<double>(k) * static_cast<double>(n) * static_cast<double>(reps) /
+         elapsed / 1e12;
+}
+
+std::optional<double> spec_sheet_peak_tflops(const std::string& device_name, const std::string& dtype) {
+  struct Peak {
+    const char* name_part;
+    double bf16, fp32_tf32;
+  };
+  // NVIDIA data sheets, dense tensor-core figures (the sparse figures are twice these). fp16 = bf16.
+  static const std::vector<Peak> kPeaks = {
+      {"H200", 989.5, 494.7},                                                           // H200 SXM
+      {"H100 PCIe", 756.0, 378.0}, {"H100 NVL", 835.0, 417.5}, {"H100", 989.5, 494.7},  // SXM last: the catch-all
+      {"A100", 312.0, 156.0},      {"L40S", 362.05, 181.0},    {"B200", 2250.0, 1100.0},
+  };
+  for (const Peak& p : kPeaks) {
+    if (device_name.find(p.name_part) == std::string::npos) continue;
+    if (dtype == "bfloat16" || dtype == "float16") return p.bf16;
+    if (dtype == "float32") return p.fp32_tf32;
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+}  // namespace dtlab

@@ -1,0 +1,24 @@
+// peak_flops.hpp: the peak an MFU figure is measured against.
+//
+// CPU: the matrix-multiply rate this process achieves right now on the model's largest GEMM shape, at its
+// own thread count (a short probe: one warm-up, then repeats for about `seconds`). GPU: the spec-sheet dense
+// peak looked up by device name (torchtitan does the same), when the device is known.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <ATen/ATen.h>
+
+namespace dtlab {
+
+// TFLOP/s of [m x k] @ [k x n] in `dtype` on the CPU. REQUIRES: m, k, n > 0.
+double measure_gemm_tflops(int64_t m, int64_t k, int64_t n, at::ScalarType dtype, double seconds);
+
+// Dense (no sparsity) peak TFLOP/s from NVIDIA's data sheets for a device name as CUDA reports it
+// ("NVIDIA H100 80GB HBM3", ...) and a dtype ("bfloat16" | "float16" | "float32"; float32 = TF32 tensor
+// cores); nullopt for unknown devices.
+std::optional<double> spec_sheet_peak_tflops(const std::string& device_name, const std::string& dtype);
+
+}  // namespace dtlab

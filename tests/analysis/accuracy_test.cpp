@@ -1,0 +1,242 @@
+// accuracy_test.cpp: predicted-vs-measured pairing and the accuracy targets, on hand-built results and the
+// fixture study under fixtures/prediction/ (synthetic numbers chosen so each target's verdict is known).
+#include "analysis/accuracy.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <sstream>
+
+#include "test_util.hpp"
+
+namespace dtlab::analysis {
+namespace {
+using nlohmann::json;
+using testing::TempDir;
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+std::string prediction_fixture() { return testing::fixtures_dir() + "/prediction"; }
+
+json with_memory(json doc) {
+  json rank0 = {
+      {"rank", 0},          {"params_bytes", 1000},      {"grads_bytes", 1000},      {"optimizer_bytes", 2000},
+      {"buffers_bytes", 0}, {"activations_bytes", 5000}, {"tensor_peak_bytes", 9000}};
+  json rank1 = rank0;
+  rank1["rank"] = 1;
+  rank1["optimizer_bytes"] = 3000;
+  doc["memory"] = rank0;
+  doc["memory"]["ranks"] = json::array({rank0, rank1});
+  return doc;
+}
+
+json a_prediction(int rank = 0) {
+  return {{"label", "prediction"},
+          {"profile", "box_cpu"},
+          {"profile_kind", "measured"},
+          {"world_size", 2},
+          {"rank", rank},
+          {"strategy", "ddp"},
+          {"memory_bytes",
+           {{"params", 1000},
+            {"grads", 1000},
+            {"optimizer", 2000},
+            {"buffers", 0},
+            {"activations", 4000},
+            {"logits", 600},
+            {"peak", 8600}}},
+          {"step_ms", 451.0},
+          {"notes", json::array({"a note"})}};
+}
+
+RunResult run_from(const json& doc) {
+  RunResult r = parse_result(doc, "mem/result.json");
+  r.name = "r";
+  r.dir = "mem";
+  return r;
+}
+
+TEST(PredictedMeasured, ErrorIsRelativeToMeasured) {
+  EXPECT_DOUBLE_EQ((PredictedMeasured{110, 100}.error_pct()), 10.0);
+  EXPECT_DOUBLE_EQ((PredictedMeasured{90, 100}.error_pct()), -10.0);
+  EXPECT_DOUBLE_EQ((PredictedMeasured{0, 0}.error_pct()), 0.0);
+  EXPECT_TRUE(std::isinf(PredictedMeasured{1, 0}.error_pct()));
+  EXPECT_TRUE((PredictedMeasured{7, 7}.exact()));
+  EXPECT_FALSE((PredictedMeasured{7, 8}.exact()));
+}
+
+TEST(CompareRun, NoPredictionIsNullopt) {
+  EXPECT_FALSE(compare_run(run_from(with_memory(testing::minimal_result("ddp", 2))), "s").has_value());
+}
+
+TEST(CompareRun, PairsEveryCategoryAndStepTime) {
+  json doc = with_memory(testing::minimal_result("ddp", 2));
+  doc["prediction"] = a_prediction();
+  const auto c = compare_run(run_from(doc), "sharding");
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->scenario, "sharding");
+  EXPECT_EQ(c->run, "r");
+  EXPECT_EQ(c->strategy, "ddp");
+  EXPECT_EQ(c->label, "prediction");
+  EXPECT_EQ(c->profile, "box_cpu");
+  ASSERT_TRUE(c->step_ms.has_value());
+  EXPECT_DOUBLE_EQ(c->step_ms->predicted, 451.0);
+  EXPECT_DOUBLE_EQ(c->step_ms->measured, 410.0);  // summary.step_ms_median
+  EXPECT_DOUBLE_EQ(c->step_ms->error_pct(), 10.0);
+  ASSERT_EQ(c->memory_bytes.size(), kMemoryCategories.size());
+  EXPECT_TRUE(c->memory_bytes.at("params").exact());
+  EXPECT_TRUE(c->memory_bytes.at("optimizer").exact());
+  // activations are compared with the logits added (the measured figure is the peak minus the kept state)
+  EXPECT_DOUBLE_EQ(c->memory_bytes.at("activations").predicted, 4600);
+  EXPECT_DOUBLE_EQ(c->memory_bytes.at("activations").measured, 5000);
+  EXPECT_DOUBLE_EQ(c->memory_bytes.at("peak").predicted, 8600);
+  EXPECT_DOUBLE_EQ(c->memory_bytes.at("peak").measured, 9000);
+  EXPECT_EQ(c->notes, std::vector<std::string>{"a note"});
+}
+
+TEST(CompareRun, ComparesThePredictedRanksMemory) {
+  json doc = with_memory(testing::minimal_result("ddp", 2));
+  doc["prediction"] = a_prediction(/*rank=*/1);
+  const auto c = compare_run(run_from(doc), "s");
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->rank, 1);
+  EXPECT_DOUBLE_EQ(c->memory_bytes.at("optimizer").measured, 3000);  // memory.ranks[1], not rank 0's
+  EXPECT_FALSE(c->memory_bytes.at("optimizer").exact());
+}
+
+TEST(CompareRun, NullTimesAndMissingMemoryAreLeftOut) {
+  json doc = testing::minimal_result("ddp", 2);  // no "memory" section
+  doc["prediction"] = a_prediction();
+  doc["prediction"]["step_ms"] = nullptr;  // predicted without a machine profile
+  const auto c = compare_run(run_from(doc), "s");
+  ASSERT_TRUE(c.has_value());
+  EXPECT_FALSE(c->step_ms.has_value());
+  EXPECT_TRUE(c->memory_bytes.empty());
+}
+
+TEST(CompareRun, MalformedPredictionNamesFileAndKey) {
+  json doc = with_memory(testing::minimal_result("ddp", 2));
+  doc["prediction"] = "soon";
+  EXPECT_THROW(
+      {
+        try {
+          compare_run(run_from(doc), "s");
+        } catch (const AnalysisError& e) {
+          EXPECT_TRUE(contains(e.what(), "mem/result.json")) << e.what();
+          EXPECT_TRUE(contains(e.what(), "\"prediction\"")) << e.what();
+          throw;
+        }
+      },
+      AnalysisError);
+  doc["prediction"] = a_prediction();
+  doc["prediction"]["memory_bytes"]["peak"] = "big";
+  try {
+    compare_run(run_from(doc), "s");
+    FAIL() << "expected AnalysisError";
+  } catch (const AnalysisError& e) {
+    EXPECT_TRUE(contains(e.what(), "prediction.memory_bytes.peak")) << e.what();
+  }
+}
+
+TEST(Accuracy, FixtureStudyFigures) {
+  const AccuracySummary s = evaluate_accuracy(discover({prediction_fixture()}));
+  ASSERT_EQ(s.runs.size(), 3u);
+  EXPECT_EQ(s.without_prediction, std::vector<std::string>{"sharding/single"});
+  EXPECT_EQ(s.study, "sharding");
+  ASSERT_EQ(s.study_step_errors_pct.size(), 3u);
+  ASSERT_TRUE(s.median_abs_step_error_pct.has_value());
+  EXPECT_NEAR(*s.median_abs_step_error_pct, 100.0 * 20.0 / 520.0, 1e-9);  // ddp: 500 vs 520
+  ASSERT_EQ(s.pairs.size(), 3u);
+  int right = 0;
+  for (const RankedPair& p : s.pairs) {
+    right += p.right;
+    if (!p.right) {
+      EXPECT_EQ(p.a, "zero1");
+      EXPECT_EQ(p.b, "fsdp_full_shard");
+      EXPECT_TRUE(p.within_noise);  // 530 vs 525 ms measured
+    }
+  }
+  EXPECT_EQ(right, 2);
+}
+
+TEST(Accuracy, PrintsEveryTargetWithVerdict) {
+  const AccuracySummary s = evaluate_accuracy(discover({prediction_fixture()}));
+  std::ostringstream out;
+  EXPECT_FALSE(print_accuracy(s, out));  // zero1's optimizer bytes, its peak and the ranking miss
+  const std::string text = out.str();
+  EXPECT_TRUE(contains(text, "over 3 runs with a prediction; profile labbox_cpu (measured)")) << text;
+  EXPECT_TRUE(contains(text, "1 run without a prediction left out: sharding/single")) << text;
+  EXPECT_TRUE(contains(text, "params yes   grads yes   optimizer yes   met")) << text;
+  EXPECT_TRUE(contains(text, "optimizer NO (+1024 B)   MISSED")) << text;
+  EXPECT_TRUE(contains(text, "error   +11.8%   MISSED")) << text;
+  EXPECT_TRUE(contains(text, "error    -4.8%   met")) << text;
+  EXPECT_TRUE(contains(text, "error   +14.3%   within")) << text;
+  EXPECT_TRUE(contains(text, "median |error| over sharding (3 runs): 3.8%   met")) << text;
+  EXPECT_TRUE(contains(text, "2 of 3 pairs ranked right (66.7%)   MISSED")) << text;
+  EXPECT_TRUE(contains(text,
+                       "wrong: zero1 vs fsdp_full_shard: predicted 540.0 vs 600.0 ms, measured 530.0 vs "
+                       "525.0 ms (measured within 2%: run-to-run noise)"))
+      << text;
+  EXPECT_TRUE(contains(text, "targets: 1 met, 3 missed (state bytes exact, peak memory, ranking), 0 not judged"))
+      << text;
+}
+
+TEST(Accuracy, AllTargetsMetReturnsTrue) {
+  TempDir tmp;
+  for (const auto& [name, pred_ms, meas_ms] :
+       std::vector<std::tuple<std::string, double, double>>{{"a", 400, 410}, {"b", 500, 520}}) {
+    json doc = with_memory(testing::minimal_result(name, 2));
+    doc["summary"]["step_ms_median"] = meas_ms;
+    doc["prediction"] = a_prediction();
+    doc["prediction"]["step_ms"] = pred_ms;
+    testing::write_run(tmp.path() / "study" / name, doc);
+  }
+  testing::write_scenario(tmp.path() / "study", "other_study", {"a", "b"});
+  const AccuracySummary s = evaluate_accuracy(discover({tmp.path().string()}));
+  EXPECT_EQ(s.study, "all");  // no scenario named "sharding": every scenario counts
+  std::ostringstream out;
+  EXPECT_TRUE(print_accuracy(s, out)) << out.str();
+  EXPECT_TRUE(contains(out.str(), "targets: 4 met, 0 missed, 0 not judged")) << out.str();
+}
+
+TEST(Accuracy, AStepTimeOutsideTheBoundIsBrokenDown) {
+  json doc = with_memory(testing::minimal_result("fsdp_full_shard", 2));
+  doc["prediction"] = a_prediction();
+  doc["prediction"]["step_ms"] = 1050.0;  // measured 410: +156%
+  doc["prediction"]["compute_ms"] = 1010.0;
+  doc["prediction"]["optimizer_ms"] = 11.0;
+  doc["prediction"]["comm"] = {{"exposed_ms", 29.0}};
+  doc["summary"]["phases_ms"] = {{"forward", {{"median", 120.0}}},
+                                 {"backward", {{"median", 250.0}}},
+                                 {"comm_wait", {{"median", 35.0}}},
+                                 {"optimizer", {{"median", 3.5}}}};
+  const auto c = compare_run(run_from(doc), "sharding");
+  ASSERT_TRUE(c && c->measured_parts && c->predicted_parts);
+  EXPECT_DOUBLE_EQ(c->measured_parts->compute_ms, 370.0);
+  EXPECT_DOUBLE_EQ(c->predicted_parts->exposed_comm_ms, 29.0);
+
+  AccuracySummary s;
+  s.runs = {*c};
+  std::ostringstream out;
+  print_accuracy(s, out);
+  EXPECT_TRUE(contains(out.str(), "error  +156.1%   outside")) << out.str();
+  EXPECT_TRUE(contains(out.str(),
+                       "why: predicted compute 1010.0 + exposed comm 29.0 + optimizer 11.0 ms; measured "
+                       "forward+backward 370.0 + comm wait 35.0 + optimizer 3.5 ms (phase medians)"))
+      << out.str();
+}
+
+TEST(Accuracy, WithoutPredictionsNothingIsJudged) {
+  std::ostringstream out, log;
+  EXPECT_EQ(run_accuracy({testing::fixtures_dir() + "/results"}, out, log), 1);
+  EXPECT_TRUE(contains(out.str(), "nothing to judge")) << out.str();
+  std::ostringstream out2;
+  EXPECT_EQ(run_accuracy({prediction_fixture()}, out2, log), 0) << log.str();
+  EXPECT_EQ(run_accuracy({"/nonexistent/dtlab"}, out2, log), 1);
+  EXPECT_TRUE(contains(log.str(), "/nonexistent/dtlab")) << log.str();
+}
+
+}  // namespace
+}  // namespace dtlab::analysis

@@ -1,0 +1,216 @@
+// comm_bench_test.cpp: `dtlab comm-bench` on real processes — its table, footer and point-to-point line by
+// pattern (not bytes), its JSON keys, #wrong = 0 for every op/algorithm (float32 and bfloat16, 2 and 3 ranks),
+// and `--model` with a model fitted (analysis/cost/fit.hpp) from the run's own JSON.
+// Runs from a plain environment (comm-bench re-launches itself as 2 ranks, as `dtlab calibrate` will use it) and
+// under `dtlab launch -n 3` (a rank of a job: no re-launch, every line prefixed by the launcher).
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "analysis/cost/fit.hpp"
+#include "tests/strategy/job.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using dtlab::testing::run_job;
+
+const std::string kDtlab = std::string(DTLAB_BINARY_DIR) + "/bin/dtlab";
+const std::set<std::string> kSeries = {"all_reduce/backend", "all_reduce/ring",        "all_gather/backend",
+                                       "all_gather/ring",    "reduce_scatter/backend", "reduce_scatter/ring",
+                                       "broadcast/backend"};
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+int count_matching(const std::vector<std::string>& lines, const std::string& pattern) {
+  const std::regex re(pattern);
+  int n = 0;
+  for (const auto& line : lines) n += std::regex_match(line, re) ? 1 : 0;
+  return n;
+}
+
+class CommBench : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/dtlab_comm_bench_test_XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  static nlohmann::json read_json(const fs::path& path) {
+    std::ifstream in(path);
+    return nlohmann::json::parse(in);
+  }
+  fs::path dir_;
+};
+
+// Rows: 1K, 4K, 16K, 64K for each of the 7 op/algorithm series.
+TEST_F(CommBench, GoldenTableFooterAndJson) {
+  const fs::path json = dir_ / "bench.json";
+  const auto job =
+      run_job({kDtlab, "comm-bench", "-b", "1K", "-e", "64K", "-n", "3", "-w", "1", "--json", json.string()}, 120);
+  ASSERT_FALSE(job.timed_out) << job.output;
+  ASSERT_EQ(job.exit_code, 0) << job.output;
+  const auto lines = lines_of(job.output);
+
+  // The report comes unprefixed (rank 0 writes to the shell's stdout), in this order.
+  EXPECT_EQ(count_matching(lines, R"(# dtlab comm-bench: gloo, 2 ranks on \S+, float32, 1024\.\.65536 B \(x4\), )"
+                                  R"(3 iterations after 1 warm-up, check on)"),
+            1)
+      << job.output;
+  EXPECT_EQ(count_matching(lines, R"(# load average \d+\.\d\d on \d+ cores at start)"), 1) << job.output;
+  for (const auto& series : kSeries)
+    EXPECT_EQ(count_matching(lines, "# " + series + ": .+"), 1) << series << "\n" << job.output;
+  EXPECT_EQ(count_matching(lines, R"(#\s+out-of-place\s+in-place)"), 7) << job.output;
+  EXPECT_EQ(count_matching(lines, R"(#\s+size\s+count\s+type\s+redop\s+root(\s+time\s+algbw\s+busbw\s+#wrong){2})"), 7)
+      << job.output;
+  EXPECT_EQ(count_matching(lines, R"(#\s+\(B\)\s+\(elements\)(\s+\(us\)\s+\(GB/s\)\s+\(GB/s\)){2}\s*)"), 7)
+      << job.output;
+  const std::string figure = R"(\s+\d+\.\d\s+\d+\.\d{3}\s+\d+\.\d{3}\s+0)";
+  EXPECT_EQ(count_matching(lines, R"(\s+(1024|4096|16384|65536)\s+\d+\s+float32\s+sum\s+-1)" + figure + figure), 16)
+      << job.output;  // all_reduce and reduce_scatter
+  EXPECT_EQ(count_matching(lines, R"(\s+(1024|4096|16384|65536)\s+\d+\s+float32\s+none\s+-1)" + figure + figure), 8)
+      << job.output;  // all_gather
+  EXPECT_EQ(count_matching(lines, R"(\s+(1024|4096|16384|65536)\s+\d+\s+float32\s+none\s+0)" + figure + figure), 4)
+      << job.output;  // broadcast from root 0
+  EXPECT_EQ(count_matching(lines, R"(# Wrong elements       : 0 OK)"), 1) << job.output;
+  EXPECT_EQ(count_matching(lines, R"(# Avg bus bandwidth    : \d+\.\d{4})"), 1) << job.output;
+  EXPECT_EQ(count_matching(lines, R"(# Point-to-point       : \d+\.\d{4} GB/s per direction \(Gloo send/recv, )"
+                                  R"(ranks 0 <-> 1, both directions at once, 64 MiB, \d+\.\d us\))"),
+            1)
+      << job.output;
+  // 64 MiB was not in the sweep, so no percentage line.
+  EXPECT_EQ(count_matching(lines, R"(# all_reduce busbw at 64 MiB.*)"), 0) << job.output;
+  EXPECT_EQ(count_matching(lines, R"(\[rank 0\] #.*)"), 0) << job.output;
+
+  const nlohmann::json doc = read_json(json);
+  for (const char* key :
+       {"tool", "backend", "world_size", "host", "dtype", "iters", "warmup", "results", "avg_busbw_GBps", "p2p"})
+    EXPECT_TRUE(doc.contains(key)) << key;
+  EXPECT_EQ(doc["tool"], "dtlab comm-bench");
+  EXPECT_EQ(doc["backend"], "gloo");
+  EXPECT_EQ(doc["world_size"], 2);
+  EXPECT_EQ(doc["dtype"], "float32");
+  EXPECT_EQ(doc["iters"], 3);
+  EXPECT_EQ(doc["warmup"], 1);
+  EXPECT_EQ(doc["p2p"]["bytes"], 64 << 20);
+  EXPECT_GT(doc["p2p"]["time_us"].get<double>(), 0);
+  EXPECT_GT(doc["p2p"]["GBps"].get<double>(), 0);
+  ASSERT_EQ(doc["results"].size(), 28u);
+  std::map<std::string, int> rows_per_series;
+  for (const auto& row : doc["results"]) {
+    for (const char* key : {"op", "algorithm", "bytes", "count", "type", "out_of_place", "in_place"})
+      ASSERT_TRUE(row.contains(key)) << key << " in " << row.dump();
+    const std::string series = row["op"].get<std::string>() + "/" + row["algorithm"].get<std::string>();
+    ++rows_per_series[series];
+    EXPECT_EQ(row["bytes"].get<int64_t>(), row["count"].get<int64_t>() * 4) << row.dump();
+    const double factor = row["op"] == "all_reduce" ? 1.0 : row["op"] == "broadcast" ? 1.0 : 0.5;  // n = 2
+    for (const char* placement : {"out_of_place", "in_place"}) {
+      const auto& f = row[placement];
+      for (const char* key : {"time_us", "algbw_GBps", "busbw_GBps", "wrong"})
+        ASSERT_TRUE(f.contains(key)) << key << " in " << row.dump();
+      EXPECT_EQ(f["wrong"], 0) << series << " " << placement;
+      EXPECT_NEAR(f["algbw_GBps"].get<double>(), row["bytes"].get<double>() / f["time_us"].get<double>() * 1e-3, 1e-9);
+      EXPECT_NEAR(f["busbw_GBps"].get<double>(), f["algbw_GBps"].get<double>() * factor, 1e-9);
+    }
+  }
+  for (const auto& series : kSeries) EXPECT_EQ(rows_per_series[series], 4) << series;
+
+  // What `dtlab calibrate` does with it: the fit accepts the document, and --model prints the accuracy line.
+  const dtlab::analysis::CommModel model = dtlab::analysis::fit_comm_model(doc);
+  for (const auto& series : kSeries) EXPECT_EQ(model.ops.count(series), 1u) << series;
+  const fs::path model_path = dir_ / "model.json";
+  std::ofstream(model_path) << model.to_json().dump(2);
+  const auto with_model = run_job({kDtlab, "comm-bench", "-b", "1K", "-e", "16K", "-n", "2", "-w", "0", "--op",
+                                   "all_gather", "--model", model_path.string()},
+                                  120);
+  ASSERT_EQ(with_model.exit_code, 0) << with_model.output;
+  const auto model_lines = lines_of(with_model.output);
+  EXPECT_EQ(count_matching(model_lines, R"(\s+(1024|4096|16384)\s+\d+\s+float32\s+none\s+-1)" + figure + figure +
+                                            R"(\s+\d+\.\d\s+-?\d+\.\d)"),
+            6)
+      << with_model.output;
+  EXPECT_EQ(count_matching(model_lines, R"(# model: median \|error\| \d+\.\d% over 6 rows \(1 KiB\.\.256 MiB\))"), 1)
+      << with_model.output;
+}
+
+// #wrong is 0 for every op/algorithm in bfloat16 too (the pattern's sums are exact there).
+TEST_F(CommBench, NothingWrongInBfloat16) {
+  const fs::path json = dir_ / "bf16.json";
+  const auto job = run_job({kDtlab, "comm-bench", "-b", "1K", "-e", "4K", "-n", "1", "-w", "0", "--dtype", "bfloat16",
+                            "--json", json.string()},
+                           120);
+  ASSERT_EQ(job.exit_code, 0) << job.output;
+  const nlohmann::json doc = read_json(json);
+  std::set<std::string> seen;
+  for (const auto& row : doc["results"]) {
+    const std::string series = row["op"].get<std::string>() + "/" + row["algorithm"].get<std::string>();
+    seen.insert(series);
+    EXPECT_EQ(row["type"], "bfloat16");
+    EXPECT_EQ(row["bytes"].get<int64_t>(), row["count"].get<int64_t>() * 2);
+    EXPECT_EQ(row["out_of_place"]["wrong"], 0) << series;
+    EXPECT_EQ(row["in_place"]["wrong"], 0) << series;
+  }
+  EXPECT_EQ(seen, kSeries);
+}
+
+// Inside a job of 3 ranks (odd: chunks and factors differ from 2): no re-launch, the launcher prefixes lines.
+TEST_F(CommBench, RankOfAThreeRankJob) {
+  const auto job = run_job({kDtlab, "launch", "-n", "3", "--timeout", "100", kDtlab, "comm-bench", "-b", "1K", "-e",
+                            "4K", "-n", "2", "-w", "0", "--check", "1"},
+                           120);
+  ASSERT_EQ(job.exit_code, 0) << job.output;
+  const auto lines = lines_of(job.output);
+  EXPECT_EQ(count_matching(lines, R"(\[rank 0\] # dtlab comm-bench: gloo, 3 ranks on .*)"), 1) << job.output;
+  // 1 KiB = 256 floats -> 255 (divisible by 3) -> 1020 B; 4 KiB -> 1023 floats -> 4092 B.
+  EXPECT_EQ(count_matching(lines, R"(\[rank 0\]\s+(1020|4092)\s+(255|1023)\s+float32.*)"), 14) << job.output;
+  EXPECT_EQ(count_matching(lines, R"(\[rank 0\] # Wrong elements       : 0 OK)"), 1) << job.output;
+  EXPECT_EQ(count_matching(lines, R"(\[rank [12]\] #.*)"), 0) << "only rank 0 reports\n" << job.output;
+}
+
+// --check 0 skips the pass: N/A in the table, null in the JSON. --repeats says how time was taken.
+TEST_F(CommBench, CheckOffSaysNotChecked) {
+  const fs::path json = dir_ / "nocheck.json";
+  const auto job = run_job({kDtlab, "comm-bench", "-b", "1K", "-e", "1K", "-n", "1", "-w", "0", "--op", "broadcast",
+                            "--check", "0", "--repeats", "2", "--json", json.string()},
+                           120);
+  ASSERT_EQ(job.exit_code, 0) << job.output;
+  const auto lines = lines_of(job.output);
+  EXPECT_EQ(count_matching(lines, R"(\s+1024\s+256\s+float32\s+none\s+0\s+.*N/A\s+.*N/A)"), 1) << job.output;
+  EXPECT_EQ(count_matching(lines, R"(# Wrong elements       : not checked \(--check 0\))"), 1) << job.output;
+  EXPECT_EQ(count_matching(lines, R"(# time = the smallest of 2 repeats of the timed loop.*)"), 1) << job.output;
+  EXPECT_TRUE(read_json(json)["results"][0]["in_place"]["wrong"].is_null());
+}
+
+TEST_F(CommBench, BadFlagsAreNamed) {
+  auto job = run_job({kDtlab, "comm-bench", "--op", "all_to_all"}, 30);
+  EXPECT_NE(job.exit_code, 0);
+  EXPECT_NE(job.output.find("--op all_to_all is not one of"), std::string::npos) << job.output;
+  job = run_job({kDtlab, "comm-bench", "-b", "12Q"}, 30);
+  EXPECT_NE(job.exit_code, 0);
+  EXPECT_NE(job.output.find("'12Q'"), std::string::npos) << job.output;
+  job = run_job({kDtlab, "comm-bench", "--op", "broadcast", "--algorithm", "ring"}, 30);
+  EXPECT_NE(job.exit_code, 0);
+  EXPECT_NE(job.output.find("broadcast has only the backend algorithm"), std::string::npos) << job.output;
+}
+
+}  // namespace

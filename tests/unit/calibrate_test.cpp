@@ -1,0 +1,107 @@
+// calibrate_test.cpp: `dtlab calibrate --quick` end to end — it runs comm-bench as a child, measures GEMMs, a
+// training step and AdamW, and writes a profile that analysis/cost/profile.hpp's loader accepts with positive
+// rates. Also the thread rule and the refusals. (~15-30 s: a quick calibration on 2 ranks.)
+#include "lab/calibrate.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "analysis/cost/profile.hpp"
+
+namespace dtlab {
+namespace {
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "dtlab_calibrate_XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+// Runs a shell command; returns its exit status and leaves its output in `log`.
+int run(const std::string& command, const fs::path& log) {
+  const int status = std::system((command + " > " + log.string() + " 2>&1").c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+const std::string kDtlab = DTLAB_BINARY_DIR "/bin/dtlab";
+
+TEST(Calibrate, QuickWritesALoadableMeasuredProfile) {
+  TempDir tmp;
+  const fs::path profile_path = tmp.path() / "calibration" / "profile.json";
+  const fs::path log = tmp.path() / "log.txt";
+  ASSERT_EQ(run(kDtlab + " calibrate --quick --ranks 2 --out " + profile_path.string(), log), 0) << read_text(log);
+
+  const analysis::MachineProfile p = analysis::load_profile(profile_path.string());
+  EXPECT_EQ(p.kind, "measured");
+  EXPECT_NE(p.source.find("dtlab calibrate on "), std::string::npos) << p.source;
+  EXPECT_NE(p.source.find("--quick"), std::string::npos) << "the command is recorded: " << p.source;
+  for (const char* dtype : {"float32", "bfloat16", "float16"}) {
+    ASSERT_TRUE(p.compute.matmul_tflops.count(dtype)) << dtype;
+    EXPECT_GT(p.compute.matmul_tflops.at(dtype), 0.0) << dtype;
+  }
+  EXPECT_GT(p.compute.train_efficiency, 0.0);
+  EXPECT_LE(p.compute.train_efficiency, 1.0);
+  EXPECT_GT(p.compute.memory_GBps, 0.0);
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  EXPECT_EQ(p.compute.threads, std::max(1, cores / 2)) << "a rank of a 2-rank job uses cores / 2 threads";
+  EXPECT_EQ(p.compute.cores, cores);
+  ASSERT_TRUE(p.host_device_GBps.has_value());
+  EXPECT_GT(*p.host_device_GBps, 0.0);
+  EXPECT_EQ(p.comm.ranks_per_node, 2);
+  EXPECT_EQ(p.comm.measured_world_size, 2);
+  EXPECT_EQ(p.comm.intra_node.backend, "gloo");
+  ASSERT_TRUE(p.comm.intra_node.ops.count("all_reduce/backend"));
+  const analysis::CollectiveCost& ar = p.comm.intra_node.ops.at("all_reduce/backend");
+  EXPECT_GT(ar.alpha_us + ar.beta_us_per_byte, 0.0);
+
+  // the side files: the raw benchmark and every measurement behind the profile
+  EXPECT_TRUE(fs::exists(profile_path.parent_path() / "comm_bench.json"));
+  const auto record = nlohmann::json::parse(read_text(profile_path.parent_path() / "calibration.json"));
+  EXPECT_EQ(record.at("ranks"), 2);
+  EXPECT_GT(record.at("compute").at("train_step").at("fwd_bwd_ms").size(), 0u);
+  EXPECT_NE(read_text(log).find("train_efficiency"), std::string::npos) << "prints a summary";
+}
+
+TEST(Calibrate, RefusesOneRankAndPredictionOnlyShapes) {
+  TempDir tmp;
+  const fs::path log = tmp.path() / "log.txt";
+  EXPECT_NE(run(kDtlab + " calibrate --quick --ranks 1 --out " + (tmp.path() / "p.json").string(), log), 0);
+  EXPECT_NE(read_text(log).find("--ranks 1 must be >= 2"), std::string::npos) << read_text(log);
+  EXPECT_NE(run(kDtlab + " calibrate --quick --out " + (tmp.path() / "p.json").string() + " model.preset=7b", log), 0);
+  EXPECT_NE(read_text(log).find("prediction-only"), std::string::npos) << read_text(log);
+  EXPECT_FALSE(fs::exists(tmp.path() / "p.json"));
+}
+
+TEST(Calibrate, ThreadsFollowTheTrainerRule) {
+  Config c;
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  EXPECT_EQ(calibration_threads(c, 1), cores);
+  EXPECT_EQ(calibration_threads(c, 2), std::max(1, cores / 2));
+  EXPECT_EQ(calibration_threads(c, 64), 1);
+  c.train.threads = 3;
+  EXPECT_EQ(calibration_threads(c, 2), 3) << "train.threads wins, as in configure_threads";
+}
+
+}  // namespace
+}  // namespace dtlab
