@@ -73,18 +73,20 @@ nlohmann::json predict(const dtlab::Config& config, const MachineProfile* profil
                        {"peak", memory.peak}};
 
   const nlohmann::json null = nullptr;
+  auto op_row_json = [](const OpTime& row, nlohmann::json time_ms) {
+    return nlohmann::json{{"op", row.op},
+                          {"algorithm", row.algorithm},
+                          {"dtype", row.dtype},
+                          {"group_size", row.group_size},
+                          {"count", row.count},
+                          {"bytes_per_step", row.bytes_per_step},
+                          {"time_ms", std::move(time_ms)}};
+  };
   nlohmann::json by_op = nlohmann::json::array();
   if (profile) {
     const StepPrediction step = predict_step(config, plan, *profile);
     notes.insert(notes.end(), step.notes.begin(), step.notes.end());
-    for (const auto& row : step.by_op)
-      by_op.push_back({{"op", row.op},
-                       {"algorithm", row.algorithm},
-                       {"dtype", row.dtype},
-                       {"group_size", row.group_size},
-                       {"count", row.count},
-                       {"bytes_per_step", row.bytes_per_step},
-                       {"time_ms", row.time_ms}});
+    for (const auto& row : step.by_op) by_op.push_back(op_row_json(row, row.time_ms));
     j["comm"] = {{"bytes_per_step", plan.step_bytes()},
                  {"time_ms", step.comm_ms},
                  {"exposed_ms", step.exposed_comm_ms},
@@ -104,14 +106,7 @@ nlohmann::json predict(const dtlab::Config& config, const MachineProfile* profil
       row.count += c.count;
       row.bytes_per_step += c.bytes * c.count;
     }
-    for (const auto& [key, row] : rows)
-      by_op.push_back({{"op", row.op},
-                       {"algorithm", row.algorithm},
-                       {"dtype", row.dtype},
-                       {"group_size", row.group_size},
-                       {"count", row.count},
-                       {"bytes_per_step", row.bytes_per_step},
-                       {"time_ms", null}});
+    for (const auto& [key, row] : rows) by_op.push_back(op_row_json(row, null));
     j["comm"] = {{"bytes_per_step", plan.step_bytes()}, {"time_ms", null}, {"exposed_ms", null}, {"by_op", by_op}};
     for (const char* key : {"compute_ms", "optimizer_ms", "offload_ms", "step_ms", "tokens_per_s"}) j[key] = null;
     notes.push_back("no machine profile: memory and bytes only (pass --profile, e.g. analysis/profiles/h100_sxm.json)");

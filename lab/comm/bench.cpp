@@ -52,13 +52,6 @@ constexpr double kSentinel = 99;
 const std::vector<std::string> kOps = {"all_reduce", "all_gather", "reduce_scatter", "broadcast"};
 const std::vector<std::string> kAlgorithms = {"backend", "ring"};
 
-// nccl-tests' bus-bandwidth factor (doc/PERFORMANCE.md).
-double bus_factor(const std::string& op, int p) {
-  if (op == "all_reduce") return 2.0 * (p - 1) / p;
-  if (op == "broadcast") return 1.0;
-  return static_cast<double>(p - 1) / p;
-}
-
 std::string what_runs(const std::string& op, const std::string& algorithm) {
   if (op == "all_reduce")
     return algorithm == "ring" ? "lab ring reduce-scatter + lab ring all-gather, composed (no copy)"
@@ -231,7 +224,7 @@ Figure measure(Comm& comm, World& world, const Row& row, at::ScalarType type, bo
   }
   f.time_us = time_calls([&] { c.run(); }, world, comm, options);
   f.algbw_GBps = static_cast<double>(row.bytes) / f.time_us * 1e-3;  // bytes/us = MB/s
-  f.busbw_GBps = f.algbw_GBps * bus_factor(row.op, comm.size());
+  f.busbw_GBps = f.algbw_GBps * busbw_factor(row.op, comm.size());
   return f;
 }
 
@@ -450,13 +443,12 @@ int run_comm_bench(const CommBenchOptions& options) {
              static_cast<long long>(options.max_bytes), options.factor, options.iters, options.warmup,
              options.check ? "on" : "off"));
   say("# " + machine_load() + " at start");
-  if (options.repeats > 1)
-    say(
-        format("# time = the smallest of %d repeats of the timed loop (--repeats), each a mean per call, max over "
-               "ranks",
-               options.repeats));
-  say("# time = mean per call, max over ranks; algbw = bytes/time; busbw = algbw x (2(n-1)/n all_reduce, (n-1)/n "
-      "all_gather and reduce_scatter, 1 broadcast); GB = 1e9 B");
+  say(options.repeats > 1 ? format("# time = the smallest of %d repeats of the timed loop (--repeats), each a mean "
+                                   "per call, max over ranks",
+                                   options.repeats)
+                          : std::string("# time = mean per call, max over ranks"));
+  say("# algbw = bytes/time; busbw = algbw x (2(n-1)/n all_reduce, (n-1)/n all_gather and reduce_scatter, "
+      "1 broadcast); GB = 1e9 B");
   if (options.model) say("# model: " + options.model->source);
 
   std::vector<Row> rows;

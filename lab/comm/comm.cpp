@@ -5,6 +5,7 @@
 #include "lab/instrument/clock.hpp"
 #include "lab/instrument/step_profiler.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <stdexcept>
 
@@ -17,6 +18,14 @@ namespace dtlab {
 const char* to_string(CommAlgorithm a) { return a == CommAlgorithm::ring ? "ring" : "backend"; }
 
 double comm_clock_us() { return lab_clock_us(); }
+
+double busbw_factor(const std::string& op, int group_size) {
+  const double n = static_cast<double>(std::max(1, group_size));
+  if (op == "all_reduce") return 2.0 * (n - 1.0) / n;
+  if (op == "all_gather" || op == "reduce_scatter") return (n - 1.0) / n;
+  if (op == "broadcast" || op == "send" || op == "recv" || op == "send_recv") return 1.0;
+  return 0.0;
+}
 
 void CommHandle::wait() {
   if (!wait_fn_) return;

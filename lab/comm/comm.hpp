@@ -59,6 +59,10 @@ struct CollectiveRecord {
 
 double comm_clock_us();
 
+// nccl-tests' bus-bandwidth factor (doc/PERFORMANCE.md): busbw = algbw * factor. all_reduce 2(n-1)/n;
+// all_gather, reduce_scatter (n-1)/n; broadcast and point-to-point 1; anything else (barrier) 0.
+double busbw_factor(const std::string& op, int group_size);
+
 class CommHandle {
  public:
   CommHandle() = default;

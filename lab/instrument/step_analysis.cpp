@@ -12,14 +12,6 @@
 
 namespace dtlab {
 
-double busbw_factor(const std::string& op, int group_size) {
-  const double n = static_cast<double>(std::max(1, group_size));
-  if (op == "all_reduce") return 2.0 * (n - 1.0) / n;
-  if (op == "all_gather" || op == "reduce_scatter") return (n - 1.0) / n;
-  if (op == "broadcast" || op == "send" || op == "recv") return 1.0;
-  return 0.0;
-}
-
 namespace {
 
 bool is_compute(Phase p) { return p == Phase::forward || p == Phase::backward || p == Phase::optimizer; }

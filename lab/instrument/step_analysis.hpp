@@ -21,10 +21,6 @@
 
 namespace dtlab {
 
-// nccl-tests bus-bandwidth factor: all_reduce 2(n-1)/n; all_gather, reduce_scatter (n-1)/n; broadcast,
-// send, recv 1; anything else (barrier) 0.
-double busbw_factor(const std::string& op, int group_size);
-
 // Main-thread compute intervals of a step (merged, sorted).
 std::vector<Interval> compute_intervals(const std::vector<PhaseSpan>& spans);
 
