@@ -29,6 +29,7 @@
 #include "lab/results.hpp"
 #include "lab/train/optimizer.hpp"
 #include "lab/world.hpp"
+#include "strategies/cost_plan.hpp"
 
 namespace dtlab {
 namespace {
@@ -162,8 +163,8 @@ std::string host_name() {
   return host[0] ? host : "localhost";
 }
 
-// Runs argv (argv[0] = program path) with inherited stdout/stderr; returns its exit status (128 + signal).
-int run_child(const std::vector<std::string>& args) {
+// Starts argv (argv[0] = program path) with inherited stdout/stderr; returns its pid.
+pid_t start_child(const std::vector<std::string>& args) {
   std::vector<char*> argv;
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -174,11 +175,29 @@ int run_child(const std::vector<std::string>& args) {
     ::execv(argv[0], argv.data());
     ::_exit(127);
   }
+  return pid;
+}
+
+// Waits for a child; returns its exit status (128 + signal if killed).
+int wait_child(pid_t pid) {
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
+
+int run_child(const std::vector<std::string>& args) { return wait_child(start_child(args)); }
+
+// This executable's path (children run the same dtlab).
+std::string self_exe() {
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) throw std::runtime_error("calibrate: cannot find this executable (/proc/self/exe): " + ec.message());
+  return self.string();
+}
+
+// A CPU host runs any number of local ranks over the same loopback transport: all of them are intra-node.
+constexpr int kCpuRanksPerNode = 1024;
 
 std::string join(const std::vector<std::string>& parts) {
   std::string out;
@@ -194,6 +213,43 @@ int calibration_threads(const Config& config, int ranks) {
   const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   return std::max(1, cores / std::max(1, ranks));
 }
+
+namespace {
+
+// Median forward+backward and whole-step times of the single strategy on one micro-batch of `run`.
+struct TrainStepTimes {
+  double fwd_bwd_ms = 0, step_ms = 0;
+  std::vector<double> fwd_bwd_repeats, step_repeats;
+};
+TrainStepTimes measure_train_step(const Config& run, bool quick, const StrategyFactory& make_strategy) {
+  auto strategy = make_strategy("single");
+  SingleProcessWorld world;
+  auto model = std::make_shared<GPT>(run.model, run.train.seed);
+  auto source = make_token_source(run.data, run.model.vocab_size);
+  Sampler sampler(*source, run.model.seq_len, run.train.global_batch, run.train.micro_batch, 1, 0, 1, run.data.seed);
+  strategy->wrap(model, run, world);
+  const double loss_weight = 1.0 / static_cast<double>(sampler.global_target_count(0));
+  TrainStepTimes t;
+  const int warmup = train_warmup_steps(quick), timed = train_timed_steps(quick);
+  for (int step = 0; step < warmup + timed; ++step) {
+    const auto t0 = Clock::now();
+    strategy->zero_grad();
+    strategy->forward_backward(sampler.batch(step, 0), loss_weight, true);
+    strategy->finish_gradients();
+    const double fb = 1e3 * seconds_since(t0);
+    strategy->scale_gradients(1.0 / (std::sqrt(strategy->grad_sum_of_squares()) + 1.0));  // as clipping does
+    strategy->optimizer_step(1e-4);
+    if (step >= warmup) {
+      t.fwd_bwd_repeats.push_back(fb);
+      t.step_repeats.push_back(1e3 * seconds_since(t0));
+    }
+  }
+  t.fwd_bwd_ms = median_of(t.fwd_bwd_repeats);
+  t.step_ms = median_of(t.step_repeats);
+  return t;
+}
+
+}  // namespace
 
 ComputeCalibration calibrate_compute(const Config& config, int threads, bool quick,
                                      const StrategyFactory& make_strategy) {
@@ -214,7 +270,8 @@ ComputeCalibration calibrate_compute(const Config& config, int threads, bool qui
     c.matmul_tflops[dtype] = measure_matmul_tflops(config.model, c.tokens, dtype, quick, gemm_details);
   }
 
-  // 2. a training step of one micro-batch (the per-rank work of a data-parallel step), single strategy
+  // 2. a training step of one micro-batch (the per-rank work of a data-parallel step), single strategy, in the
+  // config's dtype and, for an fp32 config, in bf16 too (a CPU's bf16 GEMM gain is not its bf16 step gain).
   Config single = config;
   single.world_size = 1;
   single.parallel.strategy = "single";
@@ -222,43 +279,37 @@ ComputeCalibration calibrate_compute(const Config& config, int threads, bool qui
   single.train.global_batch = single.train.micro_batch;
   single.train.accumulation = 1;
   const ModelCounts counts = model_counts(single.model);
-  auto strategy = make_strategy("single");
-  SingleProcessWorld world;
-  auto model = std::make_shared<GPT>(single.model, single.train.seed);
-  auto source = make_token_source(single.data, single.model.vocab_size);
-  Sampler sampler(*source, single.model.seq_len, single.train.global_batch, single.train.micro_batch, 1, 0, 1,
-                  single.data.seed);
-  strategy->wrap(model, single, world);
-  const double loss_weight = 1.0 / static_cast<double>(sampler.global_target_count(0));
-  std::vector<double> fwd_bwd_ms, step_ms;
-  const int warmup = train_warmup_steps(quick), timed = train_timed_steps(quick);
-  for (int step = 0; step < warmup + timed; ++step) {
-    const auto t0 = Clock::now();
-    strategy->zero_grad();
-    strategy->forward_backward(sampler.batch(step, 0), loss_weight, true);
-    strategy->finish_gradients();
-    const double fb = 1e3 * seconds_since(t0);
-    strategy->scale_gradients(1.0 / (std::sqrt(strategy->grad_sum_of_squares()) + 1.0));  // as clipping does
-    strategy->optimizer_step(1e-4);
-    if (step >= warmup) {
-      fwd_bwd_ms.push_back(fb);
-      step_ms.push_back(1e3 * seconds_since(t0));
-    }
-  }
-  c.fwd_bwd_ms = median_of(fwd_bwd_ms);
-  c.step_ms = median_of(step_ms);
   const double step_flops = counts.flops_per_token * static_cast<double>(c.tokens);
-  c.model_tflops = step_flops / (c.fwd_bwd_ms / 1e3) / 1e12;
-  const double raw_efficiency = c.model_tflops / c.matmul_tflops.at(c.train_dtype);
-  c.train_efficiency = std::min(1.0, raw_efficiency);
+  json train_details = json::object();
+  for (const std::string dtype : {config.precision.param_dtype, std::string("bf16")}) {
+    if (dtype == "bf16" && config.precision.param_dtype != "fp32") continue;  // measured above as the config's
+    Config run = single;
+    run.precision.param_dtype = dtype;
+    const TrainStepTimes times = measure_train_step(run, quick, make_strategy);
+    const std::string name = profile_dtype(dtype);
+    const double model_tflops = step_flops / (times.fwd_bwd_ms / 1e3) / 1e12;
+    const double raw_efficiency = model_tflops / c.matmul_tflops.at(name);
+    c.train_efficiency_by_dtype[name] = std::min(1.0, raw_efficiency);
+    train_details[name] = {{"fwd_bwd_ms", times.fwd_bwd_repeats},
+                           {"step_ms", times.step_repeats},
+                           {"model_tflops", model_tflops},
+                           {"efficiency_uncapped", raw_efficiency}};
+    if (dtype != config.precision.param_dtype) continue;
+    c.fwd_bwd_ms = times.fwd_bwd_ms;
+    c.step_ms = times.step_ms;
+    c.model_tflops = model_tflops;
+    c.train_efficiency = c.train_efficiency_by_dtype[name];
+  }
 
-  // 3. AdamW memory traffic, 4. host copies
+  // 3. The memory-bound rest of the step (gradient norm, scaling, AdamW): the step model's byte count of this very
+  // step over its measured time, so the model reproduces it. The op-by-op AdamW microbenchmark is kept as a record.
+  c.elementwise_ms = c.step_ms - c.fwd_bwd_ms;
+  c.elementwise_bytes = analysis::elementwise_bytes(single, cost_plan(single, 0));
+  c.memory_GBps = c.elementwise_bytes / (std::max(1e-3, c.elementwise_ms) / 1e3) / 1e9;
   c.adamw_params = counts.params;
   std::vector<double> adamw_repeats;
   c.adamw_ms = measure_adamw_ms(single.train, c.adamw_params, quick, adamw_repeats);
-  // Counted with the step model's bytes per element, so its optimizer time reproduces this measurement.
   c.adamw_bytes_per_param = static_cast<double>(analysis::optimizer_bytes_per_element(single.train));
-  c.memory_GBps = c.adamw_bytes_per_param * static_cast<double>(c.adamw_params) / (c.adamw_ms / 1e3) / 1e9;
   const at::Tensor from = at::randn({c.adamw_params});
   at::Tensor to = at::empty_like(from);
   const std::vector<double> copy_ms = repeat_ms(small_budget(quick), [&] { to.copy_(from); });
@@ -274,28 +325,23 @@ ComputeCalibration calibrate_compute(const Config& config, int threads, bool qui
                  {"seq_len", single.model.seq_len},
                  {"dtype", c.train_dtype},
                  {"flops_per_token", counts.flops_per_token},
-                 {"warmup_steps", warmup},
-                 {"fwd_bwd_ms", fwd_bwd_ms},
-                 {"step_ms", step_ms},
-                 {"model_tflops", c.model_tflops},
-                 {"efficiency_uncapped", raw_efficiency}}},
+                 {"warmup_steps", train_warmup_steps(quick)},
+                 {"by_dtype", train_details}}},
+               {"elementwise", {{"ms", c.elementwise_ms}, {"bytes", c.elementwise_bytes}, {"GBps", c.memory_GBps}}},
                {"adamw",
                 {{"params", c.adamw_params},
                  {"bytes_per_param", c.adamw_bytes_per_param},
                  {"repeats_ms", adamw_repeats},
-                 {"GBps", c.memory_GBps}}},
+                 {"GBps", c.adamw_bytes_per_param * static_cast<double>(c.adamw_params) / (c.adamw_ms / 1e3) / 1e9}}},
                {"copy", {{"bytes", 4 * c.adamw_params}, {"repeats_ms", copy_ms}, {"GBps", c.copy_GBps}}}};
   return c;
 }
 
 json run_comm_bench_child(int ranks, bool quick, const std::string& json_path) {
-  std::error_code ec;
-  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) throw std::runtime_error("calibrate: cannot find this executable (/proc/self/exe): " + ec.message());
   // Sizes: 1 KiB to 256 MiB by 4x as the per-collective target; --quick keeps three small sizes.
   // --repeats 3: the fastest of three timed loops per size, so one loop that waited for a busy core does not
   // become the fitted figure (a shared 2-core machine; see lab/comm/bench.hpp).
-  std::vector<std::string> args = {self.string(), "comm-bench", "--ranks", std::to_string(ranks)};
+  std::vector<std::string> args = {self_exe(), "comm-bench", "--ranks", std::to_string(ranks)};
   const std::vector<std::string> sizes =
       quick ? std::vector<std::string>{"-b", "1K", "-e", "1M", "-f", "32", "-n", "3", "-w", "1", "-c", "0"}
             : std::vector<std::string>{"-b", "1K", "-e", "256M", "-f", "4", "-n", "5", "-w", "2", "--repeats", "3"};
@@ -333,6 +379,10 @@ int run_calibrate(const CalibrateOptions& options) {
   const Config config = load_config(options.config_path, overrides, options.ranks);
   const int threads = calibration_threads(config, options.ranks);
 
+  if (options.compute_only) {  // a companion: the same compute measurements, as load beside the measuring process
+    calibrate_compute(config, threads, options.quick, options.make_strategy);
+    return 0;
+  }
   const fs::path out(options.out_path);
   const fs::path dir = out.has_parent_path() ? out.parent_path() : fs::path(".");
   fs::create_directories(dir);
@@ -346,18 +396,35 @@ int run_calibrate(const CalibrateOptions& options) {
       options.quick ? " (--quick: fewer repeats)" : "");
   std::fflush(stdout);
 
+  // The studies run `ranks` ranks at once, which share cores, caches and memory bandwidth; so the compute
+  // figures are measured with ranks - 1 companion processes doing the same work at the same time.
+  std::vector<pid_t> companions;
+  for (int i = 1; i < options.ranks; ++i) {
+    std::vector<std::string> args = {
+        self_exe(), "calibrate", "--compute-only", "--out", options.out_path, "--ranks", std::to_string(options.ranks)};
+    if (options.quick) args.push_back("--quick");
+    if (!options.config_path.empty()) args.insert(args.end(), {"--config", options.config_path});
+    args.insert(args.end(), options.overrides.begin(), options.overrides.end());
+    companions.push_back(start_child(args));
+  }
   const ComputeCalibration compute = calibrate_compute(config, threads, options.quick, options.make_strategy);
+  for (const pid_t pid : companions)
+    if (wait_child(pid) != 0) throw std::runtime_error("calibrate: a companion compute process failed");
   std::printf("  GEMM on the model's shapes: float32 %.1f, bfloat16 %.1f, float16 %.1f GFLOP/s\n",
               1e3 * compute.matmul_tflops.at("float32"), 1e3 * compute.matmul_tflops.at("bfloat16"),
               1e3 * compute.matmul_tflops.at("float16"));
   std::printf(
-      "  training step (single, %s): forward+backward %.1f ms = %.1f GFLOP/s of model FLOPs -> "
-      "train_efficiency %.2f; whole step %.1f ms\n",
-      compute.train_dtype.c_str(), compute.fwd_bwd_ms, 1e3 * compute.model_tflops, compute.train_efficiency,
-      compute.step_ms);
-  std::printf("  AdamW on %.2f M params: %.2f ms -> %.1f GB/s effective (%.0f B/param); host copy %.1f GB/s\n",
-              compute.adamw_params / 1e6, compute.adamw_ms, compute.memory_GBps, compute.adamw_bytes_per_param,
-              compute.copy_GBps);
+      "  training step (single, %s, %d companion(s) alongside): forward+backward %.1f ms = %.1f GFLOP/s of model "
+      "FLOPs -> train_efficiency %.2f; whole step %.1f ms\n",
+      compute.train_dtype.c_str(), options.ranks - 1, compute.fwd_bwd_ms, 1e3 * compute.model_tflops,
+      compute.train_efficiency, compute.step_ms);
+  for (const auto& [dtype, e] : compute.train_efficiency_by_dtype)
+    std::printf("  train_efficiency %s %.2f\n", dtype.c_str(), e);
+  std::printf(
+      "  gradient norm + scaling + optimizer of that step: %.2f ms for %.1f MB -> %.1f GB/s effective; AdamW alone "
+      "%.2f ms; host copy %.1f GB/s\n",
+      compute.elementwise_ms, compute.elementwise_bytes / 1e6, compute.memory_GBps, compute.adamw_ms,
+      compute.copy_GBps);
   std::fflush(stdout);
 
   const std::string bench_path = (dir / "comm_bench.json").string();
@@ -373,11 +440,12 @@ int run_calibrate(const CalibrateOptions& options) {
       {"compute",
        {{"matmul_tflops", compute.matmul_tflops},
         {"train_efficiency", compute.train_efficiency},
+        {"train_efficiency_by_dtype", compute.train_efficiency_by_dtype},
         {"memory_GBps", compute.memory_GBps},
         {"threads", compute.threads},
         {"cores", compute.cores}}},
       {"comm",
-       {{"ranks_per_node", options.ranks}, {"intra_node", comm.to_json()}, {"measured_world_size", options.ranks}}},
+       {{"ranks_per_node", kCpuRanksPerNode}, {"intra_node", comm.to_json()}, {"measured_world_size", options.ranks}}},
       {"host_device_GBps", compute.copy_GBps},
       {"notes",
        {"compute rates hold for " + std::to_string(compute.threads) + " intra-op thread(s) per rank on " +
@@ -385,10 +453,12 @@ int run_calibrate(const CalibrateOptions& options) {
         "matmul_tflops: model-weighted forward and backward GEMMs of " + config.model.preset + " with " +
             std::to_string(compute.tokens) + " rows, median over repeats",
         "train_efficiency: forward+backward model FLOP rate of one " + compute.train_dtype +
-            " micro-batch over the matmul rate (optimizer excluded: memory_GBps covers it)",
-        "memory_GBps: the lab's AdamW step over " + std::to_string(compute.adamw_params) + " fp32 parameters, " +
-            std::to_string(static_cast<int>(compute.adamw_bytes_per_param)) +
-            " bytes per parameter (every pass of the op-by-op update); an effective rate, not the bus's peak",
+            " micro-batch over the matmul rate (optimizer excluded: memory_GBps covers it); by dtype for bf16",
+        "compute figures measured with " + std::to_string(options.ranks - 1) +
+            " companion process(es) doing the same work at once, as the ranks of a job share the cores",
+        "memory_GBps: the step model's elementwise bytes (gradient norm, scaling, AdamW) of that single-process "
+        "step over its measured time; an effective rate, not the bus's peak",
+        "ranks_per_node: every local rank of this host is intra-node (a CPU host has no per-node GPU count)",
         "host_device_GBps: a host-to-host copy (no GPU): what offload costs on this machine",
         "comm: Gloo over loopback TCP, fitted to comm-bench " +
             std::string(options.quick ? "1 KiB-1 MiB (--quick)" : "1 KiB-256 MiB") + " at " +

@@ -10,10 +10,12 @@
 //      head) -> compute.matmul_tflops.<dtype>
 //   2. a short training step of the same shape with the single strategy (warm-up steps excluded): the model
 //      FLOP rate of forward + backward (6N + 12·L·h·s per token) over the matmul rate of the config's dtype
-//      -> compute.train_efficiency
-//   3. the lab's own AdamW step over a flat fp32 tensor of the model's size, counted with the step model's
-//      bytes per element (analysis/cost/step_model.hpp optimizer_bytes_per_element: every pass the op-by-op
-//      update makes) -> compute.memory_GBps, so the predicted optimizer time reproduces the measured one
+//      -> compute.train_efficiency; for an fp32 config the same in bf16 -> compute.train_efficiency_by_dtype
+//   3. the rest of that step (gradient norm, scaling, AdamW): the step model's elementwise_bytes() of it over its
+//      measured time -> compute.memory_GBps, so the predicted optimizer time reproduces the measured one (the
+//      lab's AdamW alone on a flat tensor is measured too, as a record in calibration.json)
+//   Steps 1-3 run with ranks - 1 companion processes (`dtlab calibrate --compute-only`) doing the same work at
+//   the same time: the ranks of a job share cores, caches and memory bandwidth, and the studies measure that.
 //   4. a host-to-host copy of the model's fp32 parameters -> host_device_GBps (what offload costs on CPU)
 //   5. `<this exe> comm-bench --ranks N -b 1K -e 256M -f 4 ... --json <dir>/comm_bench.json` as a child process,
 //      then fit_comm_model (analysis/cost/fit.hpp) -> comm.intra_node (α, β, γ per op and algorithm)
@@ -50,23 +52,27 @@ struct CalibrateOptions {
   std::vector<std::string> overrides;  // section.key=value on top of it
   std::string command;                 // the command line, recorded in the profile's source
   StrategyFactory make_strategy;       // REQUIRES: set; "single" is used for the training step
+  bool compute_only = false;  // a companion process: run the compute measurements only (load beside the real one)
 };
 
 // The compute side of a calibration (steps 1-4 above).
 struct ComputeCalibration {
   int threads = 1;
   int cores = 1;
-  int64_t tokens = 0;                           // rows of every GEMM: micro_batch * seq_len
-  std::map<std::string, double> matmul_tflops;  // by dtype name: float32 | bfloat16 | float16
-  std::string train_dtype;                      // matmul dtype of the training step (config param_dtype)
-  double fwd_bwd_ms = 0;                        // median forward + backward of one micro-batch
-  double step_ms = 0;                           // median whole step: + gradient norm and optimizer
-  double model_tflops = 0;                      // model FLOPs of fwd + bwd / fwd_bwd_ms
-  double train_efficiency = 0;                  // model_tflops / matmul_tflops[train_dtype], capped at 1
+  int64_t tokens = 0;                                       // rows of every GEMM: micro_batch * seq_len
+  std::map<std::string, double> matmul_tflops;              // by dtype name: float32 | bfloat16 | float16
+  std::string train_dtype;                                  // matmul dtype of the training step (config param_dtype)
+  double fwd_bwd_ms = 0;                                    // median forward + backward of one micro-batch
+  double step_ms = 0;                                       // median whole step: + gradient norm and optimizer
+  double model_tflops = 0;                                  // model FLOPs of fwd + bwd / fwd_bwd_ms
+  double train_efficiency = 0;                              // model_tflops / matmul_tflops[train_dtype], capped at 1
+  std::map<std::string, double> train_efficiency_by_dtype;  // the config's dtype, and bfloat16 for an fp32 config
+  double elementwise_ms = 0;                                // step_ms - fwd_bwd_ms: gradient norm, scaling, optimizer
+  double elementwise_bytes = 0;  // analysis/cost/step_model.hpp elementwise_bytes() of that single-process step
   int64_t adamw_params = 0;
   double adamw_ms = 0;
   double adamw_bytes_per_param = 0;  // analysis/cost/step_model.hpp optimizer_bytes_per_element: the model's count
-  double memory_GBps = 0;            // adamw_bytes_per_param * adamw_params / adamw_ms
+  double memory_GBps = 0;            // elementwise_bytes / elementwise_ms (the AdamW microbenchmark is a record)
   double copy_GBps = 0;
   nlohmann::json details;  // every repeat and per-shape figure (calibration.json "compute")
 };

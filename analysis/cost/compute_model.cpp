@@ -64,7 +64,7 @@ double achieved_tflops(const Config& config, const MachineProfile& profile, std:
       notes->push_back(buf);
     }
   }
-  return matmul * profile.compute.train_efficiency * factor;
+  return matmul * train_efficiency_for(profile, config.precision.param_dtype) * factor;
 }
 
 ComputeTime compute_time(const Config& config, const MachineProfile& profile) {

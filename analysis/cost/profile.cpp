@@ -71,6 +71,8 @@ nlohmann::json MachineProfile::to_json() const {
   nlohmann::json j = {{"name", name}, {"kind", kind}, {"source", source}, {"device", device}};
   j["compute"] = {
       {"matmul_tflops", matmul}, {"train_efficiency", compute.train_efficiency}, {"memory_GBps", compute.memory_GBps}};
+  if (!compute.train_efficiency_by_dtype.empty())
+    j["compute"]["train_efficiency_by_dtype"] = compute.train_efficiency_by_dtype;
   if (compute.threads > 0) j["compute"]["threads"] = compute.threads;
   if (compute.cores > 0) j["compute"]["cores"] = compute.cores;
   j["comm"] = {{"ranks_per_node", comm.ranks_per_node}, {"intra_node", comm.intra_node.to_json()}};
@@ -104,6 +106,16 @@ MachineProfile MachineProfile::from_json(const nlohmann::json& j, const std::str
   if (p.compute.train_efficiency > 1.0)
     compute.fail("train_efficiency",
                  "is a fraction of the matmul rate, must be <= 1, got " + std::to_string(p.compute.train_efficiency));
+  if (compute.has("train_efficiency_by_dtype")) {
+    const Reader by_dtype = compute.object("train_efficiency_by_dtype");
+    for (const auto& [dtype, value] : by_dtype.json().items()) {
+      if (dtype != "float32" && dtype != "bfloat16" && dtype != "float16")
+        by_dtype.fail(dtype, "unknown dtype; use float32 | bfloat16 | float16");
+      const double e = by_dtype.positive(dtype);
+      if (e > 1.0) by_dtype.fail(dtype, "is a fraction of the matmul rate, must be <= 1, got " + std::to_string(e));
+      p.compute.train_efficiency_by_dtype[dtype] = e;
+    }
+  }
   p.compute.memory_GBps = compute.positive("memory_GBps");
   if (compute.has("threads")) p.compute.threads = compute.count("threads", 1);
   if (compute.has("cores")) p.compute.cores = compute.count("cores", 1);
@@ -150,11 +162,19 @@ void save_profile(const MachineProfile& profile, const std::string& path) {
   if (!out) throw ProfileError(path + ": write failed");
 }
 
+namespace {
+std::string profile_dtype_name(const std::string& dtype) {
+  return dtype == "fp32" ? "float32" : dtype == "bf16" ? "bfloat16" : dtype == "fp16" ? "float16" : dtype;
+}
+}  // namespace
+
+double train_efficiency_for(const MachineProfile& profile, const std::string& dtype) {
+  const auto it = profile.compute.train_efficiency_by_dtype.find(profile_dtype_name(dtype));
+  return it != profile.compute.train_efficiency_by_dtype.end() ? it->second : profile.compute.train_efficiency;
+}
+
 double matmul_tflops_for(const MachineProfile& profile, const std::string& dtype, bool* fell_back) {
-  const std::string name = dtype == "fp32"   ? "float32"
-                           : dtype == "bf16" ? "bfloat16"
-                           : dtype == "fp16" ? "float16"
-                                             : dtype;
+  const std::string name = profile_dtype_name(dtype);
   const auto& rates = profile.compute.matmul_tflops;
   auto it = rates.find(name);
   if (fell_back) *fell_back = it == rates.end();

@@ -11,6 +11,7 @@
 //    "device": "cpu" | "H100 SXM" | ...,
 //    "compute": {"matmul_tflops": {"float32": .., "bfloat16": .., "float16": ..},   // dense GEMM rate per rank
 //                "train_efficiency": 0.45,      // achieved fraction of the matmul rate in a training step
+//                "train_efficiency_by_dtype": {"bfloat16": 0.2},  // optional: per dtype, wins for that dtype
 //                "memory_GBps": 3350,           // per rank, for optimizer and elementwise passes
 //                "threads": 1,                  // optional: CPU threads per rank the rates were measured with
 //                "cores": 2},                   // optional: cores per node (CPU: ranks share them)
@@ -42,9 +43,12 @@ struct ProfileError : std::runtime_error {
 struct ComputeRates {
   std::map<std::string, double> matmul_tflops;  // key: float32 | bfloat16 | float16
   double train_efficiency = 1.0;                // (0, 1]: training-step FLOP rate / matmul rate
-  double memory_GBps = 0;                       // > 0
-  int threads = 0;                              // 0 = not recorded (GPU profiles): rates are per rank as they are
-  int cores = 0;                                // 0 = not recorded
+  // Optional, per dtype (float32 | bfloat16 | float16): a training step in that dtype over that dtype's matmul
+  // rate. Wins over train_efficiency for its dtype: on CPUs a bf16 GEMM speeds up far more than a bf16 step.
+  std::map<std::string, double> train_efficiency_by_dtype;
+  double memory_GBps = 0;  // > 0
+  int threads = 0;         // 0 = not recorded (GPU profiles): rates are per rank as they are
+  int cores = 0;           // 0 = not recorded
 };
 
 struct CommProfile {
@@ -77,5 +81,7 @@ void save_profile(const MachineProfile& profile, const std::string& path);
 // The matmul rate for a config dtype name (fp32 | bf16 | fp16) or a comm dtype name (float32 | ...), in
 // TFLOP/s per rank; falls back to float32 when the profile lacks the dtype. `fell_back` tells which happened.
 double matmul_tflops_for(const MachineProfile& profile, const std::string& dtype, bool* fell_back = nullptr);
+// The training efficiency for a config or comm dtype name: train_efficiency_by_dtype's entry, else train_efficiency.
+double train_efficiency_for(const MachineProfile& profile, const std::string& dtype);
 
 }  // namespace dtlab::analysis

@@ -90,6 +90,18 @@ int64_t optimizer_bytes_per_element(const TrainConfig& train) {
   throw std::invalid_argument("train.optimizer='" + train.optimizer + "' has no step-time model");
 }
 
+double elementwise_bytes(const Config& config, const CostPlan& plan) {
+  const int64_t state_per_element = optimizer_state_bytes_per_element(config.train, 4);
+  const double updated = state_per_element > 0 ? static_cast<double>(plan.state.optimizer) / state_per_element
+                                               : static_cast<double>(plan.state.grads) / 4.0;
+  double bytes = updated * static_cast<double>(optimizer_bytes_per_element(config.train));
+  // Gradient norm (pow + sum), clipping scale, averaging divide, zeroing: 12 + 8 + 8 + 4 bytes per fp32 grad.
+  bytes += static_cast<double>(plan.state.grads) / 4.0 * (12 + (config.train.grad_clip > 0 ? 8 : 0) + 8 + 4);
+  if (config.precision.master_dtype != "fp32") bytes += updated * 12;  // fp32 scratch copy and round back
+  if (config.precision.param_dtype != config.precision.master_dtype) bytes += updated * 6;  // master -> compute cast
+  return bytes;
+}
+
 double planned_collective_us(const PlannedCollective& c, const Config& config, const MachineProfile& profile,
                              bool* inter_node) {
   const bool replica_group = c.what.find("across replicas") != std::string::npos;
@@ -255,15 +267,7 @@ StepPrediction predict_step(const Config& config, const CostPlan& plan, const Ma
   s.exposed_comm_ms = exposed + after_backward_ms;
 
   // Optimizer and the elementwise passes over parameters and gradients (memory-bound).
-  const int64_t state_per_element = optimizer_state_bytes_per_element(config.train, 4);
-  const double updated = state_per_element > 0 ? static_cast<double>(plan.state.optimizer) / state_per_element
-                                               : static_cast<double>(plan.state.grads) / 4.0;
-  double bytes = updated * static_cast<double>(optimizer_bytes_per_element(config.train));
-  // Gradient norm (pow + sum), clipping scale, averaging divide, zeroing: 12 + 8 + 8 + 4 bytes per fp32 grad.
-  bytes += static_cast<double>(plan.state.grads) / 4.0 * (12 + (config.train.grad_clip > 0 ? 8 : 0) + 8 + 4);
-  if (config.precision.master_dtype != "fp32") bytes += updated * 12;  // fp32 scratch copy and round back
-  if (config.precision.param_dtype != config.precision.master_dtype) bytes += updated * 6;  // master -> compute cast
-  s.optimizer_ms = bytes / (profile.compute.memory_GBps * 1e9) * 1e3;
+  s.optimizer_ms = elementwise_bytes(config, plan) / (profile.compute.memory_GBps * 1e9) * 1e3;
 
   // Offload: each gather first copies the master shard to the compute side; each reduce-scatter's output goes
   // back to the host shard (synchronous on the rank's thread).

@@ -57,6 +57,12 @@ struct StepPrediction {
 // REQUIRES: `plan` is cost_plan(config, rank) of the same config; profile rates > 0.
 StepPrediction predict_step(const Config& config, const CostPlan& plan, const MachineProfile& profile);
 
+// Bytes the optimizer step and the other elementwise passes over parameters and gradients move per step on one
+// rank (optimizer update, gradient norm, clipping scale, averaging, zeroing, master/compute casts): the
+// memory-bound part of the step, timed at compute.memory_GBps. `dtlab calibrate` divides the same count of a
+// single-process step by its measured time, so the two agree by construction.
+double elementwise_bytes(const Config& config, const CostPlan& plan);
+
 // Time of one call of a planned collective on `profile` (µs); `inter_node` tells which model was used.
 // Throws std::invalid_argument (from the comm model) naming op/algorithm when the profile lacks it.
 double planned_collective_us(const PlannedCollective& c, const Config& config, const MachineProfile& profile,

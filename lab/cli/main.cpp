@@ -246,6 +246,8 @@ int main(int argc, char** argv) {
   calibrate->add_option("--out", calibrate_options.out_path, "machine profile JSON to write")->required();
   calibrate->add_option("--ranks", calibrate_options.ranks, "ranks of the jobs to calibrate for (>= 2)");
   calibrate->add_flag("--quick", calibrate_options.quick, "fewer sizes and repeats (tests)");
+  calibrate->add_flag("--compute-only", calibrate_options.compute_only,
+                      "internal: a companion process that loads the machine like the other ranks of a job");
   calibrate->add_option("--config", calibrate_options.config_path, "shapes to calibrate on (default: small)");
   calibrate->add_option("overrides", calibrate_options.overrides, "section.key=value overrides of the config");
 

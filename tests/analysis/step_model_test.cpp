@@ -81,6 +81,34 @@ TEST(ComputeModel, CpuRateScalesWithThreadsPerRank) {
   EXPECT_DOUBLE_EQ(achieved_tflops(tiny({"train.threads=2"}, 2), p), 0.5);  // oversubscribed: still 1 core each
 }
 
+TEST(ComputeModel, PerDtypeEfficiencyWinsForItsDtype) {
+  MachineProfile p = synthetic();
+  p.compute.matmul_tflops["bfloat16"] = 4.0;
+  p.compute.train_efficiency_by_dtype = {{"bfloat16", 0.125}};
+  EXPECT_DOUBLE_EQ(achieved_tflops(tiny({"precision.param_dtype=bf16"}), p), 0.5);  // 4 x 0.125, not 4 x 0.5
+  EXPECT_DOUBLE_EQ(achieved_tflops(tiny(), p), 0.5);                                // fp32: the scalar 0.5
+  EXPECT_DOUBLE_EQ(train_efficiency_for(p, "bf16"), 0.125);
+  EXPECT_DOUBLE_EQ(train_efficiency_for(p, "float32"), 0.5);
+
+  nlohmann::json j = p.to_json();
+  EXPECT_DOUBLE_EQ(MachineProfile::from_json(j, "t").compute.train_efficiency_by_dtype.at("bfloat16"), 0.125);
+  j["compute"]["train_efficiency_by_dtype"]["bfloat16"] = 1.5;
+  try {
+    MachineProfile::from_json(j, "p.json");
+    FAIL() << "an efficiency above 1 must be refused";
+  } catch (const ProfileError& e) {
+    EXPECT_NE(std::string(e.what()).find("train_efficiency_by_dtype"), std::string::npos) << e.what();
+  }
+}
+
+TEST(StepModel, ElementwiseBytesAreWhatTheOptimizerPhaseIsTimedWith) {
+  const Config c = tiny();
+  const CostPlan plan = cost_plan(c, 0);
+  const double numel = static_cast<double>(model_counts(c.model).params);
+  EXPECT_DOUBLE_EQ(elementwise_bytes(c, plan), numel * (80 + 32));
+  EXPECT_NEAR(predict_step(c, plan, synthetic()).optimizer_ms, elementwise_bytes(c, plan) / 10e9 * 1e3, 1e-9);
+}
+
 TEST(StepModel, SingleIsComputePlusOptimizer) {
   const Config c = tiny();
   const CostPlan plan = cost_plan(c, 0);

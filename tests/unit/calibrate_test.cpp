@@ -63,12 +63,15 @@ TEST(Calibrate, QuickWritesALoadableMeasuredProfile) {
   EXPECT_GT(p.compute.train_efficiency, 0.0);
   EXPECT_LE(p.compute.train_efficiency, 1.0);
   EXPECT_GT(p.compute.memory_GBps, 0.0);
+  ASSERT_TRUE(p.compute.train_efficiency_by_dtype.count("bfloat16")) << "an fp32 config also measures a bf16 step";
+  EXPECT_GT(p.compute.train_efficiency_by_dtype.at("bfloat16"), 0.0);
+  EXPECT_DOUBLE_EQ(p.compute.train_efficiency_by_dtype.at("float32"), p.compute.train_efficiency);
   const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   EXPECT_EQ(p.compute.threads, std::max(1, cores / 2)) << "a rank of a 2-rank job uses cores / 2 threads";
   EXPECT_EQ(p.compute.cores, cores);
   ASSERT_TRUE(p.host_device_GBps.has_value());
   EXPECT_GT(*p.host_device_GBps, 0.0);
-  EXPECT_EQ(p.comm.ranks_per_node, 2);
+  EXPECT_EQ(p.comm.ranks_per_node, 1024) << "every local rank of a CPU host is intra-node";
   EXPECT_EQ(p.comm.measured_world_size, 2);
   EXPECT_EQ(p.comm.intra_node.backend, "gloo");
   ASSERT_TRUE(p.comm.intra_node.ops.count("all_reduce/backend"));
@@ -79,7 +82,8 @@ TEST(Calibrate, QuickWritesALoadableMeasuredProfile) {
   EXPECT_TRUE(fs::exists(profile_path.parent_path() / "comm_bench.json"));
   const auto record = nlohmann::json::parse(read_text(profile_path.parent_path() / "calibration.json"));
   EXPECT_EQ(record.at("ranks"), 2);
-  EXPECT_GT(record.at("compute").at("train_step").at("fwd_bwd_ms").size(), 0u);
+  EXPECT_GT(record.at("compute").at("train_step").at("by_dtype").at("float32").at("fwd_bwd_ms").size(), 0u);
+  EXPECT_GT(record.at("compute").at("elementwise").at("ms").get<double>(), 0.0);
   EXPECT_NE(read_text(log).find("train_efficiency"), std::string::npos) << "prints a summary";
 }
 
