@@ -112,13 +112,16 @@ inline constexpr const char* kPhasesMs = "phases_ms";  // {data, forward, backwa
 inline constexpr const char* kCommMs = "comm_ms";      // union of the step's collective intervals
 inline constexpr const char* kExposedCommMs = "exposed_comm_ms";  // of which not hidden behind compute
 inline constexpr const char* kOverlapPct = "overlap_pct";         // hidden share of comm_ms, percent
+inline constexpr const char* kTraceMs = "trace_ms";  // instrument.trace: time writing the step's trace events
 // summary, optional
 inline constexpr const char* kStepMsMean = "step_ms_mean";
 inline constexpr const char* kStepMsP95 = "step_ms_p95";
 inline constexpr const char* kTokensPerSPerRank = "tokens_per_s_per_rank";
-inline constexpr const char* kMfuPeakSource = "mfu_peak_source";  // where gemm_tflops came from
-inline constexpr const char* kPhaseClock = "phase_clock";         // steady_clock | cuda_events
-inline constexpr const char* kCpuUtilPct = "cpu_util_pct";        // rank 0; 100 = one core busy
+inline constexpr const char* kMfuPeakSource = "mfu_peak_source";        // where gemm_tflops came from
+inline constexpr const char* kPhaseClock = "phase_clock";               // steady_clock | cuda_events
+inline constexpr const char* kTraceMsMedian = "trace_ms_median";        // instrument.trace only
+inline constexpr const char* kTraceOverheadPct = "trace_overhead_pct";  // trace_ms_median / step_ms_median
+inline constexpr const char* kCpuUtilPct = "cpu_util_pct";              // rank 0; 100 = one core busy
 inline constexpr const char* kMemoryMaxAllocatedBytes = "memory_max_allocated_bytes";
 inline constexpr const char* kMemoryMaxReservedBytes = "memory_max_reserved_bytes";
 inline constexpr const char* kOverlapPctMedian = "overlap_pct_median";

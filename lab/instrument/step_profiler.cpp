@@ -48,6 +48,7 @@ void StepProfiler::begin_step(int64_t step) {
   stack_.clear();
   spans_.clear();
   exclusive_us_.fill(0.0);
+  trace_us_ = 0;
   device_spans_.clear();
   device_timed_ = false;
   if (events_) {
@@ -63,8 +64,10 @@ void StepProfiler::end_step() {
   in_step_ = false;
   if (events_) time_on_device();
   if (trace_) {
+    const double trace_start_us = lab_clock_us();
     trace_->span("ProfilerStep#" + std::to_string(step_), trace_cat::kUserAnnotation, trace_tid::kMain, step_start_us_,
                  step_end_us_ - step_start_us_);
+    trace_us_ += lab_clock_us() - trace_start_us;
   }
 }
 
@@ -117,12 +120,14 @@ void StepProfiler::pop() {
   if (events_)
     device_spans_.push_back({frame.phase, static_cast<int>(stack_.size()), frame.start_event, events_->record()});
   if (trace_) {
+    const double trace_start_us = lab_clock_us();
     trace_->span(frame.name, trace_cat::kUserAnnotation, trace_tid::kMain, frame.start_us, dur_us,
                  {{"phase", phase_key(frame.phase)}});
     if (stack_.empty()) {
       trace_->counter("cpu tensor memory", end_us,
                       {{"allocated_bytes", static_cast<double>(cpu_tensor_memory().current_bytes)}});
     }
+    trace_us_ += lab_clock_us() - trace_start_us;
   }
   spans_.push_back({frame.phase, std::move(frame.name), frame.start_us, end_us, static_cast<int>(stack_.size())});
 }

@@ -65,6 +65,10 @@ class StepProfiler {
   const std::vector<PhaseSpan>& spans() const { return spans_; }  // the step's spans in end order
   PhaseTimes phase_ms() const;
   const char* phase_clock() const { return device_timed_ ? "cuda_events" : "steady_clock"; }
+  // Time spent writing trace events for the current step (milliseconds): the direct cost of tracing.
+  // Callers that trace outside the profiler (the trainer's collective records) add theirs.
+  double trace_ms() const { return trace_us_ / 1000.0; }
+  void add_trace_us(double us) { trace_us_ += us; }
 
   // Used by ScopedPhase.
   bool recording_here() const;
@@ -93,6 +97,7 @@ class StepProfiler {
   std::vector<Frame> stack_;
   std::vector<PhaseSpan> spans_;
   std::array<double, kPhaseCount> exclusive_us_{};
+  double trace_us_ = 0;
   std::unique_ptr<CudaEventTimeline> events_;  // null on CPU-only machines
   bool events_checked_ = false;
   std::vector<DeviceSpan> device_spans_;

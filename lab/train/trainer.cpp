@@ -59,6 +59,7 @@ nlohmann::json step_json(const StepRecord& r, bool with_loss_scale) {
                       {schema::kCommMs, r.comm_ms},
                       {schema::kExposedCommMs, r.exposed_comm_ms},
                       {schema::kOverlapPct, r.overlap_pct}};
+  if (r.trace_ms > 0) j[schema::kTraceMs] = r.trace_ms;
   j[schema::kGradNorm] = std::isfinite(r.grad_norm) ? nlohmann::json(r.grad_norm) : nlohmann::json(nullptr);
   if (with_loss_scale) {
     j[schema::kLossScale] = r.loss_scale;
@@ -344,14 +345,15 @@ TrainOutcome train(const Config& config, Strategy& strategy, World& world, const
     record.memory_bytes = cpu_tensor_memory().peak_bytes;
     record.loss_scale = strategy.loss_scale();
     record.skipped = strategy.step_skipped();
-    outcome.steps.push_back(record);
 
     for (const auto& r : comm.records) {
       if (trace) {
+        const double trace_start_us = lab_clock_us();
         const std::string group = r["group"];
         trace->span(collective_span_name(r["op"], r["tag"]), trace_cat::kCpuOp,
                     comm_tid.count(group) ? comm_tid[group] : trace_tid::kCommGroupBase - 1,
                     r[schema::kStartUs].get<double>(), r[schema::kTimeUs].get<double>(), r);
+        profiler.add_trace_us(lab_clock_us() - trace_start_us);
       }
       if (comm_records.size() < kMaxCommRecords) {
         comm_records.push_back(r);
@@ -365,6 +367,8 @@ TrainOutcome train(const Config& config, Strategy& strategy, World& world, const
       last_end_us = profiler.step_end_us();
       last_step_records = comm.records;
     }
+    record.trace_ms = trace ? profiler.trace_ms() : 0.0;
+    outcome.steps.push_back(record);
     if (writer) writer->append_step(step_json(record, dynamic_scaling));
     if (world.is_main() && options.print_steps &&
         ((step + 1) % config.instrument.log_every == 0 || step + 1 == t.steps)) {
@@ -379,7 +383,7 @@ TrainOutcome train(const Config& config, Strategy& strategy, World& world, const
       100.0 * (process_cpu_seconds() - cpu_s_at_measure) / std::max(1e-9, (lab_clock_us() - wall_us_at_measure) / 1e6);
 
   // Summary over steps after warm-up (all steps if the run is shorter than the warm-up).
-  std::vector<double> measured_ms, measured_wait_ms, measured_overlap;
+  std::vector<double> measured_ms, measured_wait_ms, measured_overlap, measured_trace_ms;
   std::array<std::vector<double>, kPhaseCount> measured_phases;
   double comm_ms_sum = 0, exposed_ms_sum = 0;
   for (const auto& r : outcome.steps)
@@ -387,6 +391,7 @@ TrainOutcome train(const Config& config, Strategy& strategy, World& world, const
       measured_ms.push_back(r.step_ms);
       measured_wait_ms.push_back(r.comm_wait_ms);
       measured_overlap.push_back(r.overlap_pct);
+      measured_trace_ms.push_back(r.trace_ms);
       for (int p = 0; p < kPhaseCount; ++p) measured_phases[p].push_back(r.phases_ms[p]);
       comm_ms_sum += r.comm_ms;
       exposed_ms_sum += r.exposed_comm_ms;
@@ -421,6 +426,11 @@ TrainOutcome train(const Config& config, Strategy& strategy, World& world, const
                               {schema::kCpuUtilPct, cpu_util_pct},
                               {schema::kWallS, wall_s},
                               {schema::kMeasuredSteps, static_cast<int64_t>(measured_ms.size())}};
+  if (trace) {  // the direct cost of tracing: time spent writing events, per step, over the median step
+    result[schema::kSummary][schema::kTraceMsMedian] = median_of(measured_trace_ms);
+    result[schema::kSummary][schema::kTraceOverheadPct] =
+        100.0 * median_of(measured_trace_ms) / std::max(1e-9, step_stats["median"].get<double>());
+  }
   result[schema::kMemory] = memory_report(strategy.state_bytes(), world.rank());
   result[schema::kMemory][schema::kRanks] = memory_of_every_rank(result[schema::kMemory], world);
   result[schema::kSummary][schema::kMemoryMaxAllocatedBytes] = result[schema::kMemory][schema::kTensorPeakBytes];

@@ -47,6 +47,7 @@ struct StepRecord {
   double tflops = 0;           // model FLOPs rate of the step, all ranks
   double mfu_pct = 0;          // tflops / the peak of all ranks (summary.gemm_tflops); 0 when unknown
   int64_t memory_bytes = 0;    // tensor memory peak so far (this rank)
+  double trace_ms = 0;         // instrument.trace: time spent writing this step's trace events (in and after it)
   double loss_scale = 1.0;     // dynamic loss scaling only
   bool skipped = false;        // dynamic loss scaling: non-finite gradients somewhere, no update
 };
