@@ -95,9 +95,12 @@ void TraceWriter::set_device_properties(json devices) {
 }
 
 void TraceWriter::push(json event) {
-  std::lock_guard<std::mutex> lock(mutex_);
   if (!is_metadata(event)) event["ts"] = round_to_ns(event["ts"].get<double>());
-  events_.push_back(std::move(event));
+  const std::string text = event.dump();
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!events_text_.empty()) events_text_ += ',';
+  events_text_ += text;
+  ++event_count_;
 }
 
 void TraceWriter::thread_name(int64_t tid, const std::string& name) {
@@ -130,7 +133,7 @@ void TraceWriter::instant(const std::string& name, int64_t tid, double ts_us, js
 
 size_t TraceWriter::event_count() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return events_.size();
+  return event_count_;
 }
 
 json TraceWriter::to_json() const {
@@ -138,7 +141,7 @@ json TraceWriter::to_json() const {
   json devices;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    events = events_;
+    events = json::parse("[" + events_text_ + "]").get<std::vector<json>>();
     devices = device_properties_;
   }
   events.insert(events.begin(), {metadata("process_name", rank_, 0, {{"name", "rank " + std::to_string(rank_)}}),

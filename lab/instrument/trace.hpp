@@ -88,7 +88,12 @@ class TraceWriter {
   const int64_t base_time_ns_;
   mutable std::mutex mutex_;
   nlohmann::json device_properties_ = nlohmann::json::array();
-  std::vector<nlohmann::json> events_;
+  // Events serialized as they arrive, comma-separated, in one growing buffer: a long run's thousands of events
+  // must not live as many small heap objects among the training's large buffers. Held as JSON objects, they
+  // fragmented the heap so badly under FSDP's per-step free and re-gather of unit storage that a 20-step run's
+  // RSS doubled (557 -> 1107 MB) and steps were ~3% slower. to_json() parses them back once.
+  std::string events_text_;
+  size_t event_count_ = 0;
 };
 
 // Reads a trace written by TraceWriter or by the PyTorch profiler: gzip or plain JSON (detected from the bytes).

@@ -285,7 +285,10 @@ TrainOutcome train(const Config& config, Strategy& strategy, World& world, const
   const bool dynamic_scaling = config.precision.loss_scale == "dynamic";
   const double tokens_per_step = static_cast<double>(t.global_batch * config.model.seq_len);
   const int64_t first_measured = t.steps > config.instrument.warmup_steps ? config.instrument.warmup_steps : 0;
-  nlohmann::json comm_records = nlohmann::json::array();
+  // rank 0's collective records, serialized as they come (one growing buffer, not thousands of small heap objects
+  // among the training's large buffers: see lab/instrument/trace.hpp) and parsed once for result.json.
+  std::string comm_records_text;
+  size_t comm_record_count = 0;
   bool records_truncated = false;
   std::vector<PhaseSpan> last_spans;  // the last step's spans and collectives: the timeline of the report
   double last_start_us = 0, last_end_us = 0;
@@ -355,8 +358,9 @@ TrainOutcome train(const Config& config, Strategy& strategy, World& world, const
                     r[schema::kStartUs].get<double>(), r[schema::kTimeUs].get<double>(), r);
         profiler.add_trace_us(lab_clock_us() - trace_start_us);
       }
-      if (comm_records.size() < kMaxCommRecords) {
-        comm_records.push_back(r);
+      if (comm_record_count < kMaxCommRecords) {
+        if (comm_record_count++ > 0) comm_records_text += ',';
+        comm_records_text += r.dump();
       } else {
         records_truncated = true;
       }
@@ -443,7 +447,7 @@ TrainOutcome train(const Config& config, Strategy& strategy, World& world, const
       {schema::kExposedMsPerStep, exposed_ms_sum / denom},
       {schema::kOverlapPct, comm_ms_sum > 0 ? 100.0 * (1.0 - exposed_ms_sum / comm_ms_sum) : 0.0},
       {schema::kCpuUtilPct, cpu_util_pct}};
-  result[schema::kComm] = {{schema::kRecords, std::move(comm_records)},
+  result[schema::kComm] = {{schema::kRecords, nlohmann::json::parse("[" + comm_records_text + "]")},
                            {schema::kRecordsTruncated, records_truncated},
                            {schema::kRanks, every_rank(my_comm,
                                                        {schema::kCommMsPerStep, schema::kExposedMsPerStep,
