@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -195,6 +196,22 @@ std::string self_exe() {
   if (ec) throw std::runtime_error("calibrate: cannot find this executable (/proc/self/exe): " + ec.message());
   return self.string();
 }
+
+// The companion processes of the compute measurements: waited for normally; stopped (SIGTERM, then reaped) if the
+// measurement throws, so none outlives `dtlab calibrate`.
+struct Companions {
+  std::vector<pid_t> pids;
+  bool wait_all() {
+    bool ok = true;
+    for (const pid_t pid : pids) ok = wait_child(pid) == 0 && ok;
+    pids.clear();
+    return ok;
+  }
+  ~Companions() {
+    for (const pid_t pid : pids) ::kill(pid, SIGTERM);
+    for (const pid_t pid : pids) wait_child(pid);
+  }
+};
 
 // A CPU host runs any number of local ranks over the same loopback transport: all of them are intra-node.
 constexpr int kCpuRanksPerNode = 1024;
@@ -398,18 +415,17 @@ int run_calibrate(const CalibrateOptions& options) {
 
   // The studies run `ranks` ranks at once, which share cores, caches and memory bandwidth; so the compute
   // figures are measured with ranks - 1 companion processes doing the same work at the same time.
-  std::vector<pid_t> companions;
+  Companions companions;
   for (int i = 1; i < options.ranks; ++i) {
     std::vector<std::string> args = {
         self_exe(), "calibrate", "--compute-only", "--out", options.out_path, "--ranks", std::to_string(options.ranks)};
     if (options.quick) args.push_back("--quick");
     if (!options.config_path.empty()) args.insert(args.end(), {"--config", options.config_path});
     args.insert(args.end(), options.overrides.begin(), options.overrides.end());
-    companions.push_back(start_child(args));
+    companions.pids.push_back(start_child(args));
   }
   const ComputeCalibration compute = calibrate_compute(config, threads, options.quick, options.make_strategy);
-  for (const pid_t pid : companions)
-    if (wait_child(pid) != 0) throw std::runtime_error("calibrate: a companion compute process failed");
+  if (!companions.wait_all()) throw std::runtime_error("calibrate: a companion compute process failed");
   std::printf("  GEMM on the model's shapes: float32 %.1f, bfloat16 %.1f, float16 %.1f GFLOP/s\n",
               1e3 * compute.matmul_tflops.at("float32"), 1e3 * compute.matmul_tflops.at("bfloat16"),
               1e3 * compute.matmul_tflops.at("float16"));
