@@ -1,6 +1,7 @@
 // comm_model_test.cpp: the α-β-γ collective formulas against hand-computed cases (p = 1, 2, 3, 4; ring vs
 // Gloo's all-reduce-based reduce-scatter), the JSON round trip, and errors that name the source and key.
 #include "analysis/cost/comm_model.hpp"
+#include "test_util.hpp"
 
 #include <gtest/gtest.h>
 
@@ -19,15 +20,6 @@ CommModel uniform_model() {
                           "all_gather/backend", "all_gather/ring", "broadcast/backend", "send_recv/backend"})
     m.ops[key] = {10.0, 1e-3, 5e-4};
   return m;
-}
-
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "(no exception)";
 }
 
 TEST(CommModel, AllReduceRingHandComputed) {
@@ -103,43 +95,43 @@ TEST(CommModel, LargeMessageRegimeFromItsSizeOn) {
   EXPECT_DOUBLE_EQ(back.ops.at("all_gather/ring").large_beta_us_per_byte, 3e-3);
   nlohmann::json bad = j;
   bad["ops"]["all_gather/ring"]["large"].erase("from_bytes");
-  const std::string msg = message_of([&] { CommModel::from_json(bad, "m.json"); });
+  const std::string msg = testing::message_of([&] { CommModel::from_json(bad, "m.json"); });
   EXPECT_NE(msg.find("ops.all_gather/ring.large.from_bytes"), std::string::npos) << msg;
 }
 
 TEST(CommModel, FromJsonErrorsNameSourceAndKey) {
   nlohmann::json j = uniform_model().to_json();
   j["ops"]["all_gather/ring"].erase("beta_us_per_byte");
-  std::string msg = message_of([&] { CommModel::from_json(j, "profile.json"); });
+  std::string msg = testing::message_of([&] { CommModel::from_json(j, "profile.json"); });
   EXPECT_NE(msg.find("profile.json"), std::string::npos) << msg;
   EXPECT_NE(msg.find("ops.all_gather/ring.beta_us_per_byte"), std::string::npos) << msg;
   EXPECT_NE(msg.find("missing"), std::string::npos) << msg;
 
   j = uniform_model().to_json();
   j["ops"]["all_reduce/backend"]["alpha_us"] = -1.0;
-  msg = message_of([&] { CommModel::from_json(j, "m.json"); });
+  msg = testing::message_of([&] { CommModel::from_json(j, "m.json"); });
   EXPECT_NE(msg.find("ops.all_reduce/backend.alpha_us"), std::string::npos) << msg;
   EXPECT_NE(msg.find(">= 0"), std::string::npos) << msg;
 
   j = uniform_model().to_json();
   j["ops"]["all_reduce/backend"]["alpha_us"] = "fast";
-  msg = message_of([&] { CommModel::from_json(j, "m.json"); });
+  msg = testing::message_of([&] { CommModel::from_json(j, "m.json"); });
   EXPECT_NE(msg.find("must be a number"), std::string::npos) << msg;
 
   j = uniform_model().to_json();
   j["ops"]["all_to_all/backend"] = {{"alpha_us", 1}, {"beta_us_per_byte", 1}, {"gamma_us_per_byte", 0}};
-  msg = message_of([&] { CommModel::from_json(j, "m.json"); });
+  msg = testing::message_of([&] { CommModel::from_json(j, "m.json"); });
   EXPECT_NE(msg.find("all_to_all/backend"), std::string::npos) << msg;
 
   j = uniform_model().to_json();
   j["ops"]["allreduce"] = {{"alpha_us", 1}, {"beta_us_per_byte", 1}, {"gamma_us_per_byte", 0}};
-  msg = message_of([&] { CommModel::from_json(j, "m.json"); });
+  msg = testing::message_of([&] { CommModel::from_json(j, "m.json"); });
   EXPECT_NE(msg.find("ops.allreduce"), std::string::npos) << msg;
   EXPECT_NE(msg.find("<op>/<algorithm>"), std::string::npos) << msg;
 
-  msg = message_of([&] { CommModel::from_json(nlohmann::json{{"ops", nlohmann::json::object()}}, "m.json"); });
+  msg = testing::message_of([&] { CommModel::from_json(nlohmann::json{{"ops", nlohmann::json::object()}}, "m.json"); });
   EXPECT_NE(msg.find("m.json: backend"), std::string::npos) << msg;
-  msg = message_of([&] { CommModel::from_json(nlohmann::json{{"backend", "gloo"}}, "m.json"); });
+  msg = testing::message_of([&] { CommModel::from_json(nlohmann::json{{"backend", "gloo"}}, "m.json"); });
   EXPECT_NE(msg.find("m.json: ops"), std::string::npos) << msg;
 }
 
@@ -147,14 +139,14 @@ TEST(CommModel, MissingKeyOrUnknownPairIsNamed) {
   CommModel m;
   m.backend = "gloo";
   m.ops["all_gather/ring"] = {1, 1e-3, 0};
-  std::string msg = message_of([&] { collective_time_us(m, "all_reduce", "backend", 1024, 2); });
+  std::string msg = testing::message_of([&] { collective_time_us(m, "all_reduce", "backend", 1024, 2); });
   EXPECT_NE(msg.find("all_reduce/backend"), std::string::npos) << msg;
   EXPECT_NE(msg.find("all_gather/ring"), std::string::npos) << msg;  // what the model does have
-  msg = message_of([&] { collective_time_us(m, "broadcast", "ring", 1024, 2); });
+  msg = testing::message_of([&] { collective_time_us(m, "broadcast", "ring", 1024, 2); });
   EXPECT_NE(msg.find("broadcast/ring"), std::string::npos) << msg;
-  msg = message_of([&] { collective_time_us(m, "all_gather", "tree", 1024, 2); });
+  msg = testing::message_of([&] { collective_time_us(m, "all_gather", "tree", 1024, 2); });
   EXPECT_NE(msg.find("'tree'"), std::string::npos) << msg;
-  msg = message_of([&] { collective_time_us(m, "all_gather", "ring", 1024, 0); });
+  msg = testing::message_of([&] { collective_time_us(m, "all_gather", "ring", 1024, 0); });
   EXPECT_NE(msg.find("group_size"), std::string::npos) << msg;
 }
 
@@ -163,7 +155,9 @@ TEST(CommModel, FromDocumentAcceptsModelOrMachineProfile) {
   EXPECT_EQ(comm_model_from_document(model, "m.json").ops.size(), 8u);
   const nlohmann::json profile = {{"name", "cpu"}, {"comm", {{"ranks_per_node", 2}, {"intra_node", model}}}};
   EXPECT_EQ(comm_model_from_document(profile, "p.json").ops.size(), 8u);
-  const std::string msg = message_of([&] { comm_model_from_document(nlohmann::json{{"name", "x"}}, "x.json"); });
+  const std::string msg = testing::message_of([&] {
+    comm_model_from_document(nlohmann::json{{"name", "x"}}, "x.json");
+  });
   EXPECT_NE(msg.find("x.json"), std::string::npos) << msg;
   EXPECT_NE(msg.find("comm.intra_node"), std::string::npos) << msg;
 }

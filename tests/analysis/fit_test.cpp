@@ -1,6 +1,7 @@
 // fit_test.cpp: the least-squares fit recovers known α, β, γ from synthetic comm-bench documents (exact data and
 // 2% multiplicative noise with a fixed seed), and documents without rows fail with a clear message.
 #include "analysis/cost/fit.hpp"
+#include "test_util.hpp"
 
 #include <gtest/gtest.h>
 
@@ -57,15 +58,6 @@ nlohmann::json synthetic_bench(const CommModel& model, int world, double noise_s
           {"world_size", world},
           {"dtype", "float32"},
           {"results", rows}};
-}
-
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "(no exception)";
 }
 
 TEST(LinearFit, RecoversALineExactly) {
@@ -134,15 +126,15 @@ TEST(LinearFit, TwoSizeRegimesWhenOneLineCannotFit) {
 }
 
 TEST(LinearFit, RejectsDegenerateInput) {
-  EXPECT_NE(message_of([] {
+  EXPECT_NE(testing::message_of([] {
               weighted_linear_fit(std::vector<double>{1, 1}, std::vector<double>{1, 2}, std::vector<double>{1, 1});
             }).find("two distinct x"),
             std::string::npos);
-  EXPECT_NE(message_of([] {
+  EXPECT_NE(testing::message_of([] {
               weighted_linear_fit(std::vector<double>{1}, std::vector<double>{1}, std::vector<double>{1});
             }).find("at least 2 points"),
             std::string::npos);
-  EXPECT_NE(message_of([] {
+  EXPECT_NE(testing::message_of([] {
               relative_linear_fit(std::vector<double>{1, 2}, std::vector<double>{1, 0});
             }).find("> 0"),
             std::string::npos);
@@ -230,21 +222,23 @@ TEST(FitCommModel, UsesTheFigureThatMatchesLabComm) {
 }
 
 TEST(FitCommModel, DocumentsWithoutRowsFailClearly) {
-  std::string msg = message_of([] { fit_comm_model(nlohmann::json{{"world_size", 2}}); });
+  std::string msg = testing::message_of([] { fit_comm_model(nlohmann::json{{"world_size", 2}}); });
   EXPECT_NE(msg.find("missing key 'results'"), std::string::npos) << msg;
-  msg = message_of([] { fit_comm_model(nlohmann::json{{"world_size", 2}, {"results", nlohmann::json::array()}}); });
+  msg = testing::message_of([] {
+    fit_comm_model(nlohmann::json{{"world_size", 2}, {"results", nlohmann::json::array()}});
+  });
   EXPECT_NE(msg.find("no rows to fit"), std::string::npos) << msg;
   EXPECT_NE(msg.find("dtlab comm-bench"), std::string::npos) << msg;
 
   nlohmann::json bench = synthetic_bench(true_model(), 2, 0.0);
   bench.erase("world_size");
-  msg = message_of([&] { fit_comm_model(bench); });
+  msg = testing::message_of([&] { fit_comm_model(bench); });
   EXPECT_NE(msg.find("world_size"), std::string::npos) << msg;
 
   bench = synthetic_bench(true_model(), 2, 0.0);
   bench["results"][3].erase("in_place");  // an all_gather/backend row: in_place is not what it fits...
   bench["results"][3].erase("out_of_place");
-  msg = message_of([&] { fit_comm_model(bench); });
+  msg = testing::message_of([&] { fit_comm_model(bench); });
   EXPECT_NE(msg.find("results[3]"), std::string::npos) << msg;
 
   // One size for a key cannot separate α from β.
@@ -253,7 +247,7 @@ TEST(FitCommModel, DocumentsWithoutRowsFailClearly) {
   for (const auto& row : one["results"])
     if (row["op"] != "broadcast" || row["bytes"] == 1024) kept.push_back(row);
   one["results"] = kept;
-  msg = message_of([&] { fit_comm_model(one); });
+  msg = testing::message_of([&] { fit_comm_model(one); });
   EXPECT_NE(msg.find("broadcast/backend"), std::string::npos) << msg;
   EXPECT_NE(msg.find("fewer than two message sizes"), std::string::npos) << msg;
 }
