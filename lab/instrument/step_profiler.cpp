@@ -76,7 +76,7 @@ void StepProfiler::time_on_device() {
   device_step_ms_ = events_->elapsed_ms(step_start_event_, step_end_event);  // waits for the step's device work
   device_exclusive_ms_.fill(0.0);
   // Children end before their parent: per depth, the durations of finished children not yet charged to a parent.
-  std::vector<double> children_ms(stack_.size() + 64, 0.0);
+  std::vector<double> children_ms;
   for (const DeviceSpan& d : device_spans_) {
     const size_t depth = static_cast<size_t>(d.depth);
     if (children_ms.size() < depth + 2) children_ms.resize(depth + 2, 0.0);

@@ -12,11 +12,8 @@
 namespace dtlab::analysis {
 namespace {
 using nlohmann::json;
+using testing::contains;
 using testing::TempDir;
-
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
 
 std::string prediction_fixture() { return testing::fixtures_dir() + "/prediction"; }
 

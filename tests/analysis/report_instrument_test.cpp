@@ -12,20 +12,12 @@
 namespace dtlab::analysis {
 namespace {
 namespace fs = std::filesystem;
+using testing::contains;
+using testing::count;
 using testing::read_text;
 using testing::TempDir;
 
 std::string fixture(const std::string& rel) { return testing::fixtures_dir() + "/instrument/" + rel; }
-
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
-
-std::size_t count(const std::string& haystack, const std::string& needle) {
-  std::size_t n = 0;
-  for (std::size_t p = haystack.find(needle); p != std::string::npos; p = haystack.find(needle, p + 1)) ++n;
-  return n;
-}
 
 // Renders instrument_part for one scenario dir into `out`.
 struct Rendered {

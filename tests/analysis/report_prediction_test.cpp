@@ -12,12 +12,9 @@ namespace dtlab::analysis {
 namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
+using testing::contains;
 using testing::read_text;
 using testing::TempDir;
-
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
 
 // Renders prediction_part alone for `sc` into `out_dir`.
 std::string render_part(const Scenario& sc, const fs::path& out_dir, std::vector<std::string>& problems) {

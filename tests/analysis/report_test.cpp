@@ -14,18 +14,10 @@
 namespace dtlab::analysis {
 namespace {
 namespace fs = std::filesystem;
+using testing::contains;
+using testing::count;
 using testing::read_text;
 using testing::TempDir;
-
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
-
-std::size_t count(const std::string& haystack, const std::string& needle) {
-  std::size_t n = 0;
-  for (std::size_t p = haystack.find(needle); p != std::string::npos; p = haystack.find(needle, p + 1)) ++n;
-  return n;
-}
 
 bool png_magic(const fs::path& p) { return read_text(p).rfind("\x89PNG\r\n\x1a\n", 0) == 0; }
 

@@ -35,6 +35,17 @@ class TempDir {
   std::filesystem::path path_;
 };
 
+inline bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+// Occurrences of `needle` in `haystack`, overlapping ones included.
+inline std::size_t count(const std::string& haystack, const std::string& needle) {
+  std::size_t n = 0;
+  for (std::size_t p = haystack.find(needle); p != std::string::npos; p = haystack.find(needle, p + 1)) ++n;
+  return n;
+}
+
 // The message of the std::invalid_argument `f` throws, or "(no exception)".
 inline std::string message_of(const std::function<void()>& f) {
   try {
@@ -113,6 +124,8 @@ inline void write_scenario(const std::filesystem::path& dir, const std::string& 
   write_text(dir / "scenario.json", doc.dump(1));
 }
 
+#ifdef DTLAB_ANALYSIS_FIXTURES  // analysis_tests defines it; other test executables use only the helpers above
 inline std::string fixtures_dir() { return DTLAB_ANALYSIS_FIXTURES; }
+#endif
 
 }  // namespace dtlab::analysis::testing

@@ -11,37 +11,19 @@
 #include <thread>
 
 #include "analysis/cost/profile.hpp"
+#include "tests/analysis/test_util.hpp"
 
 namespace dtlab {
 namespace {
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "dtlab_calibrate_XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using analysis::testing::read_text;
+using analysis::testing::TempDir;
 
 // Runs a shell command; returns its exit status and leaves its output in `log`.
 int run(const std::string& command, const fs::path& log) {
   const int status = std::system((command + " > " + log.string() + " 2>&1").c_str());
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p);
-  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 const std::string kDtlab = DTLAB_BINARY_DIR "/bin/dtlab";

@@ -3,6 +3,7 @@
 // spec-sheet peaks — and the step line's format (patterns, not bytes).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <regex>
 
 #include "lab/instrument/overlap.hpp"
@@ -141,9 +142,13 @@ TEST(StepAnalysis, DistributionUsesNearestRankP95) {
 }
 
 TEST(StepAnalysis, ProcessCpuSecondsGrowsWithWork) {
+  // Busy work until the clock-tick-granular counter moves (or 5 s of wall time, which fails the test).
   const double before = process_cpu_seconds();
+  EXPECT_GT(before, 0.0);
+  const auto start = std::chrono::steady_clock::now();
   volatile double x = 0;
-  for (int i = 0; i < 20000000; ++i) x = x + 1e-9 * i;
+  while (process_cpu_seconds() <= before && std::chrono::steady_clock::now() - start < std::chrono::seconds(5))
+    for (int i = 0; i < 1000000; ++i) x = x + 1e-9 * i;
   EXPECT_GT(process_cpu_seconds(), before);
 }
 
