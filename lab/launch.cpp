@@ -462,6 +462,7 @@ class Supervisor {
     stopping_ = true;
     kill_deadline_ = monotonic_seconds() + std::max(0.0, options_.grace_s);
     kill_all_groups(SIGTERM);
+    kill_all_groups(SIGCONT);  // a stopped (stalled) rank handles its SIGTERM only once it runs again
   }
 
   // Signals every rank's process group, including groups whose leader already exited (they may

@@ -134,10 +134,11 @@ class DdpStrategy final : public Strategy {
     for (auto& bucket : buckets_) {
       bucket.handle.wait();
       if (bucket.wire.defined()) bucket.buffer.copy_(bucket.wire);
-      bucket.buffer.div_(static_cast<double>(world_size_));
+      if (!mutation("drop_world_factor")) bucket.buffer.div_(static_cast<double>(world_size_));
       bucket.launched = false;
     }
     next_launch_ = 0;
+    ++steps_seen_;
   }
 
   double grad_sum_of_squares() override {
@@ -201,6 +202,8 @@ class DdpStrategy final : public Strategy {
     if (bucket.launched) return;
     bucket.launched = true;
     const std::string tag = "ddp.bucket." + std::to_string(b);
+    if (b == 0 && inject_nonfinite(steps_seen_ + 1, rank_)) bucket.buffer[0] = nonfinite_injection_value();
+    if (b == 0 && mutation("skip_bucket")) return;  // the deliberate bug: this bucket's gradients stay local
     if (bucket.wire.defined()) {
       bucket.wire.copy_(bucket.buffer);
       bucket.handle = comm_->all_reduce(bucket.wire, tag);
@@ -217,6 +220,7 @@ class DdpStrategy final : public Strategy {
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_;
   size_t next_launch_ = 0;
+  int64_t steps_seen_ = 0;
   bool sync_ = true;
   std::unique_ptr<Optimizer> optimizer_;
   CheckpointMode checkpointing_ = CheckpointMode::none;

@@ -200,9 +200,9 @@ class ShardedStrategy final : public Strategy {
         replica_comm_->all_reduce(wire, "fsdp.replicas." + unit.name).wait();
         if (!wire.is_same(unit.shard_grad)) unit.shard_grad.copy_(wire);
       }
-      unit.shard_grad.div_(static_cast<double>(world_size_) * loss_scale_);
+      unit.shard_grad.div_(mean_divisor() * loss_scale_);
     }
-    if (inject_nonfinite(steps_seen_, rank_) && !units_.empty()) units_[0].shard_grad[0] = INFINITY;
+    if (inject_nonfinite(steps_seen_, rank_) && !units_.empty()) units_[0].shard_grad[0] = nonfinite_injection_value();
     step_skipped_ = false;
     if (dynamic_scaling_) {  // every rank learns whether any rank saw inf/nan, and all skip together
       double local_bad = 0;
@@ -361,6 +361,14 @@ class ShardedStrategy final : public Strategy {
     int64_t n = 1;
     for (int64_t s : shape) n *= s;
     return n;
+  }
+
+  // Gradients are summed over every rank's micro-batches; the mean divides by the data-parallel size. The
+  // mutations (fault_injection.hpp) are deliberate bugs that the parity suite must catch.
+  double mean_divisor() const {
+    if (mutation("drop_world_factor")) return 1.0;
+    if (mutation("sum_hybrid_replicas") && mode_ == ShardingMode::hybrid) return shard_group_size_;
+    return static_cast<double>(world_size_);
   }
 
   // The master shard needs a compute-side copy before gathers: offloaded, or in another dtype.

@@ -34,8 +34,12 @@ void CommHandle::wait() {
   fn();
 }
 
-Comm::Comm(c10::intrusive_ptr<c10d::Backend> backend, std::string group_name, int rank, int size)
-    : backend_(std::move(backend)), group_name_(std::move(group_name)), rank_(rank), size_(size) {
+Comm::Comm(c10::intrusive_ptr<c10d::Backend> backend, std::string group_name, int rank, int size, int global_rank)
+    : backend_(std::move(backend)),
+      group_name_(std::move(group_name)),
+      rank_(rank),
+      size_(size),
+      global_rank_(global_rank < 0 ? rank : global_rank) {
   comm_clock_us();  // fix the epoch
 }
 
@@ -56,7 +60,9 @@ std::vector<std::pair<int64_t, int64_t>> Comm::chunk_bounds(int64_t n, int p) {
 std::shared_ptr<Comm::LiveRecord> Comm::start_record(const std::string& op, const std::string& algorithm,
                                                      const at::Tensor& t, int64_t bytes, const std::string& tag) {
   if (before_collective) before_collective(op);
-  inject_delay(("before_" + op).c_str(), rank_);
+  const std::string point = "before_" + op;
+  inject_delay(point.c_str(), global_rank_);
+  inject_fault(point.c_str(), global_rank_);
   auto live = std::make_shared<LiveRecord>();
   CollectiveRecord& r = live->record;
   r.op = op;
@@ -80,20 +86,48 @@ CommHandle Comm::track(const c10::intrusive_ptr<c10d::Work>& work, std::shared_p
     work->getFuture()->addCallback([record](c10::ivalue::Future&) { record->end_us.store(comm_clock_us()); });
   }
   CommHandle handle;
-  handle.wait_fn_ = [work, record, after_wait = std::move(after_wait), group = group_name_]() {
+  handle.wait_fn_ = [this, work, record, after_wait = std::move(after_wait)]() {
     ScopedPhase blocked(Phase::comm_wait, collective_span_name(record->record.op, record->record.tag));
     try {
       work->wait();
     } catch (const std::exception& e) {
-      throw std::runtime_error("comm: " + record->record.op + " on group '" + group + "' (seq " +
-                               std::to_string(record->record.seq) + ", " + std::to_string(record->record.bytes) +
-                               " bytes) failed: " + e.what());
+      rethrow_failure(record->record, e);
     }
     if (after_wait) after_wait();
     double expected = 0;
     record->end_us.compare_exchange_strong(expected, comm_clock_us());
   };
   return handle;
+}
+
+void Comm::rethrow_failure(const CollectiveRecord& r, const std::exception& e) const {
+  std::string message = "comm: rank " + std::to_string(global_rank_) + ": " + r.op + " '" + r.tag + "' on group '" +
+                        group_name_ + "' (#" + std::to_string(r.seq) + ", " + std::to_string(r.bytes) +
+                        " bytes) failed: " + e.what();
+  if (explain_failure) {
+    const std::string why = explain_failure();
+    if (!why.empty()) message += "\n  " + why;
+  }
+  throw std::runtime_error(message);
+}
+
+void Comm::run_ring(const std::shared_ptr<LiveRecord>& record, const std::function<void()>& body) {
+  ScopedPhase blocked(Phase::comm_wait, collective_span_name(record->record.op, record->record.tag));
+  try {
+    body();
+  } catch (const std::invalid_argument&) {
+    throw;  // a caller's mistake, not a failed collective
+  } catch (const std::exception& e) {
+    rethrow_failure(record->record, e);
+  }
+  record->end_us.store(comm_clock_us());
+}
+
+std::string Comm::last_issued() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (records_.empty()) return "";
+  const CollectiveRecord& r = records_.back()->record;
+  return "#" + std::to_string(r.seq) + " " + r.op + " '" + r.tag + "' on " + group_name_;
 }
 
 CommHandle Comm::all_reduce(at::Tensor& tensor, const std::string& tag) {
@@ -115,9 +149,7 @@ CommHandle Comm::all_gather(at::Tensor& output, at::Tensor& input, CommAlgorithm
     throw std::invalid_argument("comm: all_gather needs 1-D contiguous tensors");
   auto record = start_record("all_gather", to_string(algorithm), input, static_cast<int64_t>(output.nbytes()), tag);
   if (algorithm == CommAlgorithm::ring) {  // synchronous: the caller waits for all of it
-    ScopedPhase blocked(Phase::comm_wait, collective_span_name("all_gather", tag));
-    ring_all_gather(output, input);
-    record->end_us.store(comm_clock_us());
+    run_ring(record, [&] { ring_all_gather(output, input); });
     return {};
   }
   if (output.numel() != input.numel() * size_)
@@ -133,9 +165,7 @@ CommHandle Comm::reduce_scatter(at::Tensor& output, at::Tensor& input, CommAlgor
     throw std::invalid_argument("comm: reduce_scatter needs 1-D contiguous tensors");
   auto record = start_record("reduce_scatter", to_string(algorithm), input, static_cast<int64_t>(input.nbytes()), tag);
   if (algorithm == CommAlgorithm::ring) {  // synchronous: the caller waits for all of it
-    ScopedPhase blocked(Phase::comm_wait, collective_span_name("reduce_scatter", tag));
-    ring_reduce_scatter(output, input);
-    record->end_us.store(comm_clock_us());
+    run_ring(record, [&] { ring_reduce_scatter(output, input); });
     return {};
   }
   if (input.numel() != output.numel() * size_)
@@ -154,8 +184,7 @@ void Comm::barrier() {
 
 void Comm::exchange(at::Tensor& send_buf, int to, at::Tensor& recv_buf, int from, const std::string& tag) {
   auto record = start_record("send_recv", "backend", send_buf, static_cast<int64_t>(send_buf.nbytes()), tag);
-  send_recv(send_buf, to, recv_buf, from, 0);
-  record->end_us.store(comm_clock_us());
+  run_ring(record, [&] { send_recv(send_buf, to, recv_buf, from, 0); });
 }
 
 std::vector<CollectiveRecord> Comm::records() const {

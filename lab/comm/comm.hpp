@@ -77,7 +77,8 @@ class CommHandle {
 
 class Comm {
  public:
-  Comm(c10::intrusive_ptr<c10d::Backend> backend, std::string group_name, int rank, int size);
+  // `rank` is this process's rank in the group; `global_rank` its rank in the job (fault injection names that).
+  Comm(c10::intrusive_ptr<c10d::Backend> backend, std::string group_name, int rank, int size, int global_rank = -1);
   ~Comm();
 
   int rank() const { return rank_; }
@@ -108,6 +109,11 @@ class Comm {
 
   // Called before each collective is issued (fault injection / delay tests); may be empty.
   std::function<void(const std::string& op)> before_collective;
+  // Called when a collective fails or times out: what the other ranks were doing (DistWorld's progress board).
+  // Its text is appended to the error. May be empty.
+  std::function<std::string()> explain_failure;
+  // "#57 all_reduce 'ddp.bucket.0' on world", the last collective issued (thread-safe); "" before the first.
+  std::string last_issued() const;
 
  private:
   struct LiveRecord {  // a record whose end time a backend thread stamps
@@ -118,13 +124,16 @@ class Comm {
                                            int64_t bytes, const std::string& tag);
   CommHandle track(const c10::intrusive_ptr<c10d::Work>& work, std::shared_ptr<LiveRecord> record,
                    bool has_completion_callback, std::function<void()> after_wait = {});
+  // Runs a synchronous ring collective; a failure is rethrown like a failed wait.
+  void run_ring(const std::shared_ptr<LiveRecord>& record, const std::function<void()>& body);
+  [[noreturn]] void rethrow_failure(const CollectiveRecord& record, const std::exception& e) const;
   void ring_reduce_scatter(at::Tensor& output, const at::Tensor& input);
   void ring_all_gather(at::Tensor& output, const at::Tensor& input);
   void send_recv(at::Tensor& send_buf, int to, at::Tensor& recv_buf, int from, int tag);
 
   c10::intrusive_ptr<c10d::Backend> backend_;
   std::string group_name_;
-  int rank_, size_;
+  int rank_, size_, global_rank_;
   mutable std::mutex mutex_;
   std::deque<std::shared_ptr<LiveRecord>> records_;
   int64_t next_seq_ = 0;

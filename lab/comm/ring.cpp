@@ -12,6 +12,7 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include "lab/comm/comm.hpp"
+#include "lab/dist/fault_injection.hpp"
 
 namespace dtlab {
 
@@ -54,6 +55,7 @@ void Comm::ring_reduce_scatter(at::Tensor& output, const at::Tensor& input) {
     at::Tensor recv_buf = incoming.narrow(0, 0, bounds[recv_c].second - bounds[recv_c].first);
     send_recv(send_buf, mod(r + 1, p), recv_buf, mod(r - 1, p), base_tag + s);
     chunk(recv_c).add_(recv_buf);
+    inject_fault("mid_ring", global_rank_);
   }
   output.copy_(chunk(r));
 }
@@ -74,6 +76,7 @@ void Comm::ring_all_gather(at::Tensor& output, const at::Tensor& input) {
     at::Tensor send_buf = chunk(send_c);
     at::Tensor recv_buf = chunk(recv_c);
     send_recv(send_buf, mod(r + 1, p), recv_buf, mod(r - 1, p), base_tag + s);
+    inject_fault("mid_ring", global_rank_);
   }
 }
 

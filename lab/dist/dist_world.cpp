@@ -19,6 +19,7 @@
 #include "lab/comm/comm.hpp"
 #include "lab/comm/gloo_backend.hpp"
 #include "lab/comm/nccl_backend.hpp"
+#include "lab/instrument/step_profiler.hpp"
 
 namespace dtlab {
 
@@ -169,7 +170,43 @@ DistWorld::DistWorld(const RankEnv& env, const RendezvousOptions& options) : opt
     }
   }
   auto world_store = c10::make_intrusive<c10d::PrefixStore>("dtlab/group/world/", store_);
-  comm_ = std::make_shared<Comm>(make_backend(world_store, rank_, world_size_), "world", rank_, world_size_);
+  comm_ = std::make_shared<Comm>(make_backend(world_store, rank_, world_size_), "world", rank_, world_size_, rank_);
+  start_progress_board(env, master);
+}
+
+void DistWorld::start_progress_board(const RankEnv& env, const std::string& master) {
+  const int port = env.master_port;
+  const bool agent_store = env.agent_store;
+  const std::string prefix = env.store_prefix;
+  auto make_store = [master, port, agent_store, prefix](std::chrono::milliseconds timeout) {
+    c10d::TCPStoreOptions so;
+    so.port = static_cast<uint16_t>(port);
+    so.isServer = false;
+    so.waitWorkers = false;
+    so.timeout = timeout;
+    c10::intrusive_ptr<c10d::Store> store = c10::make_intrusive<c10d::TCPStore>(master, so);
+    if (agent_store) store = c10::make_intrusive<c10d::PrefixStore>(prefix, store);
+    return store;
+  };
+  progress_ = std::make_unique<ProgressBoard>(make_store, master + ":" + std::to_string(port), rank_, world_size_,
+                                              [this] { return progress_status(); });
+  attach(*comm_);
+}
+
+std::string DistWorld::progress_status() const {
+  std::string status = "step " + std::to_string(StepProfiler::instance().step());
+  std::string last = comm_->last_issued();
+  {
+    std::lock_guard<std::mutex> lock(groups_mutex_);
+    for (const auto& [name, comm] : groups_)
+      if (const std::string l = comm->last_issued(); !l.empty()) last += (last.empty() ? "" : ", ") + l;
+  }
+  return status + (last.empty() ? ", no collective yet" : ", last collective " + last);
+}
+
+void DistWorld::attach(Comm& comm) {
+  ProgressBoard* board = progress_.get();
+  comm.explain_failure = [board] { return board->diagnose(); };
 }
 
 DistWorld::~DistWorld() = default;
@@ -199,12 +236,15 @@ std::shared_ptr<Comm> DistWorld::split(const std::string& name, const std::vecto
   const std::string group_name = name + "." + std::to_string(my_group);
   auto store = c10::make_intrusive<c10d::PrefixStore>("dtlab/group/" + group_name + "/", store_);
   const int size = static_cast<int>(groups[static_cast<size_t>(my_group)].size());
-  auto comm = std::make_shared<Comm>(make_backend(store, my_rank, size), group_name, my_rank, size);
+  auto comm = std::make_shared<Comm>(make_backend(store, my_rank, size), group_name, my_rank, size, rank_);
+  attach(*comm);
+  std::lock_guard<std::mutex> lock(groups_mutex_);
   groups_[name] = comm;
   return comm;
 }
 
 std::vector<Comm*> DistWorld::all_comms() {
+  std::lock_guard<std::mutex> lock(groups_mutex_);
   std::vector<Comm*> out = {comm_.get()};
   for (auto& [name, comm] : groups_) out.push_back(comm.get());
   return out;

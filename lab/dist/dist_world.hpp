@@ -13,10 +13,12 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include <c10/util/intrusive_ptr.h>
 
+#include "lab/dist/progress_board.hpp"
 #include "lab/dist/rank_env.hpp"
 #include "lab/world.hpp"
 
@@ -58,9 +60,16 @@ class DistWorld final : public World {
 
   RendezvousOptions options_;
   std::string gloo_host_;
+  // Where each rank's heartbeat goes and what it says: the step and the last collective of every communicator.
+  void start_progress_board(const RankEnv& env, const std::string& master);
+  std::string progress_status() const;
+  void attach(Comm& comm);
+
   c10::intrusive_ptr<c10d::Store> store_;
   std::shared_ptr<Comm> comm_;
   std::map<std::string, std::shared_ptr<Comm>> groups_;
+  mutable std::mutex groups_mutex_;          // groups_ is read by the heartbeat thread
+  std::unique_ptr<ProgressBoard> progress_;  // declared last: its thread stops before the comms go
 };
 
 }  // namespace dtlab

@@ -1,71 +1,186 @@
-// fault_injection.cpp: parses DTLAB_INJECT_DELAY once and sleeps at the named points.
+// fault_injection.cpp: parses the DTLAB_INJECT_* variables once and acts at the named points (see the header).
 #include "lab/dist/fault_injection.hpp"
 
+#include <atomic>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <map>
+#include <mutex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace dtlab {
 namespace {
 
-// point or point@rank -> milliseconds
-const std::map<std::string, int>& delays() {
-  static const std::map<std::string, int> table = [] {
-    std::map<std::string, int> t;
-    const char* spec = std::getenv("DTLAB_INJECT_DELAY");
-    if (!spec) return t;
-    std::stringstream in(spec);
-    std::string item;
-    while (std::getline(in, item, ',')) {
-      const auto eq = item.find('=');
-      if (eq == std::string::npos) continue;
-      t[item.substr(0, eq)] = std::atoi(item.c_str() + eq + 1);
-    }
-    return t;
-  }();
-  return table;
+const std::set<std::string>& delay_points() {
+  static const std::set<std::string> points = {"before_all_reduce", "before_all_gather", "before_reduce_scatter",
+                                               "before_broadcast",  "before_barrier",    "before_send_recv",
+                                               "after_forward",     "before_optimizer"};
+  return points;
 }
+
+std::string point_list() {
+  std::string out;
+  for (const auto& p : delay_points()) out += (out.empty() ? "" : " | ") + p;
+  return out;
+}
+
+[[noreturn]] void bad(const char* variable, const std::string& item, const std::string& rule) {
+  throw FaultSpecError(std::string(variable) + ": '" + item + "' " + rule);
+}
+
+int parse_int(const char* variable, const std::string& item, const std::string& text, const char* what) {
+  size_t used = 0;
+  int value = -1;
+  try {
+    value = std::stoi(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || value < 0) bad(variable, item, std::string("has no valid ") + what + " (a number >= 0)");
+  return value;
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  std::string part;
+  while (std::getline(in, part, sep)) out.push_back(part);
+  return out;
+}
+
+struct Specs {
+  std::map<std::string, int> delays_ms;  // point or point@rank
+  struct {
+    bool set = false;
+    int rank = -1;
+    int64_t step = -1;
+    std::string kind, point = "step_end";
+  } fault;
+  struct {
+    bool set = false;
+    int rank = -1;
+    int64_t step = -1;
+    bool nan = false;
+  } nonfinite;
+  std::string mutation;
+};
+
+Specs parse_specs() {
+  Specs s;
+  if (const char* spec = std::getenv("DTLAB_INJECT_DELAY"); spec && *spec) {
+    for (const std::string& item : split(spec, ',')) {
+      const auto eq = item.find('=');
+      if (eq == std::string::npos) bad("DTLAB_INJECT_DELAY", item, "is not POINT[@RANK]=MS");
+      const std::string key = item.substr(0, eq);
+      const std::string point = key.substr(0, key.find('@'));
+      if (!delay_points().count(point)) bad("DTLAB_INJECT_DELAY", item, "names no point (" + point_list() + ")");
+      if (key.find('@') != std::string::npos)
+        parse_int("DTLAB_INJECT_DELAY", item, key.substr(key.find('@') + 1), "rank after @");
+      s.delays_ms[key] = parse_int("DTLAB_INJECT_DELAY", item, item.substr(eq + 1), "milliseconds");
+    }
+  }
+  if (const char* spec = std::getenv("DTLAB_INJECT_FAULT"); spec && *spec) {
+    std::string item = spec, where;
+    if (const auto at = item.find('@'); at != std::string::npos) where = item.substr(at + 1), item = item.substr(0, at);
+    const auto parts = split(item, ':');
+    if (parts.size() != 3) bad("DTLAB_INJECT_FAULT", spec, "is not RANK:STEP:KIND[@POINT]");
+    s.fault.set = true;
+    s.fault.rank = parse_int("DTLAB_INJECT_FAULT", spec, parts[0], "rank");
+    s.fault.step = parse_int("DTLAB_INJECT_FAULT", spec, parts[1], "step");
+    s.fault.kind = parts[2];
+    if (!std::set<std::string>{"exit", "sigkill", "sigterm", "abort", "stop"}.count(s.fault.kind))
+      bad("DTLAB_INJECT_FAULT", spec, "has no valid KIND (exit | sigkill | sigterm | abort | stop)");
+    if (!where.empty()) {
+      if (where != "step_end" && where != "mid_ring" && !delay_points().count(where))
+        bad("DTLAB_INJECT_FAULT", spec, "has no valid POINT (step_end | mid_ring | " + point_list() + ")");
+      s.fault.point = where;
+    }
+  }
+  if (const char* spec = std::getenv("DTLAB_INJECT_INF"); spec && *spec) {
+    const auto parts = split(spec, ':');
+    if (parts.size() < 2 || parts.size() > 3 || (parts.size() == 3 && parts[2] != "nan"))
+      bad("DTLAB_INJECT_INF", spec, "is not RANK:STEP or RANK:STEP:nan");
+    s.nonfinite = {true, parse_int("DTLAB_INJECT_INF", spec, parts[0], "rank"),
+                   parse_int("DTLAB_INJECT_INF", spec, parts[1], "step"), parts.size() == 3};
+  }
+  if (const char* spec = std::getenv("DTLAB_INJECT_MUTATION"); spec && *spec) {
+    s.mutation = spec;
+    if (s.mutation != "drop_world_factor" && s.mutation != "sum_hybrid_replicas" && s.mutation != "skip_bucket")
+      bad("DTLAB_INJECT_MUTATION", spec, "is not one of drop_world_factor | sum_hybrid_replicas | skip_bucket");
+    std::fprintf(stderr, "fault injection: MUTATION %s is active: this process trains with a deliberate bug\n", spec);
+  }
+  return s;
+}
+
+const Specs& specs() {
+  static const Specs parsed = parse_specs();
+  return parsed;
+}
+
+std::atomic<int64_t> g_delays{0};
+std::atomic<int64_t> g_step{0};
+std::atomic<bool> g_fault_fired{false};
 
 }  // namespace
 
+void validate_fault_injection() { (void)specs(); }
+
 void inject_delay(const char* point, int rank) {
-  const auto& table = delays();
+  const auto& table = specs().delays_ms;
   if (table.empty()) return;
   int ms = 0;
   if (auto it = table.find(point); it != table.end()) ms = it->second;
   if (auto it = table.find(std::string(point) + "@" + std::to_string(rank)); it != table.end()) ms = it->second;
-  if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  if (ms <= 0) return;
+  static std::mutex announced_mutex;
+  static std::set<std::string> announced;
+  {
+    std::lock_guard<std::mutex> lock(announced_mutex);
+    if (announced.insert(point).second) {
+      std::fprintf(stderr, "fault injection: rank %d sleeps %d ms at %s (first of its delays there)\n", rank, ms,
+                   point);
+      std::fflush(stderr);
+    }
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  g_delays.fetch_add(1);
+}
+
+int64_t injected_delay_count() { return g_delays.load(); }
+
+void set_fault_step(int64_t step) { g_step.store(step); }
+
+void inject_fault(const char* point, int rank) {
+  const auto& f = specs().fault;
+  if (!f.set || f.rank != rank || f.point != point || g_step.load() < f.step) return;
+  if (g_fault_fired.exchange(true)) return;
+  std::fprintf(stderr, "fault injection: rank %d at step %lld, %s: %s\n", rank, static_cast<long long>(g_step.load()),
+               point, f.kind.c_str());
+  std::fflush(stderr);
+  if (f.kind == "exit") std::_Exit(1);
+  if (f.kind == "sigkill") std::raise(SIGKILL);
+  if (f.kind == "sigterm") std::raise(SIGTERM);
+  if (f.kind == "abort") std::abort();
+  if (f.kind == "stop") std::raise(SIGSTOP);  // stalls here until SIGCONT or SIGKILL
 }
 
 bool inject_nonfinite(int64_t step, int rank) {
-  static const char* spec = std::getenv("DTLAB_INJECT_INF");
-  if (!spec) return false;
-  int inf_rank = -1;
-  long long inf_step = -1;
-  if (std::sscanf(spec, "%d:%lld", &inf_rank, &inf_step) != 2) return false;
-  return inf_rank == rank && inf_step == step;
+  const auto& n = specs().nonfinite;
+  return n.set && n.rank == rank && n.step == step;
 }
 
-void inject_fault(int64_t step, int rank) {
-  static const char* spec = std::getenv("DTLAB_INJECT_FAULT");
-  if (!spec) return;
-  int fault_rank = -1;
-  long long fault_step = -1;
-  char kind[16] = {0};
-  if (std::sscanf(spec, "%d:%lld:%15s", &fault_rank, &fault_step, kind) != 3) return;
-  if (fault_rank != rank || fault_step != step) return;
-  const std::string k = kind;
-  std::fprintf(stderr, "fault injection: rank %d after step %lld: %s\n", rank, fault_step, kind);
-  std::fflush(stderr);
-  if (k == "exit") std::_Exit(1);
-  if (k == "sigkill") std::raise(SIGKILL);
-  if (k == "sigterm") std::raise(SIGTERM);
-  if (k == "abort") std::abort();
+double nonfinite_injection_value() {
+  return specs().nonfinite.nan ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
 }
+
+bool mutation(const char* name) { return specs().mutation == name; }
 
 }  // namespace dtlab

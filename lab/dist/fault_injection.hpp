@@ -1,22 +1,50 @@
-// fault_injection.hpp: test-only delays at named points (RELIABILITY A6), from the environment:
-//   DTLAB_INJECT_DELAY="before_all_reduce=20,before_all_gather=20,before_reduce_scatter=20,after_forward=10,before_optimizer=10"
-// (milliseconds; optional "@RANK" suffix on a point limits it to one rank, e.g. "after_forward@1=50").
-// Results must be bit-identical with and without delays: timing must never change the math.
+// fault_injection.hpp: test-only faults, delays and deliberate bugs, read from the environment once.
+//
+//   DTLAB_INJECT_DELAY="POINT[@RANK]=MS,..."     sleep MS milliseconds at POINT (on RANK only, with @RANK).
+//       Results must be bit-identical with and without delays: timing must never change the math.
+//       Each sleep is counted and the first one per point is announced on stderr ("fault injection: ...").
+//   DTLAB_INJECT_FAULT="RANK:STEP:KIND[@POINT]"  RANK dies (or stalls) at POINT, the first time POINT is reached at
+//       or after STEP. KIND = exit (exit code 1) | sigkill | sigterm | abort | stop (SIGSTOP: a stalled rank).
+//       POINT = step_end (default: after the optimizer step) | a collective point below | mid_ring (inside a ring
+//       reduce-scatter/all-gather, after its first exchange: the other ranks are in the middle of it).
+//   DTLAB_INJECT_INF="RANK:STEP[:nan]"           RANK writes an inf (or nan) into a gradient at STEP.
+//   DTLAB_INJECT_MUTATION="NAME"                 a deliberate bug, to prove the parity suite can fail:
+//       drop_world_factor    gradients are not divided by the data-parallel size (a sum, not a mean)
+//       sum_hybrid_replicas  fsdp_hybrid sums its replicas instead of averaging them
+//       skip_bucket          ddp never all-reduces its first bucket (its gradients stay local)
+// Points: before_all_reduce, before_all_gather, before_reduce_scatter, before_broadcast, before_barrier,
+// before_send_recv (lab/comm), after_forward (strategies), before_optimizer (trainer).
+// A malformed variable throws FaultSpecError naming the variable, the item and the rule.
 #pragma once
 
 #include <cstdint>
+#include <stdexcept>
 
 namespace dtlab {
 
-// Sleeps if the environment asks for a delay at `point` on `rank`. Cheap when unset.
+struct FaultSpecError : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+// Parses every DTLAB_INJECT_* variable now (the trainer calls it at start, so a typo fails before training).
+void validate_fault_injection();
+
+// Sleeps if DTLAB_INJECT_DELAY asks for a delay at `point` on `rank`. Cheap when unset.
 void inject_delay(const char* point, int rank);
+// Sleeps done so far by inject_delay in this process.
+int64_t injected_delay_count();
 
-// Test-only process death after an optimizer step (RELIABILITY C14), from the environment:
-//   DTLAB_INJECT_FAULT="RANK:STEP:KIND", KIND = exit (exit code 1) | sigkill | sigterm | abort
-void inject_fault(int64_t step, int rank);
+// The step now running (1-based), for faults that fire inside a step. The trainer sets it.
+void set_fault_step(int64_t step);
+// Dies or stalls if DTLAB_INJECT_FAULT names this rank and `point` (at or after its step). Cheap when unset.
+void inject_fault(const char* point, int rank);
 
-// Test-only non-finite gradient (RELIABILITY D21): DTLAB_INJECT_INF="RANK:STEP" makes this return true
-// on that rank at that step; the strategy then writes an inf into one of its gradients.
+// True on DTLAB_INJECT_INF's rank at its step; the strategy then writes nonfinite_injection_value() into a
+// gradient.
 bool inject_nonfinite(int64_t step, int rank);
+double nonfinite_injection_value();  // +inf, or nan with the ":nan" suffix
+
+// True when DTLAB_INJECT_MUTATION names `name` (one of the names above).
+bool mutation(const char* name);
 
 }  // namespace dtlab

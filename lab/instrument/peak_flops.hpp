@@ -16,6 +16,16 @@ namespace dtlab {
 // TFLOP/s of [m x k] @ [k x n] in `dtype` on the CPU. REQUIRES: m, k, n > 0.
 double measure_gemm_tflops(int64_t m, int64_t k, int64_t n, at::ScalarType dtype, double seconds);
 
+// One CPU core's best matrix-multiply rate in `dtype`: a square GEMM on one thread, grown (256 .. 2048) until one
+// call takes about 20 ms, then the fastest of its calls in about `seconds`. The intra-op thread count is restored
+// afterwards. This is the per-core peak MFU is measured against: a training step's smaller GEMMs and elementwise work
+// run slower.
+struct CorePeak {
+  double tflops = 0;
+  int64_t n = 0;  // the square size timed
+};
+CorePeak measure_core_peak_tflops(at::ScalarType dtype, double seconds);
+
 // Dense (no sparsity) peak TFLOP/s from NVIDIA's data sheets for a device name as CUDA reports it
 // ("NVIDIA H100 80GB HBM3", ...) and a dtype ("bfloat16" | "float16" | "float32"; float32 = TF32 tensor
 // cores); nullopt for unknown devices.

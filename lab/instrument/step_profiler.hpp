@@ -21,6 +21,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -92,7 +93,7 @@ class StepProfiler {
   TraceWriter* trace_ = nullptr;
   std::thread::id thread_;
   bool in_step_ = false;
-  int64_t step_ = 0;
+  std::atomic<int64_t> step_{0};  // read by the progress board's heartbeat thread
   double step_start_us_ = 0, step_end_us_ = 0;
   std::vector<Frame> stack_;
   std::vector<PhaseSpan> spans_;

@@ -147,22 +147,31 @@ nlohmann::json memory_of_every_rank(const nlohmann::json& mine, World& world) {
                     true, world);
 }
 
-// The per-rank peak (TFLOP/s) MFU is measured against, and where it came from: the machine profile's
-// matmul rate when one is configured, else a short GEMM probe on the model's largest matrix shape at this
-// rank's thread count (the probe runs on every rank at once, as training does).
-std::pair<double, std::string> mfu_peak_per_rank(const Config& config, const analysis::MachineProfile* profile) {
+// The MFU denominator: the peak of the cores this job occupies, i.e. one core's best GEMM rate in the compute
+// dtype (measured by local rank 0 of each node while the node's other ranks wait, so the probe has its core alone)
+// times the cores in use (threads per rank x ranks per node, at most the node's cores, times the nodes). A training
+// step's GEMMs are smaller than the probe's and share the cores with elementwise work, so MFU cannot exceed 100%.
+struct MfuPeak {
+  double tflops = 0;
+  std::string source;
+};
+
+MfuPeak mfu_peak(const Config& config, World& world, int threads) {
   const std::string dtype = config.precision.param_dtype == "bf16"   ? "bfloat16"
                             : config.precision.param_dtype == "fp16" ? "float16"
                                                                      : "float32";
-  if (profile)
-    return {analysis::matmul_tflops_for(*profile, dtype),
-            "machine profile " + profile->name + " (" + dtype + " matmul, per rank)"};
-  const ModelConfig& m = config.model;
-  const int64_t tokens = config.train.micro_batch * m.seq_len;
   const at::ScalarType st = dtype == "bfloat16" ? at::kBFloat16 : dtype == "float16" ? at::kHalf : at::kFloat;
-  const double tflops = measure_gemm_tflops(tokens, m.d_model, m.ffn_hidden, st, 0.05);
-  return {tflops, "GEMM probe " + std::to_string(tokens) + "x" + std::to_string(m.d_model) + "x" +
-                      std::to_string(m.ffn_hidden) + " " + dtype + " (this rank's threads)"};
+  CorePeak mine;
+  if (world.local_rank() == 0) mine = measure_core_peak_tflops(st, 0.1);
+  const double per_core = world.all_reduce_max(mine.tflops);
+  const double n = world.all_reduce_max(static_cast<double>(mine.n));
+  const int hardware = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int nodes = std::max(1, world.world_size() / std::max(1, world.local_world_size()));
+  const int cores = std::min(hardware, threads * world.local_world_size()) * nodes;
+  char source[200];
+  std::snprintf(source, sizeof source, "%.0fx%.0f %s GEMM on one core: %.4g TFLOP/s x %d cores in use", n, n,
+                dtype.c_str(), per_core, cores);
+  return {per_core * cores, source};
 }
 
 // Records of every communicator issued since `cursor` (advanced), in issue order per communicator.
@@ -222,6 +231,7 @@ TrainOutcome train(const Config& config, Strategy& strategy, World& world, const
   // A bad profile path fails before any work (and alike on every rank).
   std::optional<analysis::MachineProfile> profile;
   if (!config.instrument.profile.empty()) profile = analysis::load_profile(config.instrument.profile);
+  validate_fault_injection();    // a malformed DTLAB_INJECT_* fails before any work
   install_counting_allocator();  // before the model exists, so every tensor of the run is counted
   const int threads = configure_threads(config, world);
   const TrainConfig& t = config.train;
@@ -232,9 +242,8 @@ TrainOutcome train(const Config& config, Strategy& strategy, World& world, const
   Sampler sampler(*source, config.model.seq_len, t.global_batch, t.micro_batch, accumulation, world.rank(),
                   world.world_size(), config.data.seed, config.data.mask_token);
   strategy.wrap(model, config, world);
-  const auto [peak_tflops_per_rank, peak_source] = mfu_peak_per_rank(config, profile ? &*profile : nullptr);
-  const double peak_tflops = profile ? peak_tflops_per_rank * world.world_size()
-                                     : world.all_reduce_sum(peak_tflops_per_rank);  // every rank probed
+  const MfuPeak peak = mfu_peak(config, world, threads);
+  const double peak_tflops = peak.tflops;
   reset_peak_cpu_tensor_memory();              // the peak of training, not of construction
   std::map<Comm*, size_t> first_training_seq;  // collectives before this are setup
   for (Comm* comm : world.all_comms()) first_training_seq[comm] = comm->record_count();
@@ -300,6 +309,7 @@ TrainOutcome train(const Config& config, Strategy& strategy, World& world, const
       cpu_s_at_measure = process_cpu_seconds();
       wall_us_at_measure = lab_clock_us();
     }
+    set_fault_step(step + 1);
     profiler.begin_step(step + 1);
     strategy.zero_grad();
     const double loss_weight = 1.0 / static_cast<double>(std::max<int64_t>(1, sampler.global_target_count(step)));
@@ -319,6 +329,14 @@ TrainOutcome train(const Config& config, Strategy& strategy, World& world, const
                           std::to_string(step + 1) + "/" + std::to_string(t.steps) +
                           "; stopping (lower train.lr, enable train.grad_clip, or check the data)");
     const double grad_norm = std::sqrt(strategy.grad_sum_of_squares());
+    // The norm is global (agreed by every rank), so every rank stops here together. With dynamic loss scaling a
+    // non-finite norm is expected: the strategy skips the step and halves the scale.
+    if (!std::isfinite(grad_norm) && !dynamic_scaling)
+      throw TrainingError("training: gradient norm is " + std::string(std::isnan(grad_norm) ? "nan" : "inf") +
+                          " at step " + std::to_string(step + 1) + "/" + std::to_string(t.steps) + " (loss " +
+                          std::to_string(loss) +
+                          "); stopping before the optimizer spreads it into the parameters (lower train.lr, enable "
+                          "train.grad_clip, use precision.loss_scale=dynamic for fp16, or check the data)");
     if (t.grad_clip > 0.0 && grad_norm > t.grad_clip) strategy.scale_gradients(t.grad_clip / (grad_norm + 1e-6));
     const double lr = learning_rate(t, step);
     inject_delay("before_optimizer", world.rank());
@@ -380,7 +398,7 @@ TrainOutcome train(const Config& config, Strategy& strategy, World& world, const
       std::fflush(stdout);
     }
     if (options.after_step) options.after_step(step + 1, strategy);
-    inject_fault(step + 1, world.rank());
+    inject_fault("step_end", world.rank());
   }
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
   const double cpu_util_pct =
@@ -425,7 +443,7 @@ TrainOutcome train(const Config& config, Strategy& strategy, World& world, const
                               {schema::kTflops, tflops},
                               {schema::kGemmTflops, peak_tflops},
                               {schema::kMfuPct, peak_tflops > 0 ? 100.0 * tflops / peak_tflops : 0.0},
-                              {schema::kMfuPeakSource, peak_source},
+                              {schema::kMfuPeakSource, peak.source},
                               {schema::kPhaseClock, profiler.phase_clock()},
                               {schema::kCpuUtilPct, cpu_util_pct},
                               {schema::kWallS, wall_s},

@@ -2,6 +2,8 @@
 // equivalence, determinism, the golden loss file of `tiny`, and the non-finite-loss stop.
 #include <gtest/gtest.h>
 
+#include <ATen/Version.h>
+
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -118,11 +120,20 @@ std::vector<double> losses(const TrainOutcome& o) {
 
 TEST(Trainer, LossFallsAndParametersMove) {
   Config c = tiny_config({"train.steps=15", "train.lr=3e-3"});
-  std::vector<at::Tensor> first;
-  auto outcome = run(c);
+  auto strategy = make_strategy("single");
+  SingleProcessWorld world;
+  TrainOptions options;
+  options.print_steps = options.print_config = false;
+  GPT initial(c.model, c.train.seed);
+  auto outcome = train(c, *strategy, world, options);
   ASSERT_EQ(outcome.steps.size(), 15u);
   EXPECT_LT(outcome.steps.back().loss, outcome.steps.front().loss - 0.3);
   EXPECT_NEAR(outcome.steps.front().loss, std::log(256.0), 0.2);  // starts near uniform
+  const auto after = strategy->full_state();
+  const auto before = initial.parameters();
+  ASSERT_EQ(after.size(), before.size());
+  for (size_t i = 0; i < after.size(); ++i)
+    EXPECT_FALSE(at::equal(after[i].second, *before[i].tensor)) << after[i].first << " did not move";
 }
 
 TEST(Trainer, GradientAccumulationFourByTwoEqualsOneByEight) {
@@ -168,23 +179,32 @@ TEST(Trainer, TwoRunsWithOneSeedAreBitIdentical) {
   EXPECT_EQ(losses(run(c)), losses(run(c)));
 }
 
-// Golden loss file: exact comparison on the same machine class. Regenerate with
-// DTLAB_UPDATE_GOLDEN=1 after an intended numerical change (and say why in the commit).
+// Golden loss file, recorded on one machine and read on others. Machines of this kind differ in their vector units
+// (AVX2 only, or AVX-512): ATen, oneDNN and MKL pick other kernels, which sum in another order, so the losses agree
+// only to the last few bits (seen: step 7 differs by 6e-8 relative between an AVX-512 and an AVX2 machine). The file
+// is therefore compared with rtol 1e-5, about 100x what the kernels explain and far below what a real change does
+// (a 10% change of lr moves step 10 by ~2e-3). Bit-identity is asserted only between two runs on the same machine
+// (TwoRunsWithOneSeedAreBitIdentical). Regenerate with `make fixtures` after an intended numerical change.
 TEST(Trainer, TinyLossesMatchGoldenFile) {
   const std::string path = std::string(DTLAB_SOURCE_DIR) + "/tests/golden/tiny_losses.json";
   Config c = tiny_config({"train.steps=10", "train.optimizer=adamw"});
   const std::vector<double> got = losses(run(c));
   if (std::getenv("DTLAB_UPDATE_GOLDEN")) {
     nlohmann::json j = {{"config", "model.preset=tiny train.steps=10 global_batch=8 micro_batch=8 adamw threads=1"},
+                        {"cpu_capability", at::get_cpu_capability()},
                         {"losses", got}};
     std::ofstream(path) << j.dump(2) << "\n";
     GTEST_SKIP() << "golden file rewritten: " << path;
   }
   std::ifstream in(path);
-  ASSERT_TRUE(in) << "missing " << path << " (run with DTLAB_UPDATE_GOLDEN=1 to create it)";
-  const auto want = nlohmann::json::parse(in)["losses"].get<std::vector<double>>();
+  ASSERT_TRUE(in) << "missing " << path << " (run `make fixtures` to create it)";
+  const auto golden = nlohmann::json::parse(in);
+  const auto want = golden["losses"].get<std::vector<double>>();
   ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], want[i]) << "step " << i + 1;
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], 1e-5 * std::abs(want[i]))
+        << "step " << i + 1 << " (golden recorded with " << golden.value("cpu_capability", "?") << ", this run uses "
+        << at::get_cpu_capability() << ")";
 }
 
 TEST(Trainer, NonFiniteLossStopsNamingTheStep) {
