@@ -346,6 +346,12 @@ void TokenFile::read(int64_t start, int64_t n, int64_t* out) const {
       for (int64_t i = 0; i < n; ++i) out[i] = load<uint32_t>(at + 4 * i);
       break;
   }
+  // The header's vocab bounds every id; checked as sequences are read (opening a large file stays O(1)).
+  for (int64_t i = 0; i < n; ++i)
+    if (out[i] >= vocab_size_)
+      fail(path_, "token id " + std::to_string(out[i]) + " at position " + std::to_string(start + i) +
+                      " is >= the header's vocab size " + std::to_string(vocab_size_) +
+                      "; the file is corrupt or its header is wrong (rebuild it with 'dtlab data build')");
 }
 
 // ---------------------------------------------------------------------------------------------------------

@@ -36,24 +36,35 @@ static_assert(kHeaderBytes >= c10::gAlignment && kHeaderBytes % c10::gAlignment 
 
 std::atomic<int64_t> g_current_bytes{0};
 std::atomic<int64_t> g_peak_bytes{0};
+std::atomic<int64_t> g_category_current[kMemoryCategoryCount];
+std::atomic<int64_t> g_category_peak[kMemoryCategoryCount];
 std::atomic<bool> g_installed{false};
+thread_local MemoryCategory t_category = MemoryCategory::other;
 // Set once before installation, read-only afterwards.
 c10::Allocator* g_inner = nullptr;
 c10::DeleterFnPtr g_inner_deleter = nullptr;
 
-void count_allocation(int64_t n) {
-  const int64_t now = g_current_bytes.fetch_add(n, std::memory_order_relaxed) + n;
-  int64_t peak = g_peak_bytes.load(std::memory_order_relaxed);
-  while (now > peak && !g_peak_bytes.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+void raise_peak(std::atomic<int64_t>& peak_counter, int64_t now) {
+  int64_t peak = peak_counter.load(std::memory_order_relaxed);
+  while (now > peak && !peak_counter.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
   }
 }
 
+void count_allocation(int64_t n, MemoryCategory category) {
+  const auto c = static_cast<size_t>(category);
+  raise_peak(g_peak_bytes, g_current_bytes.fetch_add(n, std::memory_order_relaxed) + n);
+  raise_peak(g_category_peak[c], g_category_current[c].fetch_add(n, std::memory_order_relaxed) + n);
+}
+
+// Header layout: bytes 0-7 the size n, byte 8 the category it was counted under.
 void counting_delete(void* data) {
   if (data == nullptr) return;  // zero-byte allocations
   char* base = static_cast<char*>(data) - kHeaderBytes;
   int64_t n = 0;
   std::memcpy(&n, base, sizeof n);
+  const auto category = static_cast<size_t>(static_cast<uint8_t>(base[sizeof n]));
   g_current_bytes.fetch_sub(n, std::memory_order_relaxed);
+  g_category_current[category].fetch_sub(n, std::memory_order_relaxed);
   g_inner_deleter(base);
 }
 
@@ -69,8 +80,9 @@ struct CountingAllocator final : c10::Allocator {
     void* base = inner.release_context();  // context == data for the default allocator (checked at install)
     const auto bytes = static_cast<int64_t>(n);
     std::memcpy(base, &bytes, sizeof bytes);
+    static_cast<char*>(base)[sizeof bytes] = static_cast<char>(t_category);
     void* data = static_cast<char*>(base) + kHeaderBytes;
-    count_allocation(bytes);
+    count_allocation(bytes, t_category);
     return c10::DataPtr(data, data, &counting_delete, cpu);
   }
   c10::DeleterFnPtr raw_deleter() const override { return &counting_delete; }
@@ -115,6 +127,29 @@ MemoryCounters cpu_tensor_memory() {
 void reset_peak_cpu_tensor_memory() {
   // A concurrent allocation may raise the peak again between the two operations; that is its purpose.
   g_peak_bytes.store(g_current_bytes.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  for (int c = 0; c < kMemoryCategoryCount; ++c)
+    g_category_peak[c].store(g_category_current[c].load(std::memory_order_relaxed), std::memory_order_relaxed);
+}
+
+const char* to_string(MemoryCategory category) {
+  switch (category) {
+    case MemoryCategory::params: return "params";
+    case MemoryCategory::grads: return "grads";
+    case MemoryCategory::optimizer: return "optimizer";
+    case MemoryCategory::buffers: return "buffers";
+    case MemoryCategory::comm: return "comm";
+    case MemoryCategory::activations: return "activations";
+    case MemoryCategory::other: return "other";
+  }
+  return "other";
+}
+
+MemoryScope::MemoryScope(MemoryCategory category) : previous_(t_category) { t_category = category; }
+MemoryScope::~MemoryScope() { t_category = previous_; }
+
+MemoryCounters cpu_tensor_memory(MemoryCategory category) {
+  const auto c = static_cast<size_t>(category);
+  return {g_category_current[c].load(std::memory_order_relaxed), g_category_peak[c].load(std::memory_order_relaxed)};
 }
 
 ProcessMemory process_memory() {
@@ -154,6 +189,13 @@ nlohmann::json memory_report(const StateBytes& state, int rank) {
     j["tensor_peak_bytes"] = tensors.peak_bytes;
     j["tensor_current_bytes"] = tensors.current_bytes;
     j["activations_bytes"] = std::max<int64_t>(0, tensors.peak_bytes - held);  // an estimate, see memory.hpp
+    nlohmann::json measured = nlohmann::json::object();
+    for (int c = 0; c < kMemoryCategoryCount; ++c) {
+      const auto category = static_cast<MemoryCategory>(c);
+      const MemoryCounters m = cpu_tensor_memory(category);
+      measured[to_string(category)] = {{"current_bytes", m.current_bytes}, {"peak_bytes", m.peak_bytes}};
+    }
+    j["measured"] = measured;
   }
   const ProcessMemory process = process_memory();
   j["rss_bytes"] = process.rss_bytes;

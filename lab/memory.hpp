@@ -33,8 +33,37 @@ struct MemoryCounters {
 };
 // Zeros until install_counting_allocator() ran.
 MemoryCounters cpu_tensor_memory();
-// Peak := current (e.g. after setup, so the peak measures training steps only).
+// Peak := current, for the total and every category (e.g. after setup, so the peak measures training steps only).
 void reset_peak_cpu_tensor_memory();
+
+// What a tensor's bytes are for. Every allocation is counted under the category of the innermost MemoryScope alive
+// on the allocating thread (`other` when there is none), and uncounted from the same category when freed, so the
+// counters measure what each category really holds, independently of what a strategy says it holds.
+//   params      parameters the rank keeps (masters, compute copies that persist)
+//   grads       gradients kept between backward and the optimizer step
+//   optimizer   optimizer state (moments, momentum)
+//   buffers     a strategy's transient working memory: gathered units, buckets' wire copies, reduce outputs
+//   comm        scratch of the lab's own collectives (ring partial sums, receive buffers)
+//   activations what forward saves for backward, and backward's temporaries
+//   other       anything allocated outside a scope
+enum class MemoryCategory : uint8_t { params, grads, optimizer, buffers, comm, activations, other };
+inline constexpr int kMemoryCategoryCount = 7;
+const char* to_string(MemoryCategory category);
+
+// Sets the calling thread's category for the scope's lifetime (nested scopes restore the outer one).
+class MemoryScope {
+ public:
+  explicit MemoryScope(MemoryCategory category);
+  ~MemoryScope();
+  MemoryScope(const MemoryScope&) = delete;
+  MemoryScope& operator=(const MemoryScope&) = delete;
+
+ private:
+  MemoryCategory previous_;
+};
+
+// Current and peak bytes of one category (zeros until the counting allocator is installed).
+MemoryCounters cpu_tensor_memory(MemoryCategory category);
 
 struct ProcessMemory {
   int64_t rss_bytes = 0;  // /proc/self/status VmRSS
@@ -59,6 +88,7 @@ std::optional<CudaMemory> cuda_memory();
 //                       It is everything else alive at the peak (activations, autograd temporaries,
 //                       communication scratch), and it is low when `buffers` counts peak gathers that
 //                       were not alive at the same moment. Only when the allocator is installed.
+//   measured {<category>: {current_bytes, peak_bytes}}                 the allocator's counts per MemoryCategory
 //   rss_bytes, hwm_bytes                                              /proc/self/status
 //   cuda {device, allocated_bytes, allocated_peak_bytes, reserved_bytes, reserved_peak_bytes}  when available
 nlohmann::json memory_report(const StateBytes& state, int rank);

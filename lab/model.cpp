@@ -1,6 +1,8 @@
 // model.cpp: the GPT decoder (see model.hpp for the architecture and the unit split).
 #include "lab/model.hpp"
 
+#include "lab/memory.hpp"
+
 #include <cmath>
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -67,6 +69,8 @@ GPT::GPT(const ModelConfig& config, int64_t seed) : config_(config) {
   final_norm = at::ones({d});
   if (!config.tie_embeddings) lm_head = normal_init({config.vocab_size, d}, std, gen);
   for (auto& p : parameters()) p.tensor->requires_grad_(true);
+  // Constants every forward reads, not parameters: counted with the activations, as the activation model counts them.
+  MemoryScope tables(MemoryCategory::activations);
   rope_ = make_rope_tables(config.seq_len, hd, config.rope_theta);
 }
 

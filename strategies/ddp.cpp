@@ -21,6 +21,7 @@
 #include "lab/comm/comm.hpp"
 #include "lab/dist/fault_injection.hpp"
 #include "lab/instrument/step_profiler.hpp"
+#include "lab/memory.hpp"
 #include "lab/train/checkpoint.hpp"
 #include "lab/train/optimizer.hpp"
 #include "lab/train/strategy.hpp"
@@ -88,7 +89,11 @@ class DdpStrategy final : public Strategy {
       Bucket bucket;
       int64_t numel = 0;
       for (int i : layout.buckets[b]) numel += params_[static_cast<size_t>(i)].numel();
-      bucket.buffer = at::zeros({numel}, params_[0].options().requires_grad(false));
+      {
+        MemoryScope grads(MemoryCategory::grads);
+        bucket.buffer = at::zeros({numel}, params_[0].options().requires_grad(false));
+      }
+      MemoryScope buffers(MemoryCategory::buffers);
       if (reduce_dtype_ != at::kFloat) bucket.wire = at::empty({numel}, bucket.buffer.options().dtype(reduce_dtype_));
       int64_t offset = 0;
       for (int i : layout.buckets[b]) {

@@ -14,7 +14,9 @@
 #include "lab/comm/comm.hpp"
 #include "lab/dist/fault_injection.hpp"
 #include "lab/instrument/step_profiler.hpp"
+#include "lab/memory.hpp"
 #include "lab/train/checkpoint.hpp"
+#include "lab/train/loss_scaler.hpp"
 #include "lab/train/optimizer.hpp"
 
 namespace dtlab {
@@ -32,9 +34,12 @@ void release_storage(const at::Tensor& t) {
   impl->set_nbytes(0);
 }
 
+// Every storage refilled this way is transient working memory (gathered units, their gradients, the bf16 master's
+// fp32 scratch): counted as buffers.
 void ensure_storage(const at::Tensor& t, int64_t nbytes) {
   c10::StorageImpl* impl = t.storage().unsafeGetStorageImpl();
   if (static_cast<int64_t>(impl->nbytes()) == nbytes) return;
+  MemoryScope buffers(MemoryCategory::buffers);
   impl->set_data_ptr_noswap(impl->allocator()->allocate(static_cast<size_t>(nbytes)));
   impl->set_nbytes(static_cast<size_t>(nbytes));
 }
@@ -92,8 +97,7 @@ class ShardedStrategy final : public Strategy {
     compute_dtype_ = dtype_from_name(config.precision.param_dtype);
     reduce_dtype_ = dtype_from_name(config.precision.reduce_dtype);
     master_dtype_ = dtype_from_name(config.precision.master_dtype);
-    dynamic_scaling_ = config.precision.loss_scale == "dynamic";
-    loss_scale_ = dynamic_scaling_ ? config.precision.loss_scale_init : 1.0;
+    scaler_ = LossScaler(config.precision);
     if (master_dtype_ != at::kFloat && compute_dtype_ == at::kFloat)
       throw std::invalid_argument("precision.master_dtype=" + config.precision.master_dtype +
                                   " with precision.param_dtype=fp32: the master copy cannot be narrower than the "
@@ -140,7 +144,7 @@ class ShardedStrategy final : public Strategy {
     }
     inject_delay("after_forward", rank_);
     ScopedPhase backward(Phase::backward, "backward-compute");
-    (loss * (static_cast<double>(world_size_) * loss_scale_)).backward();
+    (loss * (static_cast<double>(world_size_) * scaler_.scale())).backward();
     return loss.item<double>();
   }
 
@@ -200,23 +204,24 @@ class ShardedStrategy final : public Strategy {
         replica_comm_->all_reduce(wire, "fsdp.replicas." + unit.name).wait();
         if (!wire.is_same(unit.shard_grad)) unit.shard_grad.copy_(wire);
       }
-      unit.shard_grad.div_(mean_divisor() * loss_scale_);
+      unit.shard_grad.div_(mean_divisor() * scaler_.scale());
     }
     if (inject_nonfinite(steps_seen_, rank_) && !units_.empty()) units_[0].shard_grad[0] = nonfinite_injection_value();
-    step_skipped_ = false;
-    if (dynamic_scaling_) {  // every rank learns whether any rank saw inf/nan, and all skip together
+    double any_bad = 0;
+    if (scaler_.enabled()) {  // every rank learns whether any rank saw inf/nan, and all skip together
       double local_bad = 0;
       for (const auto& unit : units_) local_bad += unit.shard_grad.isfinite().all().item<bool>() ? 0.0 : 1.0;
       at::Tensor flag = at::full({1}, local_bad, at::kDouble);
       (shard_comm_ ? shard_comm_ : replica_comm_)->all_reduce(flag, "loss_scale.found_inf").wait();
       if (replica_comm_ && shard_comm_ && replica_comm_ != shard_comm_)
         replica_comm_->all_reduce(flag, "loss_scale.found_inf").wait();
-      step_skipped_ = flag.item<double>() > 0;
+      any_bad = flag.item<double>();
     }
+    scaler_.finish_step(any_bad > 0);
   }
 
   double grad_sum_of_squares() override {
-    if (step_skipped_) return std::numeric_limits<double>::infinity();  // reported; the step is skipped anyway
+    if (scaler_.skipped()) return std::numeric_limits<double>::infinity();  // reported; the step is skipped anyway
     double local = 0.0;
     for (const auto& unit : units_) local += unit.shard_grad.pow(2).sum().item<double>();
     if (mode_ == ShardingMode::no_shard) return local;  // every rank holds every gradient
@@ -230,18 +235,7 @@ class ShardedStrategy final : public Strategy {
   }
 
   void optimizer_step(double lr) override {
-    used_loss_scale_ = loss_scale_;
-    if (dynamic_scaling_) {
-      if (step_skipped_) {  // no update, optimizer state untouched; retry with half the scale
-        loss_scale_ *= 0.5;
-        good_steps_ = 0;
-        return;
-      }
-      if (++good_steps_ >= config_.precision.loss_scale_growth_interval) {
-        loss_scale_ *= 2.0;
-        good_steps_ = 0;
-      }
-    }
+    if (scaler_.skipped()) return;  // no update, optimizer state untouched; the scaler halved the scale
     if (master_dtype_ != at::kFloat) {  // step in fp32 on a scratch copy, round back to the bf16 master
       for (auto& unit : units_) {
         ensure_storage(unit.master_scratch, unit.shard_numel * 4);
@@ -266,6 +260,7 @@ class ShardedStrategy final : public Strategy {
     }
     for (auto& unit : units_) {
       if (mode_ == ShardingMode::zero1) {
+        MemoryScope buffers(MemoryCategory::buffers);
         at::Tensor source = (separate_compute_copy() ? unit.compute_shard.copy_(unit.shard) : unit.shard).clone();
         shard_comm_->all_gather(unit.full_writer, source, CommAlgorithm::backend, "zero1.params." + unit.name).wait();
       } else if (mode_ == ShardingMode::no_shard && separate_compute_copy()) {
@@ -327,8 +322,8 @@ class ShardedStrategy final : public Strategy {
     return b;
   }
 
-  double loss_scale() const override { return used_loss_scale_; }
-  bool step_skipped() const override { return step_skipped_; }
+  double loss_scale() const override { return scaler_.used_scale(); }
+  bool step_skipped() const override { return scaler_.skipped(); }
 
   std::map<std::string, std::string> dtype_audit() const override {
     auto name = [](at::ScalarType t) { return std::string(c10::getDtypeNames(t).first); };
@@ -465,10 +460,17 @@ class ShardedStrategy final : public Strategy {
         initial.narrow(0, unit.offsets[i], unit.params[i].tensor->numel())
             .copy_(unit.params[i].tensor->detach().reshape({-1}));
 
+      // Memory categories as state_bytes() counts them: what a rank keeps (params, grads) or works in (buffers).
       const auto compute = options.dtype(compute_dtype_);
-      unit.full = at::zeros({unit.padded}, compute);
+      {
+        MemoryScope held(params_persist() ? MemoryCategory::params : MemoryCategory::buffers);
+        unit.full = at::zeros({unit.padded}, compute);
+      }
       unit.full_writer = storage_alias(unit.full);
-      unit.full_grad = at::zeros({unit.padded}, compute);
+      {
+        MemoryScope held(params_persist() ? MemoryCategory::grads : MemoryCategory::buffers);
+        unit.full_grad = at::zeros({unit.padded}, compute);
+      }
       const at::Tensor my_chunk = initial.narrow(0, shard_rank_ * unit.shard_numel, unit.shard_numel);
       if (params_persist()) {
         unit.full_writer.copy_(initial);
@@ -478,13 +480,16 @@ class ShardedStrategy final : public Strategy {
         // The master shard is this rank's chunk of the persistent flat parameters.
         unit.shard = unit.full_writer.narrow(0, shard_rank_ * unit.shard_numel, unit.shard_numel);
       } else {
+        MemoryScope held(MemoryCategory::params);
         unit.shard = my_chunk.to(master_dtype_).clone();
       }
       if (mode_ == ShardingMode::no_shard && !separate_compute_copy() && reduce_dtype_ == at::kFloat) {
         unit.shard_grad = unit.full_grad;  // F = 1: the all-reduced gradient is the shard's gradient
       } else {
+        MemoryScope held(params_persist() ? MemoryCategory::buffers : MemoryCategory::grads);
         unit.shard_grad = at::zeros({unit.shard_numel}, options);  // fp32: gradients accumulate in fp32
       }
+      MemoryScope buffers(MemoryCategory::buffers);
       if (separate_compute_copy()) unit.compute_shard = at::empty({unit.shard_numel}, compute);
       if (reduce_dtype_ != compute_dtype_) unit.reduce_in = at::empty({unit.padded}, options.dtype(reduce_dtype_));
       if (mode_ != ShardingMode::no_shard)  // no_shard all-reduces in place: no reduce-scatter output
@@ -606,9 +611,8 @@ class ShardedStrategy final : public Strategy {
   bool offload_ = false, prefetch_ = true, is_last_micro_ = true;
   CheckpointMode checkpointing_ = CheckpointMode::none;
   at::ScalarType compute_dtype_ = at::kFloat, reduce_dtype_ = at::kFloat, master_dtype_ = at::kFloat;
-  bool dynamic_scaling_ = false, step_skipped_ = false;
-  double loss_scale_ = 1.0, used_loss_scale_ = 1.0;
-  int64_t good_steps_ = 0, steps_seen_ = 0;
+  LossScaler scaler_{PrecisionConfig{}};
+  int64_t steps_seen_ = 0;
   CommAlgorithm algorithm_ = CommAlgorithm::ring;
   Comm* shard_comm_ = nullptr;
   Comm* replica_comm_ = nullptr;

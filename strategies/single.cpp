@@ -2,12 +2,16 @@
 // strategy is compared with. Gradients accumulate in each parameter's .grad over micro-steps.
 // With precision.param_dtype bf16/fp16 it is the emulated mixed-precision reference: the model computes
 // with 16-bit copies of fp32 master parameters (refreshed before each step), gradients are cast to fp32
-// and the optimizer updates the masters.
+// and the optimizer updates the masters. With precision.loss_scale=dynamic it scales the loss like the
+// sharded strategies (lab/train/loss_scaler.hpp), so it is their fp16 reference too.
 #include <cmath>
+#include <limits>
 #include <memory>
 
 #include "lab/instrument/step_profiler.hpp"
 #include "lab/train/checkpoint.hpp"
+#include "lab/memory.hpp"
+#include "lab/train/loss_scaler.hpp"
 #include "lab/train/optimizer.hpp"
 #include "lab/train/strategy.hpp"
 
@@ -29,11 +33,12 @@ class SingleStrategy final : public Strategy {
       throw std::invalid_argument(
           "parallel.strategy=single does not combine with parallel.offload=true: offload "
           "moves sharded state to the host; use an fsdp strategy or zero1 with offload");
-    if (config.precision.loss_scale != "none" || config.precision.master_dtype != "fp32")
-      throw std::invalid_argument("parallel.strategy=single with precision.loss_scale=" + config.precision.loss_scale +
-                                  " / precision.master_dtype=" + config.precision.master_dtype +
-                                  ": the single-process reference emulates bf16/fp16 compute with fp32 masters only; "
-                                  "loss scaling and bf16 masters are implemented by the sharded strategies");
+    if (config.precision.master_dtype != "fp32")
+      throw std::invalid_argument("parallel.strategy=single with precision.master_dtype=" +
+                                  config.precision.master_dtype +
+                                  ": the single-process reference keeps fp32 masters only; bf16 masters (with "
+                                  "stochastic rounding) are implemented by the sharded strategies");
+    scaler_ = LossScaler(config.precision);
     checkpointing_ = checkpoint_mode(config.parallel.activation_checkpointing);
     checkpoint_every_ = config.parallel.checkpoint_every;
     model_ = std::move(model);
@@ -47,13 +52,19 @@ class SingleStrategy final : public Strategy {
     compute_dtype_ = dtype_from_name(config.precision.param_dtype);
     if (compute_dtype_ != at::kFloat) {
       // params_ stay the fp32 masters; the model computes with 16-bit leaf copies bound in their place.
+      MemoryScope held(MemoryCategory::params);
       for (const auto& p : model_->parameters()) {
         at::Tensor copy = p.tensor->detach().to(compute_dtype_).requires_grad_(true);
         compute_.push_back(copy);
         *p.tensor = copy;
       }
+      MemoryScope grads(MemoryCategory::grads);
       for (const auto& p : params_) master_grads_.push_back(at::zeros_like(p));
     }
+    // Gradients exist from the start and backward accumulates into them in place (adding to zero is exact), so they
+    // are allocated here as gradients rather than by autograd during backward.
+    MemoryScope grads(MemoryCategory::grads);
+    for (auto& p : compute_.empty() ? params_ : compute_) p.mutable_grad() = at::zeros_like(p);
     optimizer_ = make_optimizer(config.train, std::move(params), std::move(decay));
   }
 
@@ -71,14 +82,25 @@ class SingleStrategy final : public Strategy {
              loss_weight;
     }
     ScopedPhase backward(Phase::backward, "backward-compute");
-    loss.backward();
+    (loss * scaler_.scale()).backward();
     return loss.item<double>();
   }
 
   void finish_gradients() override {
     for (size_t i = 0; i < compute_.size(); ++i)  // 16-bit gradients -> fp32 master gradients
       master_grads_[i].copy_(compute_[i].grad().defined() ? compute_[i].grad() : at::zeros_like(compute_[i]));
+    if (!scaler_.enabled()) return;
+    bool nonfinite = false;
+    for (auto& g : grads())
+      if (g.defined()) {
+        g.div_(scaler_.scale());
+        nonfinite = nonfinite || !g.isfinite().all().item<bool>();
+      }
+    scaler_.finish_step(nonfinite);
   }
+
+  double loss_scale() const override { return scaler_.used_scale(); }
+  bool step_skipped() const override { return scaler_.skipped(); }
 
   std::map<std::string, std::string> dtype_audit() const override {
     const std::string compute = c10::getDtypeNames(compute_dtype_).first;
@@ -86,6 +108,7 @@ class SingleStrategy final : public Strategy {
   }
 
   double grad_sum_of_squares() override {
+    if (scaler_.skipped()) return std::numeric_limits<double>::infinity();  // reported; the step is skipped
     double total = 0.0;
     for (const auto& g : grads())
       if (g.defined()) total += g.pow(2).sum().item<double>();
@@ -98,6 +121,7 @@ class SingleStrategy final : public Strategy {
   }
 
   void optimizer_step(double lr) override {
+    if (scaler_.skipped()) return;  // no update, optimizer state untouched; the scaler halved the scale
     std::vector<at::Tensor> step_grads;
     for (size_t i = 0; i < params_.size(); ++i) {
       const at::Tensor g = grads()[i];
@@ -151,6 +175,7 @@ class SingleStrategy final : public Strategy {
   std::vector<at::Tensor> compute_;       // 16-bit compute copies bound into the model (mixed precision)
   std::vector<at::Tensor> master_grads_;  // their gradients in fp32
   bool compute_fresh_ = false;
+  LossScaler scaler_{PrecisionConfig{}};
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 
 #include "lab/dist/fault_injection.hpp"
 #include "lab/instrument/clock.hpp"
+#include "lab/memory.hpp"
 #include "lab/instrument/step_profiler.hpp"
 
 #include <algorithm>
@@ -133,6 +134,7 @@ std::string Comm::last_issued() const {
 CommHandle Comm::all_reduce(at::Tensor& tensor, const std::string& tag) {
   auto record = start_record("all_reduce", "backend", tensor, static_cast<int64_t>(tensor.nbytes()), tag);
   std::vector<at::Tensor> tensors{tensor};
+  MemoryScope staging(MemoryCategory::comm);  // the backend's own staging copies, if any
   return track(backend_->allreduce(tensors), record, true);
 }
 
@@ -141,6 +143,7 @@ CommHandle Comm::broadcast(at::Tensor& tensor, int root, const std::string& tag)
   std::vector<at::Tensor> tensors{tensor};
   c10d::BroadcastOptions options;
   options.rootRank = root;
+  MemoryScope staging(MemoryCategory::comm);  // the backend's own staging copies, if any
   return track(backend_->broadcast(tensors, options), record, true);
 }
 
@@ -156,6 +159,7 @@ CommHandle Comm::all_gather(at::Tensor& output, at::Tensor& input, CommAlgorithm
     throw std::invalid_argument("comm: backend all_gather needs output numel (" + std::to_string(output.numel()) +
                                 ") = world (" + std::to_string(size_) + ") * input numel (" +
                                 std::to_string(input.numel()) + ")");
+  MemoryScope staging(MemoryCategory::comm);  // the backend's own staging copies, if any
   return track(backend_->_allgather_base(output, input), record, true);
 }
 
@@ -174,6 +178,7 @@ CommHandle Comm::reduce_scatter(at::Tensor& output, at::Tensor& input, CommAlgor
                                 std::to_string(output.numel()) + ")");
   // Gloo emulates this with an all-reduce and writes the output only inside wait(); its work has no
   // completion future, so the end time is stamped when wait() returns.
+  MemoryScope staging(MemoryCategory::comm);  // the backend's own staging copies, if any
   return track(backend_->_reduce_scatter_base(output, input), record, false);
 }
 

@@ -13,6 +13,7 @@
 
 #include "lab/comm/comm.hpp"
 #include "lab/dist/fault_injection.hpp"
+#include "lab/memory.hpp"
 
 namespace dtlab {
 
@@ -42,6 +43,7 @@ void Comm::ring_reduce_scatter(at::Tensor& output, const at::Tensor& input) {
     output.copy_(input);
     return;
   }
+  MemoryScope scratch(MemoryCategory::comm);
   at::Tensor partial = input.clone();  // running partial sums, chunk by chunk
   auto chunk = [&](int c) { return partial.narrow(0, bounds[c].first, bounds[c].second - bounds[c].first); };
   int64_t max_len = 0;

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "lab/memory.hpp"
+
 namespace dtlab {
 namespace {
 
@@ -11,6 +13,7 @@ class AdamW final : public Optimizer {
  public:
   AdamW(const TrainConfig& t, std::vector<at::Tensor> params, std::vector<bool> decay)
       : config_(t), params_(std::move(params)), decay_(std::move(decay)) {
+    MemoryScope state(MemoryCategory::optimizer);
     for (auto& p : params_) {
       exp_avg_.push_back(at::zeros_like(p, at::MemoryFormat::Contiguous));
       exp_avg_sq_.push_back(at::zeros_like(p, at::MemoryFormat::Contiguous));
@@ -65,6 +68,7 @@ class SgdMomentum final : public Optimizer {
       if (config_.momentum != 0.0) {
         at::Tensor& buf = momentum_buffers_[i];
         if (!buf.defined()) {
+          MemoryScope state(MemoryCategory::optimizer);  // momentum is state from the first step on
           buf = g.clone(at::MemoryFormat::Contiguous);
         } else {
           buf.mul_(config_.momentum).add_(g);

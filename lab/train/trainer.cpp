@@ -237,7 +237,10 @@ TrainOutcome train(const Config& config, Strategy& strategy, World& world, const
   const TrainConfig& t = config.train;
   const int64_t accumulation = t.global_batch / (t.micro_batch * world.world_size());
 
-  auto model = std::make_shared<GPT>(config.model, t.seed);
+  auto model = [&] {
+    MemoryScope params(MemoryCategory::params);  // the strategy's wrap re-tags what it replaces or adds
+    return std::make_shared<GPT>(config.model, t.seed);
+  }();
   auto source = make_token_source(config.data, config.model.vocab_size);
   Sampler sampler(*source, config.model.seq_len, t.global_batch, t.micro_batch, accumulation, world.rank(),
                   world.world_size(), config.data.seed, config.data.mask_token);
@@ -318,11 +321,16 @@ TrainOutcome train(const Config& config, Strategy& strategy, World& world, const
       Batch batch;
       {
         ScopedPhase data(Phase::data, "batch-generator");
+        MemoryScope inputs(MemoryCategory::activations);  // the micro-batch's tokens, as the activation model counts
         batch = sampler.batch(step, micro);
       }
+      MemoryScope activations(MemoryCategory::activations);  // strategies tag their own buffers inside
       local_loss += strategy.forward_backward(batch, loss_weight, micro == accumulation - 1);
     }
-    strategy.finish_gradients();  // its blocking waits are comm_wait spans (lab/comm); the rest is `other`
+    {
+      MemoryScope buffers(MemoryCategory::buffers);
+      strategy.finish_gradients();  // its blocking waits are comm_wait spans (lab/comm); the rest is `other`
+    }
     const double loss = world.all_reduce_sum(local_loss);
     if (!std::isfinite(loss))
       throw TrainingError("training: loss is " + std::string(std::isnan(loss) ? "nan" : "inf") + " at step " +

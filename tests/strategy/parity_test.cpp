@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <stdexcept>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -45,14 +46,37 @@ std::string case_name(const ::testing::TestParamInfo<ParityCase>& info) {
 
 class Parity : public ::testing::TestWithParam<ParityCase> {};
 
-TEST_P(Parity, LossAndEveryParameterMatchTheReferenceAtEveryStep) {
+// A byte-level token file of the license texts (`dtlab data build`), made once per test process.
+std::string corpus_path() {
+  static const std::string path = [] {
+    const std::string out = ::testing::TempDir() + "dtlab_parity_corpus.bin";
+    const auto job = testing::run_job({kBin + "dtlab", "data", "build", "--out", out}, 60);
+    if (job.exit_code != 0) throw std::runtime_error("dtlab data build failed:\n" + job.output);
+    return out;
+  }();
+  return path;
+}
+
+// Extra overrides standing for "file-backed data": the marker is replaced by the corpus path when the test runs.
+const std::string kFileData = "<file-data>";
+
+TEST_P(Parity, LossGradNormAndEveryParameterMatchTheReferenceAtEveryStep) {
   const auto& c = GetParam();
-  const int micro = 8 / (c.world * c.accumulation);
+  const int global = c.world == 3 ? 6 : 8;
+  const int micro = global / (c.world * c.accumulation);
   std::vector<std::string> args = {"parallel.strategy=" + c.strategy, "train.optimizer=" + c.optimizer,
-                                   "train.micro_batch=" + std::to_string(micro), "train.steps=10"};
+                                   "train.micro_batch=" + std::to_string(micro), "train.steps=10",
+                                   "train.global_batch=" + std::to_string(global)};
   const bool replicated = c.strategy == "ddp" || c.strategy == "fsdp_no_shard";
   if (replicated) args.insert(args.begin(), "--check-replicas");
-  args.insert(args.end(), c.extra.begin(), c.extra.end());
+  for (const auto& e : c.extra) {
+    if (e == kFileData) {
+      args.push_back("data.source=file");
+      args.push_back("data.path=" + corpus_path());
+    } else {
+      args.push_back(e);
+    }
+  }
   auto job = launch(c.world, args);
   EXPECT_EQ(job.exit_code, 0) << job.output;
   EXPECT_NE(job.output.find("parity OK"), std::string::npos) << job.output;
@@ -102,6 +126,48 @@ INSTANTIATE_TEST_SUITE_P(
                       ParityCase{"fsdp_full_shard", 2, "adamw", 1, {"parallel.prefetch=false"}, "no_prefetch"}),
     case_name);
 
+// The gaps of the first matrix: SGD without clipping for every strategy (a gradient scale error reaches the
+// parameters), offload with AdamW, accumulation at world 4, an odd world (3, padded), hybrid with shard groups of
+// 1 and 4, selective and every-k activation checkpointing, masked targets (unequal target counts per rank) and
+// file-backed data across ranks.
+std::vector<ParityCase> coverage_matrix() {
+  const std::vector<std::string> padded = {"model.d_model=42", "model.n_heads=3", "model.n_kv_heads=1",
+                                           "model.ffn_hidden=113"};
+  auto with = [](std::vector<std::string> a, const std::vector<std::string>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  };
+  std::vector<ParityCase> cases;
+  const std::vector<std::string> no_clip = {"train.grad_clip=0"};
+  for (const std::string s : {"fsdp_full_shard", "fsdp_shard_grad_op", "fsdp_no_shard", "zero1"})
+    cases.push_back({s, 2, "sgd", 2, no_clip, "noclip"});
+  cases.push_back({"ddp", 2, "sgd", 2, no_clip, "noclip"});
+  cases.push_back({"fsdp_hybrid", 4, "sgd", 1, with(no_clip, {"parallel.shard_size=2"}), "noclip_2x2"});
+  for (const std::string s : {"fsdp_full_shard", "fsdp_shard_grad_op", "fsdp_no_shard", "zero1"})
+    cases.push_back({s, 2, "adamw", 1, {"parallel.offload=true"}, "offload"});
+  cases.push_back({"fsdp_hybrid", 4, "adamw", 1, {"parallel.offload=true", "parallel.shard_size=2"}, "offload_2x2"});
+  for (const std::string s : {"fsdp_full_shard", "fsdp_shard_grad_op", "fsdp_no_shard", "zero1"})
+    cases.push_back({s, 4, "sgd", 2, with(no_clip, padded), "noclip_padded"});
+  for (const std::string s : {"ddp", "fsdp_full_shard", "fsdp_shard_grad_op", "fsdp_no_shard", "zero1"})
+    cases.push_back({s, 3, "adamw", 1, padded, "padded"});
+  cases.push_back({"fsdp_hybrid", 4, "sgd", 1, with(no_clip, {"parallel.shard_size=1"}), "noclip_shard1"});
+  cases.push_back({"fsdp_hybrid", 4, "sgd", 1, with(no_clip, {"parallel.shard_size=4"}), "noclip_shard4"});
+  cases.push_back({"ddp", 2, "adamw", 1, {"parallel.activation_checkpointing=selective"}, "ac_selective"});
+  cases.push_back({"fsdp_full_shard", 2, "adamw", 1, {"parallel.activation_checkpointing=selective"}, "ac_selective"});
+  cases.push_back({"fsdp_full_shard",
+                   2,
+                   "adamw",
+                   1,
+                   {"parallel.activation_checkpointing=full", "parallel.checkpoint_every=2", "model.n_layers=4"},
+                   "ac_every_2"});
+  cases.push_back({"ddp", 2, "sgd", 2, {kFileData, "data.mask_token=0", "train.grad_clip=0"}, "file_masked"});
+  cases.push_back({"fsdp_full_shard", 4, "adamw", 2, {"data.mask_token=7"}, "masked"});
+  cases.push_back({"zero1", 2, "sgd", 1, {kFileData, "train.grad_clip=0"}, "file"});
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Coverage, Parity, ::testing::ValuesIn(coverage_matrix()), case_name);
+
 std::vector<std::string> digest_lines(const std::string& output);
 
 // A3: activation checkpointing changes memory and time, never the numbers (bit-identical).
@@ -126,7 +192,6 @@ TEST(ActivationCheckpointing, LossesAndParametersAreBitIdenticalWithAndWithoutIt
 TEST(ReplicaCheck, CorruptedRankIsNamedByEveryRank) {
   auto job = launch(2, {"--check-replicas", "--corrupt-step", "3", "parallel.strategy=ddp", "train.micro_batch=4"});
   EXPECT_NE(job.exit_code, 0);
-  const std::regex named("rank [01].*replica check after step 3: parameter 'tok_embedding' on rank 1 differs");
   int ranks_reporting = 0;
   for (const std::string prefix :
        {"[rank 0] strategy_rank: replica check after step 3", "[rank 1] strategy_rank: replica check after step 3"})
@@ -171,17 +236,65 @@ TEST(DdpBuckets, ReducedResultsAreBitIdenticalAcrossBucketCaps) {
   }
 }
 
-// A6: delays before collectives, after forward and before the optimizer change nothing.
-TEST(DdpTiming, DelaysDoNotChangeResults) {
-  const std::vector<std::string> args = {"--digest", "--no-reference", "parallel.strategy=ddp", "train.micro_batch=2",
-                                         "train.steps=4"};
+// A6: delays before collectives, after forward and before the optimizer change nothing, for DDP's buckets and for
+// FULL_SHARD's prefetched gathers and reduce-scatters. The delayed run must say it slept at every point asked.
+struct DelayCase {
+  std::string strategy, spec;
+  std::vector<std::string> points;  // "RANK POINT" pairs the run must announce
+};
+
+class Delays : public ::testing::TestWithParam<DelayCase> {};
+
+TEST_P(Delays, DoNotChangeResults) {
+  const auto& c = GetParam();
+  const std::vector<std::string> args = {"--digest", "--no-reference", "parallel.strategy=" + c.strategy,
+                                         "train.micro_batch=2", "train.steps=4"};
   auto plain = launch(2, args);
-  auto delayed =
-      launch(2, args, 180, {"DTLAB_INJECT_DELAY=before_all_reduce=15,after_forward@1=20,before_optimizer@0=10"});
+  auto delayed = launch(2, args, 180, {"DTLAB_INJECT_DELAY=" + c.spec});
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
   ASSERT_EQ(delayed.exit_code, 0) << delayed.output;
+  for (const auto& p : c.points) {
+    const std::string rank = p.substr(0, p.find(' ')), point = p.substr(p.find(' ') + 1);
+    EXPECT_NE(delayed.output.find("fault injection: rank " + rank + " sleeps"), std::string::npos) << delayed.output;
+    EXPECT_NE(delayed.output.find("at " + point + " (first"), std::string::npos) << point << "\n" << delayed.output;
+  }
+  EXPECT_EQ(plain.output.find("fault injection"), std::string::npos) << plain.output;
   EXPECT_EQ(digest_lines(plain.output), digest_lines(delayed.output));
   EXPECT_EQ(digest_lines(plain.output).size(), 8u);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Points, Delays,
+    ::testing::Values(DelayCase{"ddp",
+                                "before_all_reduce=15,after_forward@1=20,before_optimizer@0=10",
+                                {"0 before_all_reduce", "1 after_forward", "0 before_optimizer"}},
+                      DelayCase{"fsdp_full_shard",
+                                "before_all_gather@1=15,before_reduce_scatter@0=10,after_forward@0=20",
+                                {"1 before_all_gather", "0 before_reduce_scatter", "0 after_forward"}}),
+    [](const auto& info) { return info.param.strategy; });
+
+// A malformed DTLAB_INJECT_DELAY is an error naming the variable and the item, not silently ignored.
+TEST(Delays, MalformedSpecIsAnErrorNamingTheItem) {
+  auto job = testing::run_job({kBin + "dtlab", "train", "--config",
+                               std::string(DTLAB_SOURCE_DIR) + "/tests/strategy/tiny_ddp.yaml",
+                               "parallel.strategy=single", "train.steps=2", "--out",
+                               ::testing::TempDir() + "dtlab_bad_delay"},
+                              60, {"DTLAB_INJECT_DELAY=before_allreduce=5"});
+  EXPECT_NE(job.exit_code, 0) << job.output;
+  EXPECT_NE(job.output.find("DTLAB_INJECT_DELAY: 'before_allreduce=5' names no point"), std::string::npos)
+      << job.output;
+}
+
+// A5 at world 4: Gloo's ring reduces an element in an order set by where it falls in the bucket, so caps may change
+// the last bits; every cap must still match the single-process reference at fp32 tolerance (loss, grad norm and
+// every parameter, SGD without clipping).
+TEST(DdpBuckets, EveryCapMatchesTheReferenceAtWorldFour) {
+  for (const std::string cap : {"1000000", std::to_string(65536.0 / 1048576.0), std::to_string(131072.0 / 1048576.0)}) {
+    auto job = launch(4, {"--check-replicas", "parallel.strategy=ddp", "train.optimizer=sgd", "train.grad_clip=0",
+                          "train.micro_batch=2", "parallel.bucket_cap_mb=" + cap});
+    EXPECT_EQ(job.exit_code, 0) << "bucket_cap_mb=" << cap << "\n" << job.output;
+    EXPECT_NE(job.output.find("parity OK"), std::string::npos) << job.output;
+  }
 }
 
 // C14: rank 1 dies mid-run; the launcher and every rank exit non-zero within 60 s naming rank 1.
@@ -263,6 +376,7 @@ struct PrecisionCase {
   std::vector<std::string> overrides;
   std::vector<std::string> expect_dtypes;  // OP=DTYPE
   std::string label;
+  std::string tolerance = "bf16";  // bf16 | fp16 (strategy_rank.cpp says why each)
 };
 
 void PrintTo(const PrecisionCase& c, std::ostream* os) { *os << c.label << " world " << c.world; }
@@ -271,7 +385,7 @@ class MixedPrecision : public ::testing::TestWithParam<PrecisionCase> {};
 
 TEST_P(MixedPrecision, MatchesTheEmulatedReferenceAtBf16ToleranceWithTheRightWireDtypes) {
   const auto& c = GetParam();
-  std::vector<std::string> args = {"--tolerance", "bf16", "parallel.strategy=" + c.strategy,
+  std::vector<std::string> args = {"--tolerance", c.tolerance, "parallel.strategy=" + c.strategy,
                                    "train.micro_batch=" + std::to_string(8 / c.world / 2)};
   for (const auto& d : c.expect_dtypes) args.insert(args.begin(), {"--expect-dtype", d});
   args.insert(args.end(), c.overrides.begin(), c.overrides.end());
@@ -306,7 +420,61 @@ INSTANTIATE_TEST_SUITE_P(
             {"precision.param_dtype=bf16", "precision.master_dtype=bf16", "precision.stochastic_rounding=true"},
             {"all_gather=bfloat16"},
             "bf16_master_stochastic_rounding"},
-        PrecisionCase{"ddp", 2, {"precision.reduce_dtype=bf16"}, {"all_reduce=bfloat16"}, "ddp_bf16_reduce"}),
+        PrecisionCase{"ddp", 2, {"precision.reduce_dtype=bf16"}, {"all_reduce=bfloat16"}, "ddp_bf16_reduce"},
+        // The review's gaps: precision with activation checkpointing and with offload, bf16 masters with stochastic
+        // rounding beyond full_shard, bf16 reduce on shard_grad_op, precision at world 4 without hybrid (padded),
+        // and fp16 with dynamic loss scaling against the emulated fp16 reference, which scales its loss alike. The
+        // scale starts at 1024 and doubles every 3 steps (1024 -> 8192): it grows in both runs and never overflows.
+        // Overflow itself is no parity criterion: each rank's fp16 gradient is that of its local mean (as in PyTorch
+        // DDP with a GradScaler), whose extremes exceed the single process's global mean, so near the edge a
+        // distributed run may overflow a step earlier (seen: zero1 at 2^20). Skips are tested by LossScaler below.
+        // SGD without clipping, so a scale left in the gradients reaches the parameters (AdamW moves an element whose
+        // fp16 gradient is zero on one side and tiny on the other by ~lr: no fp16 tolerance tells that from a bug).
+        PrecisionCase{"fsdp_full_shard",
+                      2,
+                      {"precision.param_dtype=bf16", "parallel.activation_checkpointing=full"},
+                      {"all_gather=bfloat16"},
+                      "bf16_ac_full"},
+        PrecisionCase{"fsdp_full_shard",
+                      2,
+                      {"precision.param_dtype=bf16", "parallel.offload=true"},
+                      {"all_gather=bfloat16", "reduce_scatter=float32"},
+                      "bf16_offload"},
+        PrecisionCase{"zero1",
+                      2,
+                      {"precision.param_dtype=bf16", "precision.master_dtype=bf16", "precision.stochastic_rounding=true"},
+                      {"reduce_scatter=float32"},
+                      "zero1_bf16_master_stochastic_rounding"},
+        PrecisionCase{"fsdp_shard_grad_op",
+                      2,
+                      {"precision.param_dtype=bf16", "precision.master_dtype=bf16", "precision.stochastic_rounding=true"},
+                      {"all_gather=bfloat16"},
+                      "shard_grad_op_bf16_master_stochastic_rounding"},
+        PrecisionCase{"fsdp_shard_grad_op",
+                      2,
+                      {"precision.param_dtype=bf16", "precision.reduce_dtype=bf16"},
+                      {"all_gather=bfloat16", "reduce_scatter=bfloat16"},
+                      "shard_grad_op_bf16_reduce"},
+        PrecisionCase{"fsdp_full_shard",
+                      4,
+                      {"precision.param_dtype=bf16", "model.d_model=42", "model.n_heads=3", "model.n_kv_heads=1",
+                       "model.ffn_hidden=113"},
+                      {"all_gather=bfloat16", "reduce_scatter=float32"},
+                      "full_shard_w4_bf16_padded"},
+        PrecisionCase{"fsdp_full_shard",
+                      2,
+                      {"precision.param_dtype=fp16", "precision.loss_scale=dynamic", "precision.loss_scale_init=1024",
+                       "precision.loss_scale_growth_interval=3", "train.optimizer=sgd", "train.grad_clip=0"},
+                      {"all_gather=float16", "reduce_scatter=float32"},
+                      "full_shard_fp16_dynamic_loss_scale",
+                      "fp16"},
+        PrecisionCase{"zero1",
+                      2,
+                      {"precision.param_dtype=fp16", "precision.loss_scale=dynamic", "precision.loss_scale_init=1024",
+                       "precision.loss_scale_growth_interval=3", "train.optimizer=sgd", "train.grad_clip=0"},
+                      {"reduce_scatter=float32"},
+                      "zero1_fp16_dynamic_loss_scale",
+                      "fp16"}),
     [](const auto& info) { return info.param.label; });
 
 // RELIABILITY D21: fp16 with dynamic loss scaling; an inf on rank 1's gradients at step 3 makes every

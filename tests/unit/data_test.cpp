@@ -205,6 +205,46 @@ TEST(TokenFileTest, HugeCountIsASizeMismatchNotAnOverflow) {
   expect_open_error(dir.file("huge.bin"), {"truncated body", "actual 52 bytes"});
 }
 
+TEST(TokenFileTest, HeaderVocabOutOfRangeIsAnError) {
+  TempDir dir;
+  for (const uint64_t vocab : {uint64_t{0}, (uint64_t{1} << 32) + 1}) {
+    std::string bytes = valid_file_bytes(dir);
+    std::memcpy(bytes.data() + 24, &vocab, 8);
+    write_bytes(dir.file("vocab.bin"), bytes);
+    expect_open_error(dir.file("vocab.bin"), {"vocab size " + std::to_string(vocab), "out of range", "1 .. 2^32"});
+  }
+}
+
+TEST(TokenFileTest, TokenIdAtOrAboveTheHeaderVocabIsAnErrorWhenRead) {
+  TempDir dir;
+  std::string bytes = valid_file_bytes(dir);  // uint16 tokens 1..9, 299 with vocab 300
+  const uint64_t vocab = 200;                 // the header now says 200: token 299 (position 9) is out of range
+  std::memcpy(bytes.data() + 24, &vocab, 8);
+  const std::string path = dir.file("ids.bin");
+  write_bytes(path, bytes);
+  TokenFile file(path);
+  std::vector<int64_t> head(9);
+  file.read(0, 9, head.data());  // ids 1..9 are fine
+  std::vector<int64_t> all(10);
+  try {
+    file.read(0, 10, all.data());
+    FAIL() << "reading an out-of-vocab id did not throw";
+  } catch (const DataError& e) {
+    const std::string message = e.what();
+    for (const std::string fragment : {path, std::string("token id 299 at position 9"),
+                                       std::string(">= the header's vocab size 200")})
+      EXPECT_NE(message.find(fragment), std::string::npos) << message;
+  }
+}
+
+TEST(TokenFileTest, DirectoryOrPathBelowAFileIsAnError) {
+  TempDir dir;
+  fs::create_directory(dir.file("a_directory.bin"));
+  expect_open_error(dir.file("a_directory.bin"), {"not a regular file"});
+  write_bytes(dir.file("plain"), "x");
+  expect_open_error(dir.file("plain") + "/tokens.bin", {"cannot open", "Not a directory"});
+}
+
 TEST(TokenFileTest, MissingFileIsAnError) {
   TempDir dir;
   expect_open_error(dir.file("absent.bin"), {"cannot open", "No such file"});
