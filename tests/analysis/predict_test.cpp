@@ -220,6 +220,37 @@ TEST(Profile, ErrorsNameTheFileAndTheKey) {
   EXPECT_THROW(load_profile((dir.path() / "missing.json").string()), ProfileError);
 }
 
+// A file that is not JSON, or JSON that is not an object, is one ProfileError naming the file and the rule.
+TEST(Profile, InvalidJsonOrNotAnObjectIsOneClearError) {
+  testing::TempDir dir;
+  const std::string path = (dir.path() / "profile.json").string();
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"name": "h100_sxm", "kind": )", "not valid JSON"},  // truncated
+      {"", "not valid JSON"},                                  // empty file
+      {"name: h100_sxm\n", "not valid JSON"},                  // YAML, not JSON
+      {R"(["h100_sxm"])", "must be a JSON object"},
+      {"42", "must be a JSON object"},
+      {"null", "must be a JSON object"},
+  };
+  for (const auto& [text, rule] : cases) {
+    testing::write_text(path, text);
+    std::string message = "(no ProfileError)";
+    try {
+      load_profile(path);
+    } catch (const ProfileError& e) {
+      message = e.what();
+    }
+    EXPECT_EQ(message.rfind(path + ": ", 0), 0u) << "names the file first: " << message;
+    EXPECT_TRUE(testing::contains(message, rule)) << text << " -> " << message;
+    EXPECT_EQ(message.find('\n'), std::string::npos) << "one line: " << message;
+  }
+  try {
+    load_profile(path);  // still "null"
+  } catch (const ProfileError& e) {
+    EXPECT_TRUE(testing::contains(e.what(), "got null")) << e.what();
+  }
+}
+
 TEST(Profile, FallsBackToFloat32Rate) {
   MachineProfile p = load_profile(shipped("h100_sxm.json"));
   p.compute.matmul_tflops = {{"float32", 2.0}};
