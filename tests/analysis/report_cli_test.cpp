@@ -1,5 +1,6 @@
 // report_cli_test.cpp: dtlab-report run as a program -- the exit statuses its header promises (--accuracy with and
-// without --enforce, bad usage) and the one-line errors a user sees for bad inputs.
+// without --enforce, bad usage) and the one-line errors a user sees for a malformed result.json or an -o that
+// cannot be created.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -52,6 +53,31 @@ TEST(ReportCli, AccuracyFailsOnMissedTargetsOnlyWithEnforce) {
       run_report_cli("--enforce " + study + " -o " + quoted((tmp.path() / "r").string()), tmp.path());
   EXPECT_EQ(usage.status, 2) << "--enforce means nothing without --accuracy: bad usage";
   EXPECT_FALSE(fs::exists(tmp.path() / "r"));
+}
+
+TEST(ReportCli, MalformedResultOrUnwritableOutputIsOneErrorLine) {
+  TempDir tmp;
+  nlohmann::json doc = testing::minimal_result("ddp", 2);
+  doc["summary"]["tokens_per_s"] = "fast";
+  const fs::path run = tmp.path() / "runs" / "bad";
+  testing::write_run(run, doc);
+  const fs::path out = tmp.path() / "report";
+  testing::write_text(out / "index.html", "earlier report");
+
+  const CliResult bad = run_report_cli(quoted(run.string()) + " -o " + quoted(out.string()), tmp.path());
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_EQ(bad.err, "error: " + (run / "result.json").string() +
+                         ": key \"summary.tokens_per_s\" must be a number, got string (\"fast\")\n");
+  EXPECT_EQ(read_text(out / "index.html"), "earlier report");
+
+  testing::write_text(tmp.path() / "a_file", "x");
+  const fs::path below_file = tmp.path() / "a_file" / "report";
+  const CliResult unwritable = run_report_cli(
+      quoted(testing::fixtures_dir() + "/results/baseline") + " -o " + quoted(below_file.string()), tmp.path());
+  EXPECT_EQ(unwritable.status, 1);
+  EXPECT_EQ(testing::count(unwritable.err, "\n"), 1u) << unwritable.err;
+  EXPECT_EQ(unwritable.err.rfind("error: cannot create report dir " + below_file.string() + ": ", 0), 0u)
+      << unwritable.err;
 }
 
 }  // namespace
