@@ -379,11 +379,17 @@ bool print_accuracy(const AccuracySummary& s, std::ostream& out) {
   return missed == 0 && not_judged == 0;
 }
 
-int run_accuracy(const std::vector<std::string>& inputs, std::ostream& out, std::ostream& log) {
+int run_accuracy(const std::vector<std::string>& inputs, std::ostream& out, std::ostream& log, bool enforce) {
   try {
     const AccuracySummary s = evaluate_accuracy(discover(inputs));
-    print_accuracy(s, out);
-    return s.runs.empty() ? 1 : 0;
+    const bool all_met = print_accuracy(s, out);
+    if (s.runs.empty()) return 1;
+    if (enforce && !all_met) {
+      log << "accuracy: --enforce: not every target was met (missed or not judged, see the tally above); exit "
+          << kAccuracyTargetsNotMet << "\n";
+      return kAccuracyTargetsNotMet;
+    }
+    return 0;
   } catch (const AnalysisError& e) {
     log << "error: " << e.what() << "\n";
     return 1;

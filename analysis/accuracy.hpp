@@ -6,6 +6,7 @@
 //   bool all_met = print_accuracy(s, std::cout);          // one line per run and target, each met / missed
 //
 //   dtlab-report --accuracy results          (same as `dtlab report --accuracy results`)
+//   dtlab-report --accuracy --enforce results   (exit status 3 unless every target is met: a gate for scripts)
 //
 // Targets (issue 6, on this machine after `dtlab calibrate`):
 //   params / grads / optimizer bytes exact, per run;
@@ -113,8 +114,13 @@ AccuracySummary evaluate_accuracy(const std::vector<Scenario>& scenarios, const 
 // target that could be judged was met (false also when there is nothing to judge).
 bool print_accuracy(const AccuracySummary& summary, std::ostream& out);
 
-// The `--accuracy` command: discover(inputs), evaluate, print to out. Returns 0 when figures were printed
-// (met or not: the figures are the product), 1 when inputs could not be loaded or no run has a prediction.
-int run_accuracy(const std::vector<std::string>& inputs, std::ostream& out, std::ostream& log);
+// Exit status of run_accuracy when `enforce` is set and not every target was met.
+inline constexpr int kAccuracyTargetsNotMet = 3;
+
+// The `--accuracy` command: discover(inputs), evaluate, print to out. Returns 1 when inputs could not be loaded
+// or no run has a prediction. Otherwise, without `enforce`, 0 (met or not: the figures are the product); with
+// `enforce`, 0 only when print_accuracy() says every target was met, else kAccuracyTargetsNotMet, with a line
+// on `log` saying so (a target that could not be judged is not met: an enforced gate never passes on no data).
+int run_accuracy(const std::vector<std::string>& inputs, std::ostream& out, std::ostream& log, bool enforce = false);
 
 }  // namespace dtlab::analysis

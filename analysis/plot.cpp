@@ -244,8 +244,8 @@ bool gnuplot_available() {
   return false;
 }
 
-void run_gnuplot(const ChartFiles& files, const fs::path& dir) {
-  const std::string cmd = "cd " + dir.string() + " && " + files.rerun_command();
+void run_gnuplot(const ChartFiles& files, const fs::path& dir, const std::string& dir_display) {
+  const std::string cmd = "cd " + (dir_display.empty() ? dir.string() : dir_display) + " && " + files.rerun_command();
   if (!gnuplot_available()) {
     throw AnalysisError("chart " + files.id + ": gnuplot not found on PATH; install it (apt-get install gnuplot-nox) " +
                         "and rerun `" + cmd + "`");

@@ -67,7 +67,8 @@ ChartFiles write_chart(const BarChart& chart, const std::filesystem::path& dir);
 bool gnuplot_available();
 
 // Runs `gnuplot <id>.gp` with `dir` as working directory; checks the exit status and that both images exist.
-// Throws AnalysisError with gnuplot's own stderr if it fails, or with an install hint if it is missing.
-void run_gnuplot(const ChartFiles& files, const std::filesystem::path& dir);
+// Throws AnalysisError with gnuplot's own stderr if it fails, or with an install hint if it is missing; the
+// `cd ... && gnuplot <id>.gp` it suggests names `dir_display` when given (where the files will end up), else `dir`.
+void run_gnuplot(const ChartFiles& files, const std::filesystem::path& dir, const std::string& dir_display = "");
 
 }  // namespace dtlab::analysis

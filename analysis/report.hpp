@@ -66,8 +66,12 @@ std::string comm_bench_section(const std::vector<std::string>& inputs, const std
 std::vector<SectionPart> default_section_parts();
 
 // Loads every input (see discover() in results.hpp) and writes out_dir/index.html plus the chart files.
-// Returns 0 on success; 1 if the inputs could not be loaded (nothing written, reason logged) or if the
-// report was written with problems (e.g. a chart failed; each problem logged and shown in the page).
+// Returns 0 on success; 1 if the inputs could not be loaded (nothing written, reason logged, e.g. a result.json
+// that is not JSON or lacks a required key, naming the file and key), if out_dir cannot be created or written
+// (naming it), or if the report was written with problems (e.g. a chart failed; each problem logged and shown in
+// the page).
+// NOTE: the report is rendered into a hidden dir inside out_dir (.dtlab-report-XXXXXX) and its files are then
+// renamed into out_dir, index.html last: a render that fails leaves an earlier report in out_dir as it was.
 int render_report(const std::vector<std::string>& inputs, const std::string& out_dir, std::ostream& log);
 int render_report(const std::vector<std::string>& inputs, const std::string& out_dir, std::ostream& log,
                   const std::vector<SectionPart>& parts);

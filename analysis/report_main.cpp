@@ -3,8 +3,10 @@
 //   build/bin/dtlab-report results/baseline results/ddp_vs_fsdp -o reports/latest
 //   build/bin/dtlab-report results -o reports/all          # every scenario below results/
 //   build/bin/dtlab-report --accuracy results              # prediction accuracy against the targets (no report)
+//   build/bin/dtlab-report --accuracy --enforce results    # the same, failing unless every target is met
 //
-// Exit status: 0 report written; 1 inputs unreadable or report written with problems; 2 bad usage.
+// Exit status: 0 report written (or accuracy printed); 1 inputs unreadable, output dir unwritable, or report
+// written with problems; 2 bad usage; 3 --accuracy --enforce and a target missed or not judged.
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <string>
@@ -20,17 +22,20 @@ int main(int argc, char** argv) {
   std::vector<std::string> inputs;
   std::string out_dir;
   app.add_option("inputs", inputs, "scenario dirs, run dirs, or parent dirs to search")->required();
-  bool accuracy = false;
+  bool accuracy = false, enforce = false;
   app.add_option("-o,--out", out_dir, "report directory (created; index.html lands here); required without --accuracy");
   app.add_flag("--accuracy", accuracy,
                "print predicted-vs-measured accuracy of the runs found against the cost-model targets, no report");
+  app.add_flag("--enforce", enforce,
+               "with --accuracy: exit 3 unless every target is met (a missed or not-judged target fails)")
+      ->needs("--accuracy");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
   }
-  if (accuracy) return dtlab::analysis::run_accuracy(inputs, std::cout, std::cerr);
+  if (accuracy) return dtlab::analysis::run_accuracy(inputs, std::cout, std::cerr, enforce);
   if (out_dir.empty()) {
     std::cerr << "dtlab-report: -o,--out is required (or pass --accuracy)\n";
     return 2;

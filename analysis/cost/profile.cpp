@@ -84,7 +84,10 @@ nlohmann::json MachineProfile::to_json() const {
 }
 
 MachineProfile MachineProfile::from_json(const nlohmann::json& j, const std::string& origin) {
-  if (!j.is_object()) throw ProfileError(origin + ": a machine profile must be a JSON object");
+  if (!j.is_object())
+    throw ProfileError(origin +
+                       ": a machine profile must be a JSON object ({\"name\", \"kind\", \"compute\", ...; see " +
+                       "analysis/cost/profile.hpp), got " + j.type_name());
   const Reader top(j, origin, "");
   MachineProfile p;
   p.name = top.text("name");
@@ -147,7 +150,8 @@ MachineProfile load_profile(const std::string& path) {
   try {
     j = nlohmann::json::parse(text.str());
   } catch (const nlohmann::json::parse_error& e) {
-    throw ProfileError(path + ": not valid JSON: " + e.what());
+    throw ProfileError(
+        path + ": not valid JSON (a machine profile is one JSON object; see analysis/cost/profile.hpp): " + e.what());
   }
   return MachineProfile::from_json(j, path);
 }

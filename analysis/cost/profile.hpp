@@ -73,7 +73,8 @@ struct MachineProfile {
   static MachineProfile from_json(const nlohmann::json& j, const std::string& origin);
 };
 
-// Reads and validates a profile file. Throws ProfileError "<path>: <key>: <rule>".
+// Reads and validates a profile file. Throws ProfileError "<path>: <key>: <rule>", or "<path>: not valid JSON ..."
+// / "<path>: a machine profile must be a JSON object ..., got <type>" for a file that is not one JSON object.
 MachineProfile load_profile(const std::string& path);
 // Writes the profile as pretty JSON (creates parent directories). Throws ProfileError when it cannot write.
 void save_profile(const MachineProfile& profile, const std::string& path);

@@ -182,9 +182,13 @@ int main(int argc, char** argv) {
   auto* report = app.add_subcommand("report", "render results as HTML + PNG");
   report->add_option("inputs", report_inputs, "result, scenario or results directories")->required();
   report->add_option("-o,--out", report_out, "report directory");
-  bool report_accuracy = false;
+  bool report_accuracy = false, report_enforce = false;
   report->add_flag("--accuracy", report_accuracy,
                    "print predicted-vs-measured accuracy against the cost-model targets instead of a report");
+  report
+      ->add_flag("--enforce", report_enforce,
+                 "with --accuracy: exit 3 unless every target is met (a missed or not-judged target fails)")
+      ->needs("--accuracy");
 
   dtlab::LaunchOptions launch_options;
   auto* launch = app.add_subcommand("launch",
@@ -289,7 +293,8 @@ int main(int argc, char** argv) {
       std::printf("wrote reference inputs to %s\n", export_out.c_str());
       return 0;
     }
-    if (*report && report_accuracy) return dtlab::analysis::run_accuracy(report_inputs, std::cout, std::cerr);
+    if (*report && report_accuracy)
+      return dtlab::analysis::run_accuracy(report_inputs, std::cout, std::cerr, report_enforce);
     if (*report) return dtlab::analysis::render_report(report_inputs, report_out, std::cout);
     if (*calibrate) {
       calibrate_options.command = reproduce_command(argc, argv);

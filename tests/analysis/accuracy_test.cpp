@@ -229,10 +229,48 @@ TEST(Accuracy, WithoutPredictionsNothingIsJudged) {
   std::ostringstream out, log;
   EXPECT_EQ(run_accuracy({testing::fixtures_dir() + "/results"}, out, log), 1);
   EXPECT_TRUE(contains(out.str(), "nothing to judge")) << out.str();
+  EXPECT_EQ(run_accuracy({testing::fixtures_dir() + "/results"}, out, log, /*enforce=*/true), 1);
   std::ostringstream out2;
-  EXPECT_EQ(run_accuracy({prediction_fixture()}, out2, log), 0) << log.str();
   EXPECT_EQ(run_accuracy({"/nonexistent/dtlab"}, out2, log), 1);
+  EXPECT_EQ(run_accuracy({"/nonexistent/dtlab"}, out2, log, /*enforce=*/true), 1);  // an error stays an error
   EXPECT_TRUE(contains(log.str(), "/nonexistent/dtlab")) << log.str();
+}
+
+TEST(Accuracy, MissedTargetsFailOnlyWhenEnforced) {
+  // The fixture study misses three targets (PrintsEveryTargetWithVerdict): printing them is a success, enforcing
+  // them is not.
+  std::ostringstream out, log;
+  EXPECT_EQ(run_accuracy({prediction_fixture()}, out, log), 0) << log.str();
+  EXPECT_TRUE(contains(out.str(), "3 missed")) << out.str();
+  EXPECT_EQ(log.str(), "");
+  std::ostringstream enforced_out, enforced_log;
+  EXPECT_EQ(run_accuracy({prediction_fixture()}, enforced_out, enforced_log, /*enforce=*/true), 3);
+  EXPECT_EQ(enforced_out.str(), out.str());  // the same figures either way
+  EXPECT_TRUE(contains(enforced_log.str(), "--enforce: not every target was met")) << enforced_log.str();
+}
+
+TEST(Accuracy, EnforcedPassesWhenEveryTargetIsMet) {
+  TempDir tmp;
+  for (const auto& [name, pred_ms, meas_ms] :
+       std::vector<std::tuple<std::string, double, double>>{{"a", 400, 410}, {"b", 500, 520}}) {
+    json doc = with_memory(testing::minimal_result(name, 2));
+    doc["summary"]["step_ms_median"] = meas_ms;
+    doc["prediction"] = a_prediction();
+    doc["prediction"]["step_ms"] = pred_ms;
+    testing::write_run(tmp.path() / "study" / name, doc);
+  }
+  testing::write_scenario(tmp.path() / "study", "other_study", {"a", "b"});
+  std::ostringstream out, log;
+  EXPECT_EQ(run_accuracy({tmp.path().string()}, out, log, /*enforce=*/true), 0) << out.str() << log.str();
+  // Without step times the step-time and ranking targets cannot be judged: an enforced gate does not pass.
+  for (const char* name : {"a", "b"}) {
+    json doc = json::parse(testing::read_text(tmp.path() / "study" / name / "result.json"));
+    doc["prediction"].erase("step_ms");
+    testing::write_run(tmp.path() / "study" / name, doc);
+  }
+  std::ostringstream out2, log2;
+  EXPECT_EQ(run_accuracy({tmp.path().string()}, out2, log2, /*enforce=*/true), 3) << out2.str();
+  EXPECT_TRUE(contains(out2.str(), "2 not judged")) << out2.str();
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // comm_model_test.cpp: the α-β-γ collective formulas against hand-computed cases (p = 1, 2, 3, 4; ring vs
-// Gloo's all-reduce-based reduce-scatter), the JSON round trip, and errors that name the source and key.
+// Gloo's all-reduce-based reduce-scatter; each key with its own coefficients, so a wrong look-up shows), the JSON
+// round trip, and errors that name the source and key.
 #include "analysis/cost/comm_model.hpp"
 #include "test_util.hpp"
 
@@ -12,52 +13,59 @@
 namespace dtlab::analysis {
 namespace {
 
-// α = 10 us, β = 1e-3 us/B (1 GB/s), γ = 5e-4 us/B for every key.
-CommModel uniform_model() {
+// Every key its own α (us), β (us/B) and γ (us/B), so a look-up of the wrong key changes the result.
+CommModel distinct_model() {
   CommModel m;
   m.backend = "gloo";
-  for (const char* key : {"all_reduce/backend", "all_reduce/ring", "reduce_scatter/backend", "reduce_scatter/ring",
-                          "all_gather/backend", "all_gather/ring", "broadcast/backend", "send_recv/backend"})
-    m.ops[key] = {10.0, 1e-3, 5e-4};
+  m.ops["all_reduce/backend"] = {10.0, 1e-3, 5e-4};
+  m.ops["all_reduce/ring"] = {20.0, 2e-3, 6e-4};
+  m.ops["reduce_scatter/backend"] = {30.0, 3e-3, 7e-4};
+  m.ops["reduce_scatter/ring"] = {40.0, 4e-3, 8e-4};
+  m.ops["all_gather/backend"] = {50.0, 5e-3, 9e-4};  // γ unused by a gather: a shape that used it would show
+  m.ops["all_gather/ring"] = {60.0, 6e-3, 1e-4};
+  m.ops["broadcast/backend"] = {70.0, 7e-3, 2e-4};
+  m.ops["send_recv/backend"] = {80.0, 8e-3, 3e-4};
   return m;
 }
 
 TEST(CommModel, AllReduceRingHandComputed) {
-  const CommModel m = uniform_model();
+  const CommModel m = distinct_model();
   const int64_t s = 1'000'000;
-  // p = 2: 2·1·10 + 2·(1/2)·1e6·1e-3 + (1/2)·1e6·5e-4 = 20 + 1000 + 250
+  // backend, p = 2: 2·1·10 + 2·(1/2)·1e6·1e-3 + (1/2)·1e6·5e-4 = 20 + 1000 + 250
   EXPECT_NEAR(collective_time_us(m, "all_reduce", "backend", s, 2), 1270.0, 1e-9);
-  // p = 4: 2·3·10 + 2·(3/4)·1e6·1e-3 + (3/4)·1e6·5e-4 = 60 + 1500 + 375
+  // backend, p = 4: 2·3·10 + 2·(3/4)·1e6·1e-3 + (3/4)·1e6·5e-4 = 60 + 1500 + 375
   EXPECT_NEAR(collective_time_us(m, "all_reduce", "backend", s, 4), 1935.0, 1e-9);
-  EXPECT_NEAR(collective_time_us(m, "all_reduce", "ring", s, 4), 1935.0, 1e-9);
+  // ring, p = 4: 2·3·20 + 2·(3/4)·1e6·2e-3 + (3/4)·1e6·6e-4 = 120 + 3000 + 450
+  EXPECT_NEAR(collective_time_us(m, "all_reduce", "ring", s, 4), 3570.0, 1e-9);
 }
 
 TEST(CommModel, ReduceScatterRingVersusGlooBackend) {
-  const CommModel m = uniform_model();
+  const CommModel m = distinct_model();
   const int64_t s = 1'000'000;
-  // ring, p = 4: 3·10 + (3/4)·1e6·(1e-3 + 5e-4) = 30 + 1125
-  EXPECT_NEAR(collective_time_us(m, "reduce_scatter", "ring", s, 4), 1155.0, 1e-9);
-  // Gloo's backend runs a whole all-reduce: the all-reduce figure, about twice the bytes of the ring.
-  EXPECT_NEAR(collective_time_us(m, "reduce_scatter", "backend", s, 4), 1935.0, 1e-9);
-  // p = 2: ring 10 + 0.5e6·1.5e-3 = 760; backend 1270.
-  EXPECT_NEAR(collective_time_us(m, "reduce_scatter", "ring", s, 2), 760.0, 1e-9);
-  EXPECT_NEAR(collective_time_us(m, "reduce_scatter", "backend", s, 2), 1270.0, 1e-9);
+  // ring, p = 4: 3·40 + (3/4)·1e6·(4e-3 + 8e-4) = 120 + 3600
+  EXPECT_NEAR(collective_time_us(m, "reduce_scatter", "ring", s, 4), 3720.0, 1e-9);
+  // Gloo's backend runs a whole all-reduce, with reduce_scatter/backend's own coefficients:
+  // 2·3·30 + 2·(3/4)·1e6·3e-3 + (3/4)·1e6·7e-4 = 180 + 4500 + 525
+  EXPECT_NEAR(collective_time_us(m, "reduce_scatter", "backend", s, 4), 5205.0, 1e-9);
+  // p = 2: ring 40 + (1/2)·1e6·4.8e-3 = 40 + 2400; backend 2·30 + 1e6·3e-3 + (1/2)·1e6·7e-4 = 60 + 3000 + 350.
+  EXPECT_NEAR(collective_time_us(m, "reduce_scatter", "ring", s, 2), 2440.0, 1e-9);
+  EXPECT_NEAR(collective_time_us(m, "reduce_scatter", "backend", s, 2), 3410.0, 1e-9);
 }
 
 TEST(CommModel, AllGatherBroadcastSendRecvHandComputed) {
-  const CommModel m = uniform_model();
+  const CommModel m = distinct_model();
   const int64_t s = 1'000'000;
-  EXPECT_NEAR(collective_time_us(m, "all_gather", "ring", s, 4), 30.0 + 750.0, 1e-9);     // 3α + 3/4·Sβ
-  EXPECT_NEAR(collective_time_us(m, "all_gather", "backend", s, 2), 10.0 + 500.0, 1e-9);  // α + 1/2·Sβ
-  EXPECT_NEAR(collective_time_us(m, "broadcast", "backend", s, 2), 1010.0, 1e-9);         // 1·(α + Sβ)
-  EXPECT_NEAR(collective_time_us(m, "broadcast", "backend", s, 3), 2020.0, 1e-9);         // ⌈log2 3⌉ = 2 levels
-  EXPECT_NEAR(collective_time_us(m, "broadcast", "backend", s, 4), 2020.0, 1e-9);
-  EXPECT_NEAR(collective_time_us(m, "broadcast", "backend", s, 5), 3030.0, 1e-9);
-  EXPECT_NEAR(collective_time_us(m, "send_recv", "backend", s, 2), 1010.0, 1e-9);
+  EXPECT_NEAR(collective_time_us(m, "all_gather", "ring", s, 4), 180.0 + 4500.0, 1e-9);    // 3·60 + 3/4·1e6·6e-3
+  EXPECT_NEAR(collective_time_us(m, "all_gather", "backend", s, 2), 50.0 + 2500.0, 1e-9);  // 50 + 1/2·1e6·5e-3
+  EXPECT_NEAR(collective_time_us(m, "broadcast", "backend", s, 2), 7070.0, 1e-9);          // 1·(70 + 1e6·7e-3)
+  EXPECT_NEAR(collective_time_us(m, "broadcast", "backend", s, 3), 14140.0, 1e-9);         // ⌈log2 3⌉ = 2 levels
+  EXPECT_NEAR(collective_time_us(m, "broadcast", "backend", s, 4), 14140.0, 1e-9);         // 2 levels
+  EXPECT_NEAR(collective_time_us(m, "broadcast", "backend", s, 5), 21210.0, 1e-9);         // 3 levels
+  EXPECT_NEAR(collective_time_us(m, "send_recv", "backend", s, 2), 8080.0, 1e-9);          // 80 + 1e6·8e-3
 }
 
 TEST(CommModel, OneRankCostsNothing) {
-  const CommModel m = uniform_model();
+  const CommModel m = distinct_model();
   for (const auto& [key, cost] : m.ops) {
     const auto slash = key.find('/');
     EXPECT_EQ(collective_time_us(m, key.substr(0, slash), key.substr(slash + 1), 1 << 20, 1), 0.0) << key;
@@ -65,7 +73,7 @@ TEST(CommModel, OneRankCostsNothing) {
 }
 
 TEST(CommModel, JsonRoundTrip) {
-  CommModel m = uniform_model();
+  CommModel m = distinct_model();
   m.ops["all_reduce/backend"] = {12.5, 2.5e-4, 1.25e-4};
   const nlohmann::json j = m.to_json();
   EXPECT_EQ(j["backend"], "gloo");
@@ -76,17 +84,21 @@ TEST(CommModel, JsonRoundTrip) {
   EXPECT_EQ(back.backend, "gloo");
   ASSERT_EQ(back.ops.size(), m.ops.size());
   EXPECT_DOUBLE_EQ(back.ops.at("all_reduce/backend").gamma_us_per_byte, 1.25e-4);
+  EXPECT_DOUBLE_EQ(back.ops.at("broadcast/backend").alpha_us, 70.0);  // every key keeps its own figures
+  EXPECT_DOUBLE_EQ(back.ops.at("reduce_scatter/ring").gamma_us_per_byte, 8e-4);
+  EXPECT_EQ(back.to_json(), j);
 }
 
 TEST(CommModel, LargeMessageRegimeFromItsSizeOn) {
-  CommModel m = uniform_model();
+  CommModel m = distinct_model();
   CollectiveCost& c = m.ops["all_gather/ring"];
   c.large_from_bytes = 4 << 20;
   c.large_alpha_us = 100;
   c.large_beta_us_per_byte = 3e-3;
   const int64_t below = (4 << 20) - 4, from = 4 << 20;
-  EXPECT_NEAR(collective_time_us(m, "all_gather", "ring", below, 2), 10 + 0.5 * below * 1e-3, 1e-9);
-  EXPECT_NEAR(collective_time_us(m, "all_gather", "ring", from, 2), 100 + 0.5 * from * 3e-3, 1e-9);
+  // below: 60 + (1/2)·4 194 300·6e-3 = 60 + 12 582.9; from: 100 + (1/2)·4 194 304·3e-3 = 100 + 6 291.456
+  EXPECT_NEAR(collective_time_us(m, "all_gather", "ring", below, 2), 12642.9, 1e-6);
+  EXPECT_NEAR(collective_time_us(m, "all_gather", "ring", from, 2), 6391.456, 1e-6);
   const nlohmann::json j = m.to_json();
   EXPECT_EQ(j["ops"]["all_gather/ring"]["large"]["from_bytes"], 4 << 20);
   EXPECT_FALSE(j["ops"]["all_gather/backend"].contains("large"));
@@ -100,30 +112,30 @@ TEST(CommModel, LargeMessageRegimeFromItsSizeOn) {
 }
 
 TEST(CommModel, FromJsonErrorsNameSourceAndKey) {
-  nlohmann::json j = uniform_model().to_json();
+  nlohmann::json j = distinct_model().to_json();
   j["ops"]["all_gather/ring"].erase("beta_us_per_byte");
   std::string msg = testing::message_of([&] { CommModel::from_json(j, "profile.json"); });
   EXPECT_NE(msg.find("profile.json"), std::string::npos) << msg;
   EXPECT_NE(msg.find("ops.all_gather/ring.beta_us_per_byte"), std::string::npos) << msg;
   EXPECT_NE(msg.find("missing"), std::string::npos) << msg;
 
-  j = uniform_model().to_json();
+  j = distinct_model().to_json();
   j["ops"]["all_reduce/backend"]["alpha_us"] = -1.0;
   msg = testing::message_of([&] { CommModel::from_json(j, "m.json"); });
   EXPECT_NE(msg.find("ops.all_reduce/backend.alpha_us"), std::string::npos) << msg;
   EXPECT_NE(msg.find(">= 0"), std::string::npos) << msg;
 
-  j = uniform_model().to_json();
+  j = distinct_model().to_json();
   j["ops"]["all_reduce/backend"]["alpha_us"] = "fast";
   msg = testing::message_of([&] { CommModel::from_json(j, "m.json"); });
   EXPECT_NE(msg.find("must be a number"), std::string::npos) << msg;
 
-  j = uniform_model().to_json();
+  j = distinct_model().to_json();
   j["ops"]["all_to_all/backend"] = {{"alpha_us", 1}, {"beta_us_per_byte", 1}, {"gamma_us_per_byte", 0}};
   msg = testing::message_of([&] { CommModel::from_json(j, "m.json"); });
   EXPECT_NE(msg.find("all_to_all/backend"), std::string::npos) << msg;
 
-  j = uniform_model().to_json();
+  j = distinct_model().to_json();
   j["ops"]["allreduce"] = {{"alpha_us", 1}, {"beta_us_per_byte", 1}, {"gamma_us_per_byte", 0}};
   msg = testing::message_of([&] { CommModel::from_json(j, "m.json"); });
   EXPECT_NE(msg.find("ops.allreduce"), std::string::npos) << msg;
@@ -151,7 +163,7 @@ TEST(CommModel, MissingKeyOrUnknownPairIsNamed) {
 }
 
 TEST(CommModel, FromDocumentAcceptsModelOrMachineProfile) {
-  const nlohmann::json model = uniform_model().to_json();
+  const nlohmann::json model = distinct_model().to_json();
   EXPECT_EQ(comm_model_from_document(model, "m.json").ops.size(), 8u);
   const nlohmann::json profile = {{"name", "cpu"}, {"comm", {{"ranks_per_node", 2}, {"intra_node", model}}}};
   EXPECT_EQ(comm_model_from_document(profile, "p.json").ops.size(), 8u);

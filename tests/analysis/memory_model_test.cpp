@@ -1,11 +1,10 @@
 // memory_model_test.cpp: the memory model against hand counts — ZeRO closed forms (the paper's 7.5B example),
-// FSDP's peak parameter memory, the activations of `tiny` tensor by tensor, the backward walk's peak, and the
-// state categories against the cost plans.
+// FSDP's peak parameter memory, the activations of `tiny` tensor by tensor, the backward walk's peak, and each
+// state category and the peak per rank counted by hand from tiny's shape (ddp, zero1, full_shard with padding).
 #include <gtest/gtest.h>
 
 #include "analysis/cost/memory_model.hpp"
 #include "lab/config.hpp"
-#include "lab/model_shape.hpp"
 #include "strategies/cost_plan.hpp"
 
 namespace dtlab::analysis {
@@ -100,26 +99,74 @@ TEST(Activations, ShardedStrategiesHoldOneMoreUnitOutputGradient) {
   EXPECT_EQ(activation_peak(c, /*sharded=*/true).activations - activation_peak(c).activations, 4 * T * d);
 }
 
-TEST(MemoryPrediction, StateCategoriesAreTheCostPlansExactly) {
-  for (const std::string strategy : {"ddp", "fsdp_full_shard", "fsdp_shard_grad_op", "fsdp_no_shard", "zero1"}) {
-    const Config c = tiny({"parallel.strategy=" + strategy}, 2);
-    for (int rank : {0, 1}) {
-      const CostPlan plan = cost_plan(c, rank);
-      const MemoryPrediction m = predict_memory(c, plan);
-      EXPECT_EQ(m.params, plan.state.params) << strategy;
-      EXPECT_EQ(m.grads, plan.state.grads) << strategy;
-      EXPECT_EQ(m.optimizer, plan.state.optimizer) << strategy;
-      EXPECT_EQ(m.buffers, plan.state.buffers) << strategy;
-      EXPECT_EQ(m.peak, m.params + m.grads + m.optimizer + m.buffers + m.activations + m.logits + m.comm_staging);
-    }
+// tiny's parameters by hand (d 64, 2 layers, 4 heads of 16, 2 KV heads, ffn 172, vocab 256, untied head):
+//   embedding 256·64 = 16 384; per block: norms 2·64 = 128, wq + wo 2·64·64 = 8 192, wk + wv 2·(2·16)·64 = 4 096,
+//   w_gate + w_up + w_down 3·172·64 = 33 024 -> 45 440; final norm 64; head 256·64 = 16 384.
+//   Ψ = 16 384 + 2·45 440 + 64 + 16 384 = 123 712.
+// FSDP units (wrap=block): embedding 16 384, block.0 45 440, block.1 45 440, head 64 + 16 384 = 16 448.
+// Activations + logits at the peak (hand count in TinyPeakIsTheLossBackwardByHand): 3 068 928 + 786 432
+// = 3 855 360; sharded strategies keep one more [T, d] fp32 gradient: + 4·256·64 = 65 536 -> 3 920 896.
+constexpr int64_t kTinyPeakActivations = 3068928, kTinyPeakLogits = 786432, kShardedExtra = 65536;
+
+TEST(MemoryPrediction, DdpByHandFromTheParameterCount) {
+  // fp32 AdamW, world 2: every rank holds 4Ψ params, 4Ψ grads, 8Ψ moments; fp32 reduce needs no wire buffer.
+  const Config c = tiny({"parallel.strategy=ddp"}, 2);
+  const MemoryPrediction m = predict_memory(c, cost_plan(c, 1));
+  EXPECT_EQ(m.params, 494848);     // 4 · 123 712
+  EXPECT_EQ(m.grads, 494848);      // 4 · 123 712
+  EXPECT_EQ(m.optimizer, 989696);  // 8 · 123 712
+  EXPECT_EQ(m.buffers, 0);
+  EXPECT_EQ(m.activations, kTinyPeakActivations);
+  EXPECT_EQ(m.logits, kTinyPeakLogits);
+  EXPECT_EQ(m.comm_staging, 0);
+  EXPECT_EQ(m.peak, 5834752);  // 494 848 + 494 848 + 989 696 + 0 + 3 855 360
+}
+
+TEST(MemoryPrediction, Zero1ByHandAtWorldTwo) {
+  // Every unit splits evenly in two (16 384, 45 440, 45 440, 16 448 are even): shards 8 192 + 22 720 + 22 720
+  // + 8 224 = 61 856 = Ψ/2. zero1 keeps full fp32 params and grads; buffers: the fp32 gradient shard and the
+  // reduce-scatter output shard (4 B each per shard element); AdamW moments only for its shard.
+  const Config c = tiny({"parallel.strategy=zero1"}, 2);
+  for (int rank : {0, 1}) {
+    const MemoryPrediction m = predict_memory(c, cost_plan(c, rank));
+    EXPECT_EQ(m.params, 494848) << rank;     // 4 · 123 712
+    EXPECT_EQ(m.grads, 494848) << rank;      // 4 · 123 712
+    EXPECT_EQ(m.buffers, 494848) << rank;    // (4 + 4) · 61 856
+    EXPECT_EQ(m.optimizer, 494848) << rank;  // 8 · 61 856
+    EXPECT_EQ(m.activations, kTinyPeakActivations + kShardedExtra) << rank;
+    EXPECT_EQ(m.comm_staging, 0) << rank;
+    EXPECT_EQ(m.peak, 5900288) << rank;  // 4 · 494 848 + 3 920 896
   }
-  // DDP, fp32 AdamW: 4 + 4 + 8 bytes per parameter, by hand from the parameter count.
-  const Config ddp = tiny({"parallel.strategy=ddp"}, 2);
-  const int64_t numel = model_counts(ddp.model).params;
-  const MemoryPrediction m = predict_memory(ddp, cost_plan(ddp, 0));
-  EXPECT_EQ(m.params, 4 * numel);
-  EXPECT_EQ(m.grads, 4 * numel);
-  EXPECT_EQ(m.optimizer, 8 * numel);
+}
+
+TEST(MemoryPrediction, FullShardByHandWithPaddingAtWorldThree) {
+  // World 3 pads every unit to a multiple of 3: 16 384 -> 16 386 (shard 5 462), 45 440 -> 45 441 (15 147),
+  // 16 448 -> 16 449 (5 483). Shards: 5 462 + 2·15 147 + 5 483 = 41 239 elements per rank, padding included.
+  // Padding sits at the end of the last shard: rank 2 has 2 + 1 + 1 + 1 = 5 padding elements (41 234 real).
+  const Config c = tiny({"parallel.strategy=fsdp_full_shard"}, 3);
+  const int64_t params = 164956;  // fp32 master shards: 4 · 41 239
+  const int64_t grads = 164956;   // fp32 gradient shards: 4 · 41 239
+  // Reduce-scatter output shards 4 · 41 239 = 164 956, plus the largest padded unit (45 441 · 4 = 181 764 B)
+  // three times with prefetch (gathered params, their gradients, the prefetched unit): 545 292.
+  const int64_t buffers = 710248;
+  const MemoryPrediction r0 = predict_memory(c, cost_plan(c, 0), "gloo");
+  EXPECT_EQ(r0.params, params);
+  EXPECT_EQ(r0.grads, grads);
+  EXPECT_EQ(r0.buffers, buffers);
+  EXPECT_EQ(r0.optimizer, 329912);  // 8 · 41 239: rank 0's shards have no padding
+  EXPECT_EQ(r0.activations, kTinyPeakActivations + kShardedExtra);
+  EXPECT_EQ(r0.logits, kTinyPeakLogits);
+  // Gloo stages the largest unit re-gathered in backward (the head is not): 45 441 · 4 = 181 764.
+  EXPECT_EQ(r0.comm_staging, 181764);
+  EXPECT_EQ(r0.peak, 5472732);  // 164 956 + 164 956 + 329 912 + 710 248 + 3 920 896 + 181 764
+
+  const MemoryPrediction r2 = predict_memory(c, cost_plan(c, 2), "gloo");
+  EXPECT_EQ(r2.params, params);  // padding is held like any other element
+  EXPECT_EQ(r2.buffers, buffers);
+  EXPECT_EQ(r2.optimizer, 329872);  // 8 · 41 234: the optimizer never sees padding
+  EXPECT_EQ(r2.peak, 5472692);      // rank 0's peak - 8 · 5
+
+  EXPECT_EQ(predict_memory(c, cost_plan(c, 0), "nccl").peak, 5290968);  // no staging: 5 472 732 - 181 764
 }
 
 TEST(MemoryPrediction, GlooStagingOnlyForPrefetchingFullShard) {

@@ -79,10 +79,12 @@ TEST(ReportPrediction, ProjectionsAreLabelled) {
   EXPECT_TRUE(contains(html, "<strong>Projection.</strong>")) << html;
   EXPECT_TRUE(contains(html, "h100_sxm, spec-sheet")) << html;
   EXPECT_TRUE(contains(html, "<td>projection</td>")) << html;
-  if (gnuplot_available()) {
-    EXPECT_TRUE(problems.empty());
-    EXPECT_TRUE(contains(read_text(tmp.path() / "pred_step_time_scaling.dat"), "\"big (projection)\" 12.5 410"));
-  }
+  // Chart data is written before gnuplot runs: checked with or without gnuplot.
+  EXPECT_TRUE(contains(read_text(tmp.path() / "pred_step_time_scaling.dat"), "\"big (projection)\" 12.5 410"));
+  if (!gnuplot_available())
+    GTEST_SKIP() << "gnuplot not installed (apt-get install gnuplot-nox): the charts were not rendered, so the "
+                    "render is not checked for problems (the labels and chart data above were)";
+  EXPECT_TRUE(problems.empty()) << (problems.empty() ? "" : problems[0]);
 }
 
 TEST(ReportPrediction, MalformedPredictionIsAProblemNotACrash) {

@@ -1,5 +1,6 @@
 // report_test.cpp: golden-style checks of index.html rendered from the committed fixtures (by pattern, not
-// bytes), HTML escaping of file content, extension by parts, and failure modes.
+// bytes), HTML escaping of file content, extension by parts, and failure modes: malformed result.json, a render
+// that fails (an earlier report in the output dir survives both), an output dir that cannot be written.
 #include "analysis/report.hpp"
 
 #include <gtest/gtest.h>
@@ -174,6 +175,119 @@ TEST(Report, MissingGnuplotStillWritesPageAndSaysSo) {
   EXPECT_TRUE(contains(html, "apt-get install gnuplot-nox"));
   EXPECT_TRUE(fs::exists(out / "loss_baseline.gp")) << "scripts are still written so the user can render later";
   EXPECT_TRUE(contains(html, "<table class=\"runs\">"));
+  // The rerun hint names the report dir, not the staging dir the charts were rendered in.
+  EXPECT_TRUE(contains(html, "cd " + out.string() + " &amp;&amp; gnuplot loss_baseline.gp")) << html;
+  EXPECT_FALSE(contains(html, ".dtlab-report-")) << html;
+}
+
+// Names in `dir` that render_report's staging dirs would have (.dtlab-report-*): none may be left behind.
+std::vector<std::string> leftover_staging(const fs::path& dir) {
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename().string().rfind(".dtlab-report-", 0) == 0) left.push_back(e.path().string());
+  return left;
+}
+
+// An earlier report in `out`: a page and a chart data file a new render of `baseline` would overwrite.
+void write_earlier_report(const fs::path& out) {
+  testing::write_text(out / "index.html", "<p>earlier report</p>\n");
+  testing::write_text(out / "wall_baseline.dat", "earlier data\n");
+}
+
+TEST(Report, MalformedResultJsonIsOneErrorNamingFileAndKeyAndKeepsTheEarlierReport) {
+  nlohmann::json wrong_type = testing::minimal_result("ddp", 2);
+  wrong_type["summary"]["tokens_per_s"] = "fast";
+  nlohmann::json no_summary = testing::minimal_result("ddp", 2);
+  no_summary.erase("summary");
+  nlohmann::json no_git_sha = testing::minimal_result("ddp", 2);
+  no_git_sha["context"].erase("git_sha");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"schema_version": 1, "context": )", "not valid JSON"},
+      {"[1, 2, 3]", "the document must be an object, got array"},
+      {wrong_type.dump(1), "key \"summary.tokens_per_s\" must be a number, got string"},
+      {no_summary.dump(1), "missing required key \"summary\""},
+      {no_git_sha.dump(1), "missing required key \"context.git_sha\""},
+  };
+  for (const auto& [text, what] : cases) {
+    TempDir tmp;
+    const fs::path sc = tmp.path() / "study";
+    testing::write_scenario(sc, "study", {"good", "bad"});
+    testing::write_run(sc / "good", testing::minimal_result("single", 1));
+    testing::write_text(sc / "bad" / "result.json", text);
+    const fs::path out = tmp.path() / "out";
+    write_earlier_report(out);
+    std::ostringstream log;
+    EXPECT_EQ(render_report({sc.string()}, out.string(), log), 1) << what;
+    EXPECT_EQ(count(log.str(), "error:"), 1u) << log.str();
+    EXPECT_TRUE(contains(log.str(), "error: " + (sc / "bad" / "result.json").string() + ": ")) << log.str();
+    EXPECT_TRUE(contains(log.str(), what)) << log.str();
+    EXPECT_EQ(read_text(out / "index.html"), "<p>earlier report</p>\n");
+    EXPECT_EQ(read_text(out / "wall_baseline.dat"), "earlier data\n");
+    EXPECT_TRUE(leftover_staging(out).empty());
+  }
+}
+
+TEST(Report, AFailedRenderLeavesTheEarlierReportAsItWas) {
+  // A chart part writes wall_baseline.dat (gnuplot or not), then a part fails: nothing may reach `out`.
+  const ChartBuilder wall = [](const Scenario& s) -> std::optional<Chart> {
+    BarChart c;
+    c.title = "wall";
+    c.y_label = "wall time (s)";
+    c.series_names = {"wall_s"};
+    c.values.resize(1);
+    for (const RunResult& r : s.runs) {
+      c.categories.push_back(r.name);
+      c.values[0].push_back(r.wall_s);
+    }
+    return c;
+  };
+  const std::vector<SectionPart> parts = {
+      chart_part("wall", "Wall time per run.", wall),
+      [](SectionContext&) -> std::string { throw std::runtime_error("part exploded"); },
+  };
+  TempDir tmp;
+  const fs::path out = tmp.path() / "out";
+  write_earlier_report(out);
+  std::ostringstream log;
+  EXPECT_EQ(render_report({testing::fixtures_dir() + "/results/baseline"}, out.string(), log, parts), 1);
+  EXPECT_EQ(count(log.str(), "error:"), 1u) << log.str();
+  EXPECT_TRUE(
+      contains(log.str(), "error: rendering the report failed: part exploded; " + out.string() + " is left as it was"))
+      << log.str();
+  EXPECT_EQ(read_text(out / "index.html"), "<p>earlier report</p>\n");
+  EXPECT_EQ(read_text(out / "wall_baseline.dat"), "earlier data\n");
+  EXPECT_FALSE(fs::exists(out / "wall_baseline.gp"));
+  EXPECT_TRUE(leftover_staging(out).empty());
+
+  // The same render without the failing part replaces the earlier report, chart files and page.
+  std::ostringstream log2;
+  render_report({testing::fixtures_dir() + "/results/baseline"}, out.string(), log2, {parts[0]});
+  EXPECT_TRUE(contains(read_text(out / "index.html"), "<!DOCTYPE html>")) << log2.str();
+  EXPECT_NE(read_text(out / "wall_baseline.dat"), "earlier data\n");
+  EXPECT_TRUE(fs::exists(out / "wall_baseline.gp"));
+  EXPECT_TRUE(leftover_staging(out).empty());
+}
+
+TEST(Report, OutputDirBelowARegularFileIsOneErrorNamingIt) {
+  // Tests run as root, so a chmod'ed directory would still be writable: a path below a regular file is not.
+  TempDir tmp;
+  testing::write_text(tmp.path() / "a_file", "x");
+  for (const fs::path& out : {tmp.path() / "a_file" / "report", tmp.path() / "a_file"}) {
+    std::ostringstream log;
+    EXPECT_EQ(render_report({testing::fixtures_dir() + "/results/baseline"}, out.string(), log), 1);
+    EXPECT_EQ(count(log.str(), "error:"), 1u) << log.str();
+    EXPECT_TRUE(contains(log.str(), "error: cannot create report dir " + out.string() + ": ")) << log.str();
+  }
+  EXPECT_EQ(read_text(tmp.path() / "a_file"), "x");
+}
+
+TEST(Report, OutputDirThatRefusesNewFilesIsOneErrorNamingIt) {
+  // procfs refuses new entries even to root: the one existing directory a root test cannot write into.
+  if (!fs::is_directory("/proc/self")) GTEST_SKIP() << "no /proc here: no directory that refuses root to test with";
+  std::ostringstream log;
+  EXPECT_EQ(render_report({testing::fixtures_dir() + "/results/baseline"}, "/proc", log), 1);
+  EXPECT_EQ(count(log.str(), "error:"), 1u) << log.str();
+  EXPECT_TRUE(contains(log.str(), "error: cannot write into report dir /proc: ")) << log.str();
 }
 
 }  // namespace

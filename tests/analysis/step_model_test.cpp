@@ -1,28 +1,37 @@
 // step_model_test.cpp: the compute and step-time models against hand-computed cases on a synthetic profile
-// (round numbers), the exposure rules per strategy, and the choice of intra- vs inter-node model.
+// (round numbers, each collective key with its own α, β, γ), the exposure rules per strategy, and the choice of
+// intra- vs inter-node model. Expected times are the α-β-γ formulas of FORMULAS.md worked out in the comments.
 #include <gtest/gtest.h>
 
 #include "analysis/cost/comm_model.hpp"
 #include "analysis/cost/compute_model.hpp"
 #include "analysis/cost/step_model.hpp"
 #include "lab/config.hpp"
-#include "lab/model_shape.hpp"
 #include "strategies/cost_plan.hpp"
 
 namespace dtlab::analysis {
 namespace {
 
-CommModel uniform_comm(double alpha_us, double beta_us_per_byte, double gamma_us_per_byte) {
+// Every key its own α (us), β (us/B), γ (us/B), all multiplied by `scale`, so that timing a collective with
+// the wrong key changes the result:
+//   all_reduce/backend 100, 1e-3, 2e-4      all_gather/backend 200, 2e-3, 7e-4     all_gather/ring 300, 3e-3, 5e-4
+//   reduce_scatter/ring 400, 4e-3, 4e-4     reduce_scatter/backend 500, 5e-3, 6e-4
+//   broadcast/backend 600, 6e-3, 0          send_recv/backend 700, 7e-3, 0
+CommModel distinct_comm(double scale = 1) {
   CommModel m;
   m.backend = "gloo";
-  for (const char* key : {"all_reduce/backend", "all_gather/backend", "all_gather/ring", "reduce_scatter/ring",
-                          "reduce_scatter/backend", "broadcast/backend", "send_recv/backend"})
-    m.ops[key] = {alpha_us, beta_us_per_byte, gamma_us_per_byte};
+  m.ops["all_reduce/backend"] = {100 * scale, 1e-3 * scale, 2e-4 * scale};
+  m.ops["all_gather/backend"] = {200 * scale, 2e-3 * scale, 7e-4 * scale};
+  m.ops["all_gather/ring"] = {300 * scale, 3e-3 * scale, 5e-4 * scale};
+  m.ops["reduce_scatter/ring"] = {400 * scale, 4e-3 * scale, 4e-4 * scale};
+  m.ops["reduce_scatter/backend"] = {500 * scale, 5e-3 * scale, 6e-4 * scale};
+  m.ops["broadcast/backend"] = {600 * scale, 6e-3 * scale, 0};
+  m.ops["send_recv/backend"] = {700 * scale, 7e-3 * scale, 0};
   return m;
 }
 
-// 1 TFLOP/s fp32 at efficiency 0.5, 10 GB/s memory, two ranks per node.
-MachineProfile synthetic(double alpha_us = 100, double beta = 1e-3, double gamma = 0) {
+// 1 TFLOP/s fp32 at efficiency 0.5, 10 GB/s memory, two ranks per node, distinct_comm(comm_scale) inside a node.
+MachineProfile synthetic(double comm_scale = 1) {
   MachineProfile p;
   p.name = "synthetic";
   p.kind = "measured";
@@ -32,7 +41,7 @@ MachineProfile synthetic(double alpha_us = 100, double beta = 1e-3, double gamma
   p.compute.train_efficiency = 0.5;
   p.compute.memory_GBps = 10;
   p.comm.ranks_per_node = 2;
-  p.comm.intra_node = uniform_comm(alpha_us, beta, gamma);
+  p.comm.intra_node = distinct_comm(comm_scale);
   return p;
 }
 
@@ -41,17 +50,16 @@ Config tiny(std::vector<std::string> overrides = {}, int64_t world = 1) {
   return load_config_text("", overrides, world);
 }
 
-double step_bytes_time_ms(const CostPlan& plan, const Config& c, const MachineProfile& p, const std::string& op) {
-  double ms = 0;
-  for (const auto& col : plan.collectives)
-    if (col.phase != "setup" && col.op == op && col.bytes > 8)
-      ms += planned_collective_us(col, c, p) / 1e3 * static_cast<double>(col.count);
-  return ms;
-}
+// tiny (see memory_model_test.cpp for the count): Ψ = 123 712 parameters, 107 328 of them outside the embedding;
+// FSDP units at world 2 in fp32 bytes: embedding 65 536, block.0 181 760, block.1 181 760, head 65 792
+// (sum 494 848 = 4Ψ). Micro-batch 4 x 64 = 256 tokens.
+// The 8-byte all-reduces (grad norm, trainer loss) at p = 2 on all_reduce/backend:
+//   2·1·100 + 2·(1/2)·8·1e-3 + (1/2)·8·2e-4 = 200 + 0.008 + 0.0008 = 200.0088 us.
 
 TEST(ComputeModel, FlopsPerTokenIsSixNPlusAttention) {
   const Config c = tiny();
-  EXPECT_DOUBLE_EQ(compute_flops(c).model_per_token, model_counts(c.model).flops_per_token);
+  // 6·(matmul parameters) + 12·L·h·s = 6·107 328 + 12·2·64·64 = 643 968 + 98 304 (the embedding is a gather).
+  EXPECT_DOUBLE_EQ(compute_flops(c).model_per_token, 742272.0);
   EXPECT_DOUBLE_EQ(compute_flops(c).recompute_per_token, 0.0);
   // Full recompute adds one forward of each block: 2·(block matmul params) + 4·h·s per token.
   const Config full = tiny({"parallel.activation_checkpointing=full"});
@@ -65,11 +73,11 @@ TEST(ComputeModel, FlopsPerTokenIsSixNPlusAttention) {
 TEST(ComputeModel, TimeIsTokensTimesFlopsOverAchievedRate) {
   const Config c = tiny();
   const ComputeTime t = compute_time(c, synthetic());
-  const double tokens = 4 * 64;
-  const double expected_ms = tokens * model_counts(c.model).flops_per_token / 0.5e12 * 1e3;
+  // 256 tokens · 742 272 FLOPs / (1 TFLOP/s · 0.5) = 1.90021632e8 / 5e11 s = 0.380043264 ms; forward a third.
   EXPECT_DOUBLE_EQ(t.rate_tflops, 0.5);
-  EXPECT_NEAR(t.step_ms, expected_ms, 1e-9 * expected_ms);
-  EXPECT_NEAR(t.backward_ms, 2 * t.forward_ms, 1e-12);
+  EXPECT_NEAR(t.step_ms, 0.380043264, 1e-12);
+  EXPECT_NEAR(t.forward_ms, 0.126681088, 1e-12);
+  EXPECT_NEAR(t.backward_ms, 0.253362176, 1e-12);
 }
 
 TEST(ComputeModel, CpuRateScalesWithThreadsPerRank) {
@@ -104,21 +112,21 @@ TEST(ComputeModel, PerDtypeEfficiencyWinsForItsDtype) {
 TEST(StepModel, ElementwiseBytesAreWhatTheOptimizerPhaseIsTimedWith) {
   const Config c = tiny();
   const CostPlan plan = cost_plan(c, 0);
-  const double numel = static_cast<double>(model_counts(c.model).params);
-  EXPECT_DOUBLE_EQ(elementwise_bytes(c, plan), numel * (80 + 32));
-  EXPECT_NEAR(predict_step(c, plan, synthetic()).optimizer_ms, elementwise_bytes(c, plan) / 10e9 * 1e3, 1e-9);
+  // AdamW 80 bytes per element; gradient norm 12, clip 8, divide 8, zero 4 bytes per gradient: 123 712 · 112.
+  EXPECT_DOUBLE_EQ(elementwise_bytes(c, plan), 13855744.0);
+  EXPECT_NEAR(predict_step(c, plan, synthetic()).optimizer_ms, 1.3855744, 1e-12);  // 13 855 744 B at 10 GB/s
 }
 
 TEST(StepModel, SingleIsComputePlusOptimizer) {
   const Config c = tiny();
   const CostPlan plan = cost_plan(c, 0);
   const StepPrediction s = predict_step(c, plan, synthetic());
-  const double numel = static_cast<double>(model_counts(c.model).params);
-  // AdamW 80 bytes per element; gradient norm 12, clip 8, divide 8, zero 4 bytes per gradient; at 10 GB/s.
-  EXPECT_NEAR(s.optimizer_ms, numel * (80 + 32) / 10e9 * 1e3, 1e-9);
+  EXPECT_NEAR(s.compute_ms, 0.380043264, 1e-12);  // see TimeIsTokensTimesFlopsOverAchievedRate
+  EXPECT_NEAR(s.optimizer_ms, 1.3855744, 1e-12);  // see ElementwiseBytesAreWhatTheOptimizerPhaseIsTimedWith
   EXPECT_DOUBLE_EQ(s.exposed_comm_ms, 0.0);
-  EXPECT_DOUBLE_EQ(s.step_ms, s.compute_ms + s.optimizer_ms);
-  EXPECT_NEAR(s.tokens_per_s, 4 * 64 / (s.step_ms / 1e3), 1e-6);
+  EXPECT_DOUBLE_EQ(s.comm_ms, 0.0);
+  EXPECT_NEAR(s.step_ms, 1.765617664, 1e-12);      // 0.380043264 + 1.3855744
+  EXPECT_NEAR(s.tokens_per_s, 144991.7529, 1e-3);  // 256 tokens / 1.765617664 ms
 }
 
 TEST(StepModel, DdpBucketReadyAtTheEndOfBackwardIsExposed) {
@@ -128,16 +136,16 @@ TEST(StepModel, DdpBucketReadyAtTheEndOfBackwardIsExposed) {
   const CostPlan plan = cost_plan(c, 0);
   const MachineProfile p = synthetic();
   const StepPrediction s = predict_step(c, plan, p);
-  const double bucket_ms = collective_time_us(p.comm.intra_node, "all_reduce", "backend", 494848, 2) / 1e3;
-  const double loss_ms = collective_time_us(p.comm.intra_node, "all_reduce", "backend", 8, 2) / 1e3;
-  EXPECT_NEAR(s.exposed_comm_ms, bucket_ms + loss_ms, 1e-9);
-  EXPECT_NEAR(s.comm_ms, bucket_ms + loss_ms, 1e-9);
+  // Bucket, all_reduce/backend at p = 2, S = 494 848: 2·100 + 494 848·1e-3 + (1/2)·494 848·2e-4
+  //   = 200 + 494.848 + 49.4848 = 744.3328 us; plus the loss all-reduce 200.0088 us = 944.3416 us.
+  EXPECT_NEAR(s.exposed_comm_ms, 0.9443416, 1e-9);
+  EXPECT_NEAR(s.comm_ms, 0.9443416, 1e-9);
 }
 
 TEST(StepModel, DdpBucketsOverlapTheBackwardThatFollowsThem) {
   // Small buckets (cap 0.01 MB): all but the embedding's all-reduce can hide behind the rest of backward.
   const Config c = tiny({"parallel.strategy=ddp", "parallel.bucket_cap_mb=0.01"}, 2);
-  MachineProfile p = synthetic(1, 1e-6);
+  MachineProfile p = synthetic(1e-3);
   p.compute.matmul_tflops = {{"float32", 1e-3}};  // slow compute: communication is short next to it
   const StepPrediction s = predict_step(c, cost_plan(c, 0), p);
   EXPECT_LT(s.exposed_comm_ms, 0.5 * s.comm_ms);
@@ -149,9 +157,12 @@ TEST(StepModel, Zero1ReduceScattersAndGathersAreExposed) {
   const CostPlan plan = cost_plan(c, 0);
   const MachineProfile p = synthetic();
   const StepPrediction s = predict_step(c, plan, p);
-  const double rs = step_bytes_time_ms(plan, c, p, "reduce_scatter"), ag = step_bytes_time_ms(plan, c, p, "all_gather");
-  const double small = 2 * collective_time_us(p.comm.intra_node, "all_reduce", "backend", 8, 2) / 1e3;  // norm, loss
-  EXPECT_NEAR(s.exposed_comm_ms, rs + ag + small, 1e-9);
+  // reduce_scatter/ring per unit at p = 2: 400 + (1/2)·S·(4e-3 + 4e-4); over the four units (Σ S = 494 848):
+  //   4·400 + 2.2e-3·494 848 = 1600 + 1088.6656 = 2688.6656 us.
+  // all_gather/backend after the optimizer: 200 + (1/2)·S·2e-3; 4·200 + 1e-3·494 848 = 1294.848 us.
+  // Grad-norm and loss all-reduces: 2·200.0088 = 400.0176 us. All exposed: 4383.5312 us.
+  EXPECT_NEAR(s.exposed_comm_ms, 4.3835312, 1e-9);
+  EXPECT_NEAR(s.comm_ms, 4.3835312, 1e-9);
 }
 
 TEST(StepModel, FullShardReduceScattersAreExposedGathersHideWithPrefetch) {
@@ -160,17 +171,22 @@ TEST(StepModel, FullShardReduceScattersAreExposedGathersHideWithPrefetch) {
   MachineProfile p = synthetic();
   p.comm.intra_node.ops["all_gather/backend"] = {0, 0, 0};  // free gathers: only the reduce-scatters remain
   const StepPrediction s = predict_step(c, plan, p);
-  const double rs = step_bytes_time_ms(plan, c, p, "reduce_scatter");
-  const double small = 2 * collective_time_us(p.comm.intra_node, "all_reduce", "backend", 8, 2) / 1e3;
-  EXPECT_NEAR(s.exposed_comm_ms, rs + small, 1e-9);
+  // The four ring reduce-scatters (2688.6656 us, as in Zero1ReduceScattersAndGathersAreExposed) + grad norm + loss.
+  EXPECT_NEAR(s.exposed_comm_ms, 3.0886832, 1e-9);  // 2688.6656 + 400.0176 us
 
-  // Costly gathers and fast compute: without prefetch every gather is exposed; prefetch hides part of them.
-  MachineProfile slow = synthetic(1000, 1e-3);
+  // Without prefetch every gather waits in line with compute: the whole step's communication is exposed.
+  //   forward all_gather/backend of 4 units: 4·200 + 1e-3·494 848 = 1294.848 us
+  //   backward re-gathers of all units but the head (Σ S = 429 056): 3·200 + 429.056 = 1029.056 us
+  //   reduce-scatters 2688.6656 us, grad norm + loss 400.0176 us: 5412.5872 us in all.
+  // With prefetch, gathers run under the previous unit's compute (slow compute here), so less is exposed.
+  MachineProfile slow = synthetic();
   slow.compute.matmul_tflops = {{"float32", 1e-3}};
   const Config no_prefetch = tiny({"parallel.strategy=fsdp_full_shard", "parallel.prefetch=false"}, 2);
   const StepPrediction with = predict_step(c, plan, slow);
   const StepPrediction without = predict_step(no_prefetch, cost_plan(no_prefetch, 0), slow);
-  EXPECT_NEAR(without.exposed_comm_ms, without.comm_ms, 1e-9);
+  EXPECT_NEAR(without.comm_ms, 5.4125872, 1e-9);
+  EXPECT_NEAR(without.exposed_comm_ms, 5.4125872, 1e-9);
+  EXPECT_NEAR(with.comm_ms, 5.4125872, 1e-9);
   EXPECT_LT(with.exposed_comm_ms, without.exposed_comm_ms);
 }
 
@@ -178,8 +194,8 @@ TEST(StepModel, GroupsSpanningNodesUseTheInterNodeModel) {
   // world 4, two ranks per node, hybrid with shard groups of 2: the shard group {0, 1} stays on one node,
   // the replica group {0, 2} crosses nodes.
   const Config c = tiny({"parallel.strategy=fsdp_hybrid", "parallel.shard_size=2"}, 4);
-  MachineProfile p = synthetic(100, 1e-3);
-  p.comm.inter_node = uniform_comm(1000, 1e-2, 0);
+  MachineProfile p = synthetic();
+  p.comm.inter_node = distinct_comm(10);
   bool saw_inter = false, saw_intra = false;
   for (const auto& col : cost_plan(c, 0).collectives) {
     bool inter = false;
@@ -192,6 +208,22 @@ TEST(StepModel, GroupsSpanningNodesUseTheInterNodeModel) {
     saw_intra = saw_intra || !inter;
   }
   EXPECT_TRUE(saw_inter && saw_intra);
+  // By hand: the embedding unit's gradient shard (16 384 / 2 · 4 = 32 768 B) across the replicas {0, 2} on the
+  // inter-node all_reduce/backend (1000, 1e-2, 2e-3): 2·1000 + 32 768·1e-2 + (1/2)·32 768·2e-3 = 2360.448 us;
+  // its forward gather in the shard group {0, 1} on the intra-node all_gather/backend (200, 2e-3):
+  // 200 + (1/2)·65 536·2e-3 = 265.536 us.
+  bool saw_replica_embedding = false, saw_gather_embedding = false;
+  for (const auto& col : cost_plan(c, 0).collectives) {
+    if (col.what == "unit embedding gradient shard across replicas") {
+      saw_replica_embedding = true;
+      EXPECT_NEAR(planned_collective_us(col, c, p), 2360.448, 1e-9);
+    }
+    if (col.op == "all_gather" && col.phase == "forward" && col.what.find("unit embedding ") == 0) {
+      saw_gather_embedding = true;
+      EXPECT_NEAR(planned_collective_us(col, c, p), 265.536, 1e-9);
+    }
+  }
+  EXPECT_TRUE(saw_replica_embedding && saw_gather_embedding);
 }
 
 }  // namespace
