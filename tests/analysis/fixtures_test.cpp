@@ -5,6 +5,7 @@
 // model predicts near-uniformly), every loss must be finite, and there must be config.train.steps steps.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -136,14 +137,15 @@ std::vector<fs::path> result_files() {
 
 TEST(Fixtures, EveryResultIsConsistentWithTheModelItClaims) {
   const std::vector<fs::path> files = result_files();
-  ASSERT_GE(files.size(), 11u) << "fixtures missing: run `make fixtures`";
+  ASSERT_GE(files.size(), 11u) << "make_fixtures.py writes 11 runs; fixtures missing: run `make fixtures`";
   for (const fs::path& file : files) {
     const json doc = read_json(file);
     for (const std::string& p : consistency_problems(doc, file.string())) ADD_FAILURE() << p;
     for (const auto& e : fs::directory_iterator(file.parent_path())) {
       const fs::path steps = e.path() / "steps.jsonl";
       if (e.is_directory() && e.path().filename().string().rfind("rank", 0) == 0 && fs::exists(steps)) {
-        for (const std::string& p : steps_file_problems(steps, doc["config"]["train"].value("steps", -1)))
+        for (const std::string& p :
+             steps_file_problems(steps, doc.value(json::json_pointer("/config/train/steps"), -1)))
           ADD_FAILURE() << p;
       }
     }
