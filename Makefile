@@ -1,7 +1,7 @@
 # dtlab Makefile: a thin, friendly front over CMake (CMake is the truth).
 #   make benchmark   setup + build + every study + benchmarks + reports/latest/index.html
 #   make test        setup + build + all tests (ctest)
-#   make setup | build | build-cuda | test-cuda | calibrate | report | format | check | clean
+#   make setup | build | build-cuda | test-cuda | calibrate | report | fixtures | format | check | clean
 BUILD      ?= build
 BUILD_CUDA ?= build-cuda
 JOBS       ?= 2
@@ -19,7 +19,8 @@ CTEST_FLAGS := --output-on-failure --no-tests=error -j $(JOBS) --timeout 600
 export CCACHE_BASEDIR   := $(CURDIR)
 export CCACHE_SLOPPINESS := pch_defines,time_macros,include_file_mtime,include_file_ctime
 
-.PHONY: setup configure build build-cuda test test-cuda benchmark calibrate bench-micro bench-peer report format check clean
+.PHONY: setup configure build build-cuda test test-cuda benchmark calibrate bench-micro bench-peer report fixtures format check \
+        clean
 
 setup:
 	@bash cmake/setup.sh
@@ -73,6 +74,11 @@ bench-micro: build
 report:
 	@$(DTLAB) report $(RESULTS) -o $(REPORT)
 	@echo "report: $(REPORT)/index.html"
+
+# The analysis tests' fixtures and the golden loss file, regenerated from real runs of this build (tiny runs, about a
+# minute): after a change of result.json or of the trainer's numerics; commit what it lists.
+fixtures: build
+	@python3 tests/analysis/fixtures/make_fixtures.py --bin $(BUILD)/bin
 
 format:
 	@git ls-files '*.cpp' '*.hpp' '*.cu' '*.cuh' | xargs clang-format -i

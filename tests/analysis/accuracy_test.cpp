@@ -1,21 +1,31 @@
-// accuracy_test.cpp: predicted-vs-measured pairing and the accuracy targets, on hand-built results and the
-// fixture study under fixtures/prediction/ (synthetic numbers chosen so each target's verdict is known).
+// accuracy_test.cpp: predicted-vs-measured pairing and the accuracy targets, on hand-built results, on the real
+// study under fixtures/prediction/ (figures read from its files), and on a copy of it modified so that each
+// target's verdict is known (testing::crafted_prediction_study).
 #include "analysis/accuracy.hpp"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <sstream>
 
 #include "test_util.hpp"
 
 namespace dtlab::analysis {
 namespace {
+namespace fs = std::filesystem;
 using nlohmann::json;
 using testing::contains;
 using testing::TempDir;
 
 std::string prediction_fixture() { return testing::fixtures_dir() + "/prediction"; }
+
+// "%+7.1f" as print_accuracy writes an error, for expectations computed from fixture files.
+std::string pct7(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%+7.1f", v);
+  return buf;
+}
 
 json with_memory(json doc) {
   json rank0 = {
@@ -137,14 +147,44 @@ TEST(CompareRun, MalformedPredictionNamesFileAndKey) {
   }
 }
 
-TEST(Accuracy, FixtureStudyFigures) {
-  const AccuracySummary s = evaluate_accuracy(discover({prediction_fixture()}));
+TEST(Accuracy, RealStudyPairsWhatItsFilesHold) {
+  // The real runs, unmodified: every run carries a prediction, each pair holds the result.json's own figures.
+  const Scenario sc = load_scenario(prediction_fixture() + "/sharding");
+  const AccuracySummary s = evaluate_accuracy({sc});
+  ASSERT_EQ(s.runs.size(), sc.runs.size());
+  EXPECT_TRUE(s.without_prediction.empty());
+  EXPECT_EQ(s.study, "sharding");
+  for (const RunComparison& c : s.runs) {
+    const json doc = testing::fixture_json("prediction/sharding/" + c.run + "/result.json");
+    const json& p = doc["prediction"];
+    EXPECT_EQ(c.strategy, p["strategy"].get<std::string>()) << c.run;
+    EXPECT_EQ(c.profile, p["profile"].is_null() ? "" : p["profile"].get<std::string>()) << c.run;
+    if (p["step_ms"].is_null()) {  // predicted without a machine profile (single): no time to compare
+      EXPECT_FALSE(c.step_ms.has_value()) << c.run;
+    } else {
+      ASSERT_TRUE(c.step_ms.has_value()) << c.run;
+      EXPECT_EQ(c.step_ms->predicted, p["step_ms"].get<double>()) << c.run;
+      EXPECT_EQ(c.step_ms->measured, doc["summary"]["step_ms_median"].get<double>()) << c.run;
+    }
+    const int rank = p["rank"];
+    for (const json& measured : doc["memory"]["ranks"]) {
+      if (measured["rank"] != rank) continue;
+      EXPECT_EQ(c.memory_bytes.at("optimizer").predicted, p["memory_bytes"]["optimizer"].get<double>()) << c.run;
+      EXPECT_EQ(c.memory_bytes.at("optimizer").measured, measured["optimizer_bytes"].get<double>()) << c.run;
+      EXPECT_EQ(c.memory_bytes.at("peak").measured, measured["tensor_peak_bytes"].get<double>()) << c.run;
+    }
+  }
+}
+
+TEST(Accuracy, CraftedStudyFigures) {
+  TempDir tmp;
+  const AccuracySummary s = evaluate_accuracy(discover({testing::crafted_prediction_study(tmp.path() / "p").string()}));
   ASSERT_EQ(s.runs.size(), 3u);
   EXPECT_EQ(s.without_prediction, std::vector<std::string>{"sharding/single"});
   EXPECT_EQ(s.study, "sharding");
   ASSERT_EQ(s.study_step_errors_pct.size(), 3u);
   ASSERT_TRUE(s.median_abs_step_error_pct.has_value());
-  EXPECT_NEAR(*s.median_abs_step_error_pct, 100.0 * 20.0 / 520.0, 1e-9);  // ddp: 500 vs 520
+  EXPECT_NEAR(*s.median_abs_step_error_pct, 100.0 * 2.0 / 50.0, 1e-9);  // ddp: 48 vs 50 (kCraftedStepTimes)
   ASSERT_EQ(s.pairs.size(), 3u);
   int right = 0;
   for (const RankedPair& p : s.pairs) {
@@ -152,29 +192,36 @@ TEST(Accuracy, FixtureStudyFigures) {
     if (!p.right) {
       EXPECT_EQ(p.a, "zero1");
       EXPECT_EQ(p.b, "fsdp_full_shard");
-      EXPECT_TRUE(p.within_noise);  // 530 vs 525 ms measured
+      EXPECT_TRUE(p.within_noise);  // 60 vs 59 ms measured
     }
   }
   EXPECT_EQ(right, 2);
 }
 
 TEST(Accuracy, PrintsEveryTargetWithVerdict) {
-  const AccuracySummary s = evaluate_accuracy(discover({prediction_fixture()}));
+  TempDir tmp;
+  const fs::path study = testing::crafted_prediction_study(tmp.path() / "p");
+  const AccuracySummary s = evaluate_accuracy(discover({study.string()}));
   std::ostringstream out;
   EXPECT_FALSE(print_accuracy(s, out));  // zero1's optimizer bytes, its peak and the ranking miss
   const std::string text = out.str();
-  EXPECT_TRUE(contains(text, "over 3 runs with a prediction; profile labbox_cpu (measured)")) << text;
+  const json ddp = json::parse(testing::read_text(study / "sharding" / "ddp" / "result.json"))["prediction"];
+  EXPECT_TRUE(contains(text, "over 3 runs with a prediction; profile " + ddp["profile"].get<std::string>() + " (" +
+                                 ddp["profile_kind"].get<std::string>() + ")"))
+      << text;
   EXPECT_TRUE(contains(text, "1 run without a prediction left out: sharding/single")) << text;
-  EXPECT_TRUE(contains(text, "params yes   grads yes   optimizer yes   met")) << text;
+  // ddp and fsdp_full_shard keep the real runs' kept-state bytes, which the cost plans predict exactly
+  EXPECT_EQ(testing::count(text, "params yes   grads yes   optimizer yes   met"), 2u) << text;
   EXPECT_TRUE(contains(text, "optimizer NO (+1024 B)   MISSED")) << text;
-  EXPECT_TRUE(contains(text, "error   +11.8%   MISSED")) << text;
-  EXPECT_TRUE(contains(text, "error    -4.8%   met")) << text;
-  EXPECT_TRUE(contains(text, "error   +14.3%   within")) << text;
-  EXPECT_TRUE(contains(text, "median |error| over sharding (3 runs): 3.8%   met")) << text;
+  EXPECT_TRUE(contains(text, "error " + pct7(100.0 * (testing::kCraftedPeakFactor - 1)) + "%   MISSED")) << text;
+  EXPECT_TRUE(contains(text, "error    -4.0%   within")) << text;  // kCraftedStepTimes: 48 vs 50 ms
+  EXPECT_TRUE(contains(text, "error    +3.3%   within")) << text;  // 62 vs 60 ms
+  EXPECT_TRUE(contains(text, "error   +11.9%   within")) << text;  // 66 vs 59 ms
+  EXPECT_TRUE(contains(text, "median |error| over sharding (3 runs): 4.0%   met")) << text;
   EXPECT_TRUE(contains(text, "2 of 3 pairs ranked right (66.7%)   MISSED")) << text;
   EXPECT_TRUE(contains(text,
-                       "wrong: zero1 vs fsdp_full_shard: predicted 540.0 vs 600.0 ms, measured 530.0 vs "
-                       "525.0 ms (measured within 2%: run-to-run noise)"))
+                       "wrong: zero1 vs fsdp_full_shard: predicted 62.0 vs 66.0 ms, measured 60.0 vs "
+                       "59.0 ms (measured within 2%: run-to-run noise)"))
       << text;
   EXPECT_TRUE(contains(text, "targets: 1 met, 3 missed (state bytes exact, peak memory, ranking), 0 not judged"))
       << text;
@@ -226,10 +273,15 @@ TEST(Accuracy, AStepTimeOutsideTheBoundIsBrokenDown) {
 }
 
 TEST(Accuracy, WithoutPredictionsNothingIsJudged) {
+  // The real results with "prediction" removed: results written before predictions existed.
+  TempDir tmp;
+  const fs::path results = testing::copy_fixture("results", tmp.path() / "results");
+  for (const fs::path& run : testing::run_dirs_below(results))
+    testing::edit_result(run, [](json& doc) { doc.erase("prediction"); });
   std::ostringstream out, log;
-  EXPECT_EQ(run_accuracy({testing::fixtures_dir() + "/results"}, out, log), 1);
+  EXPECT_EQ(run_accuracy({results.string()}, out, log), 1);
   EXPECT_TRUE(contains(out.str(), "nothing to judge")) << out.str();
-  EXPECT_EQ(run_accuracy({testing::fixtures_dir() + "/results"}, out, log, /*enforce=*/true), 1);
+  EXPECT_EQ(run_accuracy({results.string()}, out, log, /*enforce=*/true), 1);
   std::ostringstream out2;
   EXPECT_EQ(run_accuracy({"/nonexistent/dtlab"}, out2, log), 1);
   EXPECT_EQ(run_accuracy({"/nonexistent/dtlab"}, out2, log, /*enforce=*/true), 1);  // an error stays an error
@@ -237,14 +289,16 @@ TEST(Accuracy, WithoutPredictionsNothingIsJudged) {
 }
 
 TEST(Accuracy, MissedTargetsFailOnlyWhenEnforced) {
-  // The fixture study misses three targets (PrintsEveryTargetWithVerdict): printing them is a success, enforcing
+  // The crafted study misses three targets (PrintsEveryTargetWithVerdict): printing them is a success, enforcing
   // them is not.
+  TempDir tmp;
+  const std::string study = testing::crafted_prediction_study(tmp.path() / "p").string();
   std::ostringstream out, log;
-  EXPECT_EQ(run_accuracy({prediction_fixture()}, out, log), 0) << log.str();
+  EXPECT_EQ(run_accuracy({study}, out, log), 0) << log.str();
   EXPECT_TRUE(contains(out.str(), "3 missed")) << out.str();
   EXPECT_EQ(log.str(), "");
   std::ostringstream enforced_out, enforced_log;
-  EXPECT_EQ(run_accuracy({prediction_fixture()}, enforced_out, enforced_log, /*enforce=*/true), 3);
+  EXPECT_EQ(run_accuracy({study}, enforced_out, enforced_log, /*enforce=*/true), 3);
   EXPECT_EQ(enforced_out.str(), out.str());  // the same figures either way
   EXPECT_TRUE(contains(enforced_log.str(), "--enforce: not every target was met")) << enforced_log.str();
 }

@@ -34,7 +34,8 @@ CliResult run_report_cli(const std::string& args, const fs::path& scratch) {
 
 TEST(ReportCli, AccuracyFailsOnMissedTargetsOnlyWithEnforce) {
   TempDir tmp;
-  const std::string study = quoted(testing::fixtures_dir() + "/prediction");  // misses 3 targets (accuracy_test)
+  // the real study modified to miss 3 targets (testing::crafted_prediction_study, accuracy_test)
+  const std::string study = quoted(testing::crafted_prediction_study(tmp.path() / "study").string());
   const CliResult printed = run_report_cli("--accuracy " + study, tmp.path());
   EXPECT_EQ(printed.status, 0) << printed.err;
   EXPECT_TRUE(contains(printed.out, "targets: 1 met, 3 missed")) << printed.out;

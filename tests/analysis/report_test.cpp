@@ -1,14 +1,19 @@
 // report_test.cpp: golden-style checks of index.html rendered from the committed fixtures (by pattern, not
-// bytes), HTML escaping of file content, extension by parts, and failure modes: malformed result.json, a render
-// that fails (an earlier report in the output dir survives both), an output dir that cannot be written.
+// bytes; what the page must show is read from the fixture files: real runs, whose timings change), HTML escaping
+// of file content, extension by parts, and failure modes: malformed result.json, a render that fails (an earlier
+// report in the output dir survives both), an output dir that cannot be written.
 #include "analysis/report.hpp"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <regex>
+#include <set>
 #include <sstream>
 
+#include "analysis/html.hpp"
 #include "analysis/plot.hpp"
 #include "test_util.hpp"
 
@@ -34,6 +39,22 @@ class ScopedPath {
   std::string old_;
 };
 
+std::string fixed(double v, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+// "a" or "a, b (differ between runs)": the report header's summary of one context field over every run.
+std::string header_values(const std::vector<Scenario>& scenarios, std::string RunResult::*field) {
+  std::set<std::string> values;
+  for (const Scenario& sc : scenarios)
+    for (const RunResult& r : sc.runs) values.insert(r.*field);
+  std::string out;
+  for (const std::string& v : values) out += (out.empty() ? "" : ", ") + v;
+  return values.size() > 1 ? out + " (differ between runs)" : out;
+}
+
 TEST(Report, GoldenFromFixtures) {
   if (!gnuplot_available()) GTEST_SKIP() << "gnuplot not installed (apt-get install gnuplot-nox)";
   TempDir tmp;
@@ -41,31 +62,37 @@ TEST(Report, GoldenFromFixtures) {
   std::ostringstream log;
   ASSERT_EQ(render_report({testing::fixtures_dir() + "/results"}, out.string(), log), 0) << log.str();
   const std::string html = read_text(out / "index.html");
+  // what the page must show, read from the fixture files (real runs: sha, host and timings change with them)
+  const std::vector<Scenario> scenarios = discover({testing::fixtures_dir() + "/results"});
+  ASSERT_EQ(scenarios.size(), 2u);
 
   // page skeleton
   EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
   EXPECT_TRUE(contains(html, "<h1>dtlab report</h1>"));
   EXPECT_TRUE(contains(html, "How to read this report"));
-  EXPECT_TRUE(contains(html, "git <code>3f9c2ab</code>"));
-  EXPECT_TRUE(contains(html, "torch 2.11.0"));
-  EXPECT_TRUE(contains(html, "host labbox"));
+  EXPECT_TRUE(contains(html, "git <code>" + html_escape(header_values(scenarios, &RunResult::git_sha)) + "</code>"));
+  EXPECT_TRUE(contains(html, "torch " + html_escape(header_values(scenarios, &RunResult::torch_version))));
+  EXPECT_TRUE(contains(html, "host " + html_escape(header_values(scenarios, &RunResult::host))));
   EXPECT_TRUE(std::regex_search(html, std::regex("generated \\d{4}-\\d{2}-\\d{2} \\d{2}:\\d{2} UTC")));
   EXPECT_FALSE(contains(html, "<link ")) << "self-contained: no external stylesheets";
   EXPECT_FALSE(contains(html, "<script")) << "no scripts";
 
-  // one section per scenario, with title, description and notes
-  EXPECT_TRUE(contains(html, "<section class=\"scenario\" id=\"scenario-baseline\">"));
-  EXPECT_TRUE(contains(html, "<section class=\"scenario\" id=\"scenario-mixed_precision\">"));
-  EXPECT_TRUE(contains(html, "Baseline: one process vs DDP"));
-  EXPECT_TRUE(contains(html, "DDP on two ranks"));
-  EXPECT_TRUE(contains(html, "<li>Fixture data for tests: numbers are synthetic.</li>"));
+  // one section per scenario, with title, description and notes from scenario.json
+  for (const Scenario& sc : scenarios) {
+    EXPECT_TRUE(contains(html, "<section class=\"scenario\" id=\"scenario-" + sc.name + "\">")) << sc.name;
+    EXPECT_TRUE(contains(html, html_escape(sc.title))) << sc.name;
+    EXPECT_TRUE(contains(html, html_escape(sc.description))) << sc.name;
+    for (const std::string& note : sc.notes) EXPECT_TRUE(contains(html, "<li>" + html_escape(note) + "</li>")) << note;
+  }
 
-  // three charts per scenario, SVG inlined with per-chart ids, PNG linked, rerun command shown
-  EXPECT_EQ(count(html, "<svg"), 6u);
+  // every chart is inlined SVG with per-chart ids; loss, step time and throughput per scenario, PNG linked, rerun
+  // command shown
+  EXPECT_EQ(count(html, "<svg"), count(html, "<figure class=\"chart\""));
   EXPECT_EQ(count(html, "id=\"gnuplot_canvas\""), 0u) << "ids must be prefixed per chart";
   for (const char* kind : {"loss", "step_time", "throughput"}) {
     for (const char* sc : {"baseline", "mixed_precision"}) {
       const std::string id = std::string(kind) + "_" + sc;
+      EXPECT_TRUE(contains(html, "id=\"chart-" + id + "\"")) << id;
       EXPECT_TRUE(contains(html, "href=\"" + id + ".png\"")) << id;
       EXPECT_TRUE(contains(html, "cd " + out.string() + " &amp;&amp; gnuplot " + id + ".gp")) << id;
       EXPECT_TRUE(png_magic(out / (id + ".png"))) << id;
@@ -74,26 +101,38 @@ TEST(Report, GoldenFromFixtures) {
     }
   }
 
-  // the runs table: one row per run with strategy, world size, params, final loss, median (min-max), MFU
-  EXPECT_EQ(count(html, "<table class=\"runs\">"), 2u);
+  // the runs table, one per scenario: per run its strategy, world size, preset, params, and the median (min-max)
+  // step time that result.json holds; a precision column where a run is not fp32; the reproduce command
+  EXPECT_EQ(count(html, "<h3>Runs</h3>"), 2u);
   EXPECT_TRUE(contains(html, "<th class=\"num\">MFU %</th>"));
-  EXPECT_TRUE(std::regex_search(html, std::regex("<tr><td>ddp</td><td><code>ddp</code></td><td class=\"num\">2</td>"
-                                                 "<td>tiny</td><td class=\"num\">150.8 k</td>")));
-  EXPECT_TRUE(std::regex_search(html, std::regex("<tr><td>single</td><td><code>single</code></td>"
-                                                 "<td class=\"num\">1</td>")));
-  EXPECT_TRUE(
-      std::regex_search(html, std::regex("<td class=\"num\">[0-9.]+ <span class=\"range\">\\([0-9.]+–[0-9.]+\\)")));
+  int world_2 = 0;
+  for (const Scenario& sc : scenarios) {
+    std::set<std::string> dtypes;  // the column shows when a run is not fp32
+    for (const RunResult& r : sc.runs) dtypes.insert(r.param_dtype());
+    const bool precision_column = dtypes.size() > 1 || !dtypes.count("fp32");
+    for (const RunResult& r : sc.runs) {
+      ASSERT_TRUE(r.params >= 1000 && r.params < 1000000) << r.name << ": the tiny preset, shown in k";
+      world_2 += r.world_size == 2;
+      EXPECT_TRUE(contains(html, "<tr><td>" + r.name + "</td><td><code>" + r.strategy +
+                                     "</code></td><td class=\"num\">" + std::to_string(r.world_size) + "</td><td>" +
+                                     r.preset + "</td>" + (precision_column ? "<td>" + r.param_dtype() + "</td>" : "") +
+                                     "<td class=\"num\">" + fixed(r.params / 1e3, 1) + " k</td>"))
+          << sc.name << "/" << r.name;
+      EXPECT_TRUE(contains(html, "<td class=\"num\">" + fixed(r.step_ms_median, 1) + " <span class=\"range\">(" +
+                                     fixed(r.step_ms_min, 1) + "–" + fixed(r.step_ms_max, 1) + ")</span></td>"))
+          << sc.name << "/" << r.name;
+      EXPECT_TRUE(contains(html, "<pre><code>" + html_escape(r.command) + "</code></pre>")) << sc.name << "/" << r.name;
+    }
+  }
+  EXPECT_EQ(world_2, 1) << "baseline has one DDP run on two ranks";
   EXPECT_TRUE(std::regex_search(html, std::regex("<tr><td>bf16</td>.*<td>bf16</td>")))  // precision column
       << "mixed_precision shows a precision column";
 
-  // reproduce commands, escaped
-  EXPECT_TRUE(contains(html,
-                       "<pre><code>build/bin/dtlab launch -n 2 -- build/bin/dtlab train --config "
-                       "scenarios/configs/baseline.yaml train.steps=24 parallel.strategy=ddp "
-                       "--out results/baseline/ddp</code></pre>"));
-
-  // warm-up steps (config.instrument.warmup_steps = 2 in the fixtures) are shaded in the step-time chart
-  EXPECT_TRUE(contains(read_text(out / "step_time_baseline.gp"), "to first 2.5, graph 1"));
+  // warm-up steps (config.instrument.warmup_steps) are shaded in the step-time chart, up to half a step past them
+  int warmup = 0;
+  for (const RunResult& r : scenarios[0].runs) warmup = std::max(warmup, r.warmup_steps());
+  ASSERT_GT(warmup, 0);
+  EXPECT_TRUE(contains(read_text(out / "step_time_baseline.gp"), "to first " + std::to_string(warmup) + ".5, graph 1"));
 
   // the mixed precision note appears once: only mixed_precision has a bf16 run
   EXPECT_EQ(count(html, "Mixed precision on CPU."), 1u);
@@ -145,7 +184,8 @@ TEST(Report, PartsAreData) {
   const fs::path out = tmp.path() / "out";
   ASSERT_EQ(render_report({testing::fixtures_dir() + "/results/baseline"}, out.string(), log, parts), 0) << log.str();
   const std::string html = read_text(out / "index.html");
-  EXPECT_TRUE(contains(html, "<p class=\"custom\">runs=2</p>"));
+  const std::size_t runs = load_scenario(testing::fixtures_dir() + "/results/baseline").runs.size();  // scenario.json
+  EXPECT_TRUE(contains(html, "<p class=\"custom\">runs=" + std::to_string(runs) + "</p>"));
   EXPECT_EQ(count(html, "<svg"), 1u);
   EXPECT_TRUE(png_magic(out / "wall_baseline.png"));
   EXPECT_FALSE(contains(html, "<table class=\"runs\">"));

@@ -318,7 +318,10 @@ TEST(Discover, CommittedFixtures) {
   ASSERT_EQ(scenarios.size(), 2u);
   EXPECT_EQ(scenarios[0].name, "baseline");
   EXPECT_EQ(scenarios[1].name, "mixed_precision");
-  EXPECT_EQ(scenarios[0].runs[1].rank_steps.size(), 2u);  // ddp: rank0 and rank1
+  const RunResult& ddp = scenarios[0].runs[1];
+  EXPECT_EQ(ddp.world_size, 2);
+  ASSERT_EQ(ddp.rank_steps.size(), 2u);  // rank0/steps.jsonl and rank1/steps.jsonl
+  for (const auto& [rank, steps] : ddp.rank_steps) EXPECT_EQ(steps.size(), ddp.steps.size()) << "rank " << rank;
 }
 
 }  // namespace
