@@ -2,7 +2,8 @@
 """tidy_cached.py: clang-tidy over every C++ source of the build, each file's verdict cached by what it depends on.
 
 A file's key is the SHA-256 of: the clang-tidy version, the .clang-tidy file, the file's compile command, and the
-contents of every file ninja's dependency log says its object read (its precompiled header's too). A key seen
+contents of every file ninja's dependency log says its object read (its precompiled header's too), with the
+clone's and the build's paths replaced by placeholders, so a fresh clone elsewhere reuses the verdicts. A key seen
 clean before is skipped; anything else runs clang-tidy with every warning an error. So `make check` lints the whole
 tree and still costs only what changed. Cache: $DTLAB_CACHE/clang-tidy (default ~/.cache/dtlab/clang-tidy).
 
@@ -53,6 +54,10 @@ def main():
 
     with open(os.path.join(build, "compile_commands.json")) as f:
         entries = json.load(f)
+    def portable(text):
+        """The key must not depend on where the clone lives (CI lints a fresh clone each time)."""
+        return text.replace(build, "<build>").replace(ROOT, "<source>")
+
     memo = {}
     jobs = []
     for e in entries:
@@ -68,9 +73,9 @@ def main():
         h = hashlib.sha256()
         h.update(version.encode())
         h.update(config)
-        h.update(command.encode())
+        h.update(portable(command).encode())
         for d in sorted(set(deps) | {src}):
-            h.update(d.encode())
+            h.update(portable(d).encode())
             h.update(file_digest(d if os.path.isabs(d) else os.path.join(build, d), memo).encode())
         jobs.append((src, h.hexdigest()))
 

@@ -298,7 +298,7 @@ ComputeCalibration calibrate_compute(const Config& config, int threads, bool qui
   const ModelCounts counts = model_counts(single.model);
   const double step_flops = counts.flops_per_token * static_cast<double>(c.tokens);
   json train_details = json::object();
-  for (const std::string dtype : {config.precision.param_dtype, std::string("bf16")}) {
+  for (const std::string& dtype : {config.precision.param_dtype, std::string("bf16")}) {
     if (dtype == "bf16" && config.precision.param_dtype != "fp32") continue;  // measured above as the config's
     Config run = single;
     run.precision.param_dtype = dtype;

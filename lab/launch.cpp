@@ -116,9 +116,19 @@ int pick_free_port() {
 // Variables the launcher owns: an inherited value (e.g. from an outer torchrun) would contradict ours.
 // TORCHELASTIC_* is dropped entirely so ranks never assume torchrun's agent hosts the store.
 bool launcher_owns(const std::string& name) {
-  static const char* const kOwned[] = {"RANK",       "LOCAL_RANK",       "WORLD_SIZE",  "LOCAL_WORLD_SIZE",
-                                       "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK",   "ROLE_WORLD_SIZE",
-                                       "ROLE_NAME",  "MASTER_ADDR",      "MASTER_PORT", "DTLAB_LAUNCHER"};
+  static const char* const kOwned[] = {"RANK",
+                                       "LOCAL_RANK",
+                                       "WORLD_SIZE",
+                                       "LOCAL_WORLD_SIZE",
+                                       "GROUP_RANK",
+                                       "GROUP_WORLD_SIZE",
+                                       "ROLE_RANK",
+                                       "ROLE_WORLD_SIZE",
+                                       "ROLE_NAME",
+                                       "MASTER_ADDR",
+                                       "MASTER_PORT",
+                                       "DTLAB_LAUNCHER",
+                                       "DTLAB_JOB_COMMAND"};
   for (const char* owned : kOwned) {
     if (name == owned) return true;
   }
@@ -146,6 +156,7 @@ std::vector<std::string> rank_environment(int rank, int world_size, const std::s
   set("MASTER_ADDR", master_addr);
   set("MASTER_PORT", std::to_string(master_port));
   set("DTLAB_LAUNCHER", "dtlab");
+  if (const char* job = std::getenv("DTLAB_JOB_COMMAND")) set("DTLAB_JOB_COMMAND", job);  // set by `dtlab launch`
   // N ranks on a few cores: one OpenMP thread each unless the user chose otherwise.
   if (!omp_threads_set) set("OMP_NUM_THREADS", "1");
   return environment;

@@ -133,13 +133,20 @@ void reset_peak_cpu_tensor_memory() {
 
 const char* to_string(MemoryCategory category) {
   switch (category) {
-    case MemoryCategory::params: return "params";
-    case MemoryCategory::grads: return "grads";
-    case MemoryCategory::optimizer: return "optimizer";
-    case MemoryCategory::buffers: return "buffers";
-    case MemoryCategory::comm: return "comm";
-    case MemoryCategory::activations: return "activations";
-    case MemoryCategory::other: return "other";
+    case MemoryCategory::params:
+      return "params";
+    case MemoryCategory::grads:
+      return "grads";
+    case MemoryCategory::optimizer:
+      return "optimizer";
+    case MemoryCategory::buffers:
+      return "buffers";
+    case MemoryCategory::comm:
+      return "comm";
+    case MemoryCategory::activations:
+      return "activations";
+    case MemoryCategory::other:
+      return "other";
   }
   return "other";
 }

@@ -235,7 +235,7 @@ class ShardedStrategy final : public Strategy {
   }
 
   void optimizer_step(double lr) override {
-    if (scaler_.skipped()) return;  // no update, optimizer state untouched; the scaler halved the scale
+    if (scaler_.skipped()) return;      // no update, optimizer state untouched; the scaler halved the scale
     if (master_dtype_ != at::kFloat) {  // step in fp32 on a scratch copy, round back to the bf16 master
       for (auto& unit : units_) {
         ensure_storage(unit.master_scratch, unit.shard_numel * 4);

@@ -9,8 +9,8 @@
 #include <memory>
 
 #include "lab/instrument/step_profiler.hpp"
-#include "lab/train/checkpoint.hpp"
 #include "lab/memory.hpp"
+#include "lab/train/checkpoint.hpp"
 #include "lab/train/loss_scaler.hpp"
 #include "lab/train/optimizer.hpp"
 #include "lab/train/strategy.hpp"
@@ -34,10 +34,10 @@ class SingleStrategy final : public Strategy {
           "parallel.strategy=single does not combine with parallel.offload=true: offload "
           "moves sharded state to the host; use an fsdp strategy or zero1 with offload");
     if (config.precision.master_dtype != "fp32")
-      throw std::invalid_argument("parallel.strategy=single with precision.master_dtype=" +
-                                  config.precision.master_dtype +
-                                  ": the single-process reference keeps fp32 masters only; bf16 masters (with "
-                                  "stochastic rounding) are implemented by the sharded strategies");
+      throw std::invalid_argument(
+          "parallel.strategy=single with precision.master_dtype=" + config.precision.master_dtype +
+          ": the single-process reference keeps fp32 masters only; bf16 masters (with "
+          "stochastic rounding) are implemented by the sharded strategies");
     scaler_ = LossScaler(config.precision);
     checkpointing_ = checkpoint_mode(config.parallel.activation_checkpointing);
     checkpoint_every_ = config.parallel.checkpoint_every;

@@ -10,6 +10,7 @@
 //   dtlab predict --config FILE [key=value ...] [--world-size N] [--profile FILE]   prediction JSON
 //   dtlab version
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -64,6 +65,15 @@ std::string reproduce_command(int argc, char** argv) {
     }
   }
   return out;
+}
+
+// The command that reruns this run: under `dtlab launch` the launch command (the launcher exports it as
+// DTLAB_JOB_COMMAND), otherwise this process's own command line (torchrun, srun and single runs).
+std::string job_command(int argc, char** argv) {
+  const char* launcher = std::getenv("DTLAB_LAUNCHER");
+  const char* job = std::getenv("DTLAB_JOB_COMMAND");
+  if (launcher && std::string(launcher) == "dtlab" && job && *job) return job;
+  return reproduce_command(argc, argv);
 }
 
 struct DistArgs {
@@ -278,7 +288,7 @@ int main(int argc, char** argv) {
   }
 
   try {
-    if (*train) return run_train(config_path, overrides, out_dir, reproduce_command(argc, argv), dist);
+    if (*train) return run_train(config_path, overrides, out_dir, job_command(argc, argv), dist);
     if (*data_build) {
       if (text_files.empty()) text_files = dtlab::default_corpus_files();
       const int64_t n = dtlab::build_token_file_from_text(text_files, data_out);
@@ -286,7 +296,11 @@ int main(int argc, char** argv) {
                   text_files.size());
       return 0;
     }
-    if (*launch) return dtlab::run_launch(launch_options);
+    if (*launch) {
+      // Each rank records the command that reruns the whole job (result.json context.command), not its own.
+      ::setenv("DTLAB_JOB_COMMAND", reproduce_command(argc, argv).c_str(), 1);
+      return dtlab::run_launch(launch_options);
+    }
     if (*export_ref) {
       const dtlab::Config config = dtlab::load_config(export_config, export_overrides, export_world);
       dtlab::export_reference_inputs(config, export_world, export_out);

@@ -3,8 +3,8 @@
 
 #include "lab/dist/fault_injection.hpp"
 #include "lab/instrument/clock.hpp"
-#include "lab/memory.hpp"
 #include "lab/instrument/step_profiler.hpp"
+#include "lab/memory.hpp"
 
 #include <algorithm>
 #include <chrono>

@@ -149,6 +149,24 @@ TEST_F(CommBench, GoldenTableFooterAndJson) {
                                             R"(\s+\d+\.\d\s+-?\d+\.\d)"),
             6)
       << with_model.output;
+  // The model column is the fitted model's prediction for the row, and err% compares it with the measured
+  // out-of-place time: checked against the model file (a timing bound would be noise at 1-16 KiB on loopback).
+  const std::regex row_re(R"(\s+(\d+)\s+\d+\s+float32\s+none\s+-1\s+(\d+\.\d)\s.*\s(\d+\.\d)\s+(-?\d+\.\d)\s*)");
+  std::string algorithm;
+  int rows = 0;
+  for (const auto& line : model_lines) {
+    if (line.rfind("# all_gather/", 0) == 0)
+      algorithm = line.substr(std::string("# all_gather/").size(), line.find(':') - 13);
+    std::smatch m;
+    if (!std::regex_match(line, m, row_re)) continue;
+    ASSERT_TRUE(algorithm == "backend" || algorithm == "ring") << line;
+    const double predicted = dtlab::analysis::collective_time_us(model, "all_gather", algorithm, std::stoll(m[1]), 2);
+    EXPECT_NEAR(std::stod(m[3]), predicted, 0.051) << line;
+    const double measured = std::stod(m[2]);
+    EXPECT_NEAR(std::stod(m[4]), (std::stod(m[3]) - measured) / measured * 100.0, 0.2) << line;
+    ++rows;
+  }
+  EXPECT_EQ(rows, 6) << with_model.output;
   EXPECT_EQ(count_matching(model_lines, R"(# model: median \|error\| \d+\.\d% over 6 rows \(1 KiB\.\.256 MiB\))"), 1)
       << with_model.output;
 }

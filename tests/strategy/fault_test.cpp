@@ -42,8 +42,9 @@ std::vector<std::string> processes_mentioning(const std::string& marker) {
 // A `dtlab train` of tiny under `dtlab launch -n world`, with a fault in the environment.
 testing::JobResult launched_job(const std::string& out, int world, const std::string& fault,
                                 std::vector<std::string> overrides = {}, const std::string& timeout_s = "30") {
-  std::vector<std::string> args = {kBin + "dtlab", "launch", "-n", std::to_string(world), kBin + "dtlab", "train",
-                                   "--config", kConfig, "train.steps=200", "--out", out, "--timeout", timeout_s};
+  std::vector<std::string> args = {
+      kBin + "dtlab",    "launch", "-n", std::to_string(world), kBin + "dtlab", "train", "--config", kConfig,
+      "train.steps=200", "--out",  out,  "--timeout",           timeout_s};
   args.insert(args.end(), overrides.begin(), overrides.end());
   return testing::run_job(args, 120, {fault});
 }
@@ -91,10 +92,9 @@ TEST(Faults, WithoutALauncherTheSurvivorEndsByItselfNamingTheDeadRank) {
   const std::string out = ::testing::TempDir() + "dtlab_fault_unsupervised";
   const std::string port = std::to_string(20000 + getpid() % 20000);
   auto rank = [&](int r) {
-    return std::vector<std::string>{kBin + "dtlab", "train",           "--config",     kConfig,
-                                    "train.steps=200", "--out",        out,            "--rank",
-                                    std::to_string(r), "--world-size", "2",            "--master-port",
-                                    port,              "--timeout",    "10"};
+    return std::vector<std::string>{
+        kBin + "dtlab", "train", "--config",      kConfig, "train.steps=200", "--out", out, "--rank", std::to_string(r),
+        "--world-size", "2",     "--master-port", port,    "--timeout",       "10"};
   };
   const pid_t dying = fork();
   if (dying == 0) {

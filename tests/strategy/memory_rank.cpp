@@ -30,13 +30,13 @@
 #include <string>
 #include <vector>
 
+#include "analysis/cost/memory_model.hpp"
 #include "lab/config.hpp"
 #include "lab/dist/dist_world.hpp"
 #include "lab/dist/rank_env.hpp"
 #include "lab/memory.hpp"
 #include "lab/model.hpp"
 #include "lab/train/trainer.hpp"
-#include "analysis/cost/memory_model.hpp"
 #include "strategies/cost_plan.hpp"
 #include "strategies/registry.hpp"
 
@@ -169,10 +169,10 @@ int main(int argc, char** argv) {
       const struct {
         const char* what;
         int64_t measured, planned;
-      } measured[] = {{"params", dtlab::cpu_tensor_memory(MemoryCategory::params).current_bytes, plan.state.params},
-                      {"grads", dtlab::cpu_tensor_memory(MemoryCategory::grads).current_bytes, plan.state.grads},
-                      {"optimizer", dtlab::cpu_tensor_memory(MemoryCategory::optimizer).current_bytes,
-                       plan.state.optimizer}};
+      } measured[] = {
+          {"params", dtlab::cpu_tensor_memory(MemoryCategory::params).current_bytes, plan.state.params},
+          {"grads", dtlab::cpu_tensor_memory(MemoryCategory::grads).current_bytes, plan.state.grads},
+          {"optimizer", dtlab::cpu_tensor_memory(MemoryCategory::optimizer).current_bytes, plan.state.optimizer}};
       for (const auto& m : measured)
         if (m.measured != m.planned) {
           ++failures;
@@ -185,21 +185,23 @@ int main(int argc, char** argv) {
           static_cast<double>(activation_peak - model_activation_peak) / static_cast<double>(model_activation_peak);
       if (std::abs(activation_error) > 0.10) {
         ++failures;
-        std::printf("rank %d step %lld: measured activation peak %lld bytes, the model says %lld (%+.1f%%, over 10%%)\n",
-                    env.rank, static_cast<long long>(step), static_cast<long long>(activation_peak),
-                    static_cast<long long>(model_activation_peak), 100.0 * activation_error);
+        std::printf(
+            "rank %d step %lld: measured activation peak %lld bytes, the model says %lld (%+.1f%%, over 10%%)\n",
+            env.rank, static_cast<long long>(step), static_cast<long long>(activation_peak),
+            static_cast<long long>(model_activation_peak), 100.0 * activation_error);
       }
       if (step == config.train.steps)
-        std::printf("rank %d measured: params %lld grads %lld optimizer %lld | buffers peak %lld (plan %lld) | comm peak "
-                    "%lld | activations peak %lld (model %lld, %+.1f%%) | other %lld\n",
-                    env.rank, static_cast<long long>(measured[0].measured),
-                    static_cast<long long>(measured[1].measured), static_cast<long long>(measured[2].measured),
-                    static_cast<long long>(dtlab::cpu_tensor_memory(MemoryCategory::buffers).peak_bytes),
-                    static_cast<long long>(plan.state.buffers),
-                    static_cast<long long>(dtlab::cpu_tensor_memory(MemoryCategory::comm).peak_bytes),
-                    static_cast<long long>(activation_peak), static_cast<long long>(model_activation_peak),
-                    100.0 * activation_error,
-                    static_cast<long long>(dtlab::cpu_tensor_memory(MemoryCategory::other).current_bytes));
+        std::printf(
+            "rank %d measured: params %lld grads %lld optimizer %lld | buffers peak %lld (plan %lld) | comm peak "
+            "%lld | activations peak %lld (model %lld, %+.1f%%) | other %lld\n",
+            env.rank, static_cast<long long>(measured[0].measured), static_cast<long long>(measured[1].measured),
+            static_cast<long long>(measured[2].measured),
+            static_cast<long long>(dtlab::cpu_tensor_memory(MemoryCategory::buffers).peak_bytes),
+            static_cast<long long>(plan.state.buffers),
+            static_cast<long long>(dtlab::cpu_tensor_memory(MemoryCategory::comm).peak_bytes),
+            static_cast<long long>(activation_peak), static_cast<long long>(model_activation_peak),
+            100.0 * activation_error,
+            static_cast<long long>(dtlab::cpu_tensor_memory(MemoryCategory::other).current_bytes));
       const dtlab::StateBytes real = s.state_bytes();
       const struct {
         const char* what;

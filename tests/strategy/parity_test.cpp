@@ -5,10 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
-#include <stdexcept>
 #include <regex>
 #include <set>
 #include <sstream>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
 
 #include "tests/strategy/job.hpp"
 
@@ -168,6 +170,45 @@ std::vector<ParityCase> coverage_matrix() {
 
 INSTANTIATE_TEST_SUITE_P(Coverage, Parity, ::testing::ValuesIn(coverage_matrix()), case_name);
 
+// The suite can fail: with a deliberate bug switched on (DTLAB_INJECT_MUTATION, lab/dist/fault_injection.hpp)
+// one representative parity case per bug must report a mismatch. If a mutation ever stops being caught, the
+// checks above have gone blind to it. (The whole strategy suite under each mutation is recorded in
+// docs/testing.md.)
+struct MutationCase {
+  std::string mutation;
+  int world;
+  std::vector<std::string> args;
+};
+
+void PrintTo(const MutationCase& c, std::ostream* os) { *os << c.mutation << " at world " << c.world; }
+
+class Mutation : public ::testing::TestWithParam<MutationCase> {};
+
+TEST_P(Mutation, IsCaughtByTheParityCheck) {
+  const auto& c = GetParam();
+  std::vector<std::string> args = {"train.optimizer=sgd", "train.grad_clip=0", "train.steps=4", "train.global_batch=8"};
+  args.insert(args.end(), c.args.begin(), c.args.end());
+  auto job = launch(c.world, args, 180, {"DTLAB_INJECT_MUTATION=" + c.mutation});
+  EXPECT_NE(job.exit_code, 0) << job.output;
+  EXPECT_NE(job.output.find("parity FAILED"), std::string::npos) << job.output;
+  EXPECT_EQ(job.output.find("parity OK"), std::string::npos) << job.output;
+  // Control: the same case without the mutation passes, so the failure above is the mutation's.
+  auto control = launch(c.world, args);
+  EXPECT_EQ(control.exit_code, 0) << control.output;
+  EXPECT_NE(control.output.find("parity OK"), std::string::npos) << control.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Suite, Mutation,
+    ::testing::Values(MutationCase{"drop_world_factor", 2, {"parallel.strategy=ddp", "train.micro_batch=2"}},
+                      MutationCase{
+                          "drop_world_factor", 2, {"parallel.strategy=fsdp_full_shard", "train.micro_batch=4"}},
+                      MutationCase{"sum_hybrid_replicas",
+                                   4,
+                                   {"parallel.strategy=fsdp_hybrid", "parallel.shard_size=2", "train.micro_batch=2"}},
+                      MutationCase{"skip_bucket", 2, {"parallel.strategy=ddp", "train.micro_batch=4"}}),
+    [](const auto& info) { return info.param.mutation + "_" + std::to_string(info.index); });
+
 std::vector<std::string> digest_lines(const std::string& output);
 
 // A3: activation checkpointing changes memory and time, never the numbers (bit-identical).
@@ -263,23 +304,22 @@ TEST_P(Delays, DoNotChangeResults) {
   EXPECT_EQ(digest_lines(plain.output).size(), 8u);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Points, Delays,
-    ::testing::Values(DelayCase{"ddp",
-                                "before_all_reduce=15,after_forward@1=20,before_optimizer@0=10",
-                                {"0 before_all_reduce", "1 after_forward", "0 before_optimizer"}},
-                      DelayCase{"fsdp_full_shard",
-                                "before_all_gather@1=15,before_reduce_scatter@0=10,after_forward@0=20",
-                                {"1 before_all_gather", "0 before_reduce_scatter", "0 after_forward"}}),
-    [](const auto& info) { return info.param.strategy; });
+INSTANTIATE_TEST_SUITE_P(Points, Delays,
+                         ::testing::Values(DelayCase{"ddp",
+                                                     "before_all_reduce=15,after_forward@1=20,before_optimizer@0=10",
+                                                     {"0 before_all_reduce", "1 after_forward", "0 before_optimizer"}},
+                                           DelayCase{
+                                               "fsdp_full_shard",
+                                               "before_all_gather@1=15,before_reduce_scatter@0=10,after_forward@0=20",
+                                               {"1 before_all_gather", "0 before_reduce_scatter", "0 after_forward"}}),
+                         [](const auto& info) { return info.param.strategy; });
 
 // A malformed DTLAB_INJECT_DELAY is an error naming the variable and the item, not silently ignored.
 TEST(Delays, MalformedSpecIsAnErrorNamingTheItem) {
-  auto job = testing::run_job({kBin + "dtlab", "train", "--config",
-                               std::string(DTLAB_SOURCE_DIR) + "/tests/strategy/tiny_ddp.yaml",
-                               "parallel.strategy=single", "train.steps=2", "--out",
-                               ::testing::TempDir() + "dtlab_bad_delay"},
-                              60, {"DTLAB_INJECT_DELAY=before_allreduce=5"});
+  auto job = testing::run_job(
+      {kBin + "dtlab", "train", "--config", std::string(DTLAB_SOURCE_DIR) + "/tests/strategy/tiny_ddp.yaml",
+       "parallel.strategy=single", "train.steps=2", "--out", ::testing::TempDir() + "dtlab_bad_delay"},
+      60, {"DTLAB_INJECT_DELAY=before_allreduce=5"});
   EXPECT_NE(job.exit_code, 0) << job.output;
   EXPECT_NE(job.output.find("DTLAB_INJECT_DELAY: 'before_allreduce=5' names no point"), std::string::npos)
       << job.output;
@@ -289,7 +329,8 @@ TEST(Delays, MalformedSpecIsAnErrorNamingTheItem) {
 // the last bits; every cap must still match the single-process reference at fp32 tolerance (loss, grad norm and
 // every parameter, SGD without clipping).
 TEST(DdpBuckets, EveryCapMatchesTheReferenceAtWorldFour) {
-  for (const std::string cap : {"1000000", std::to_string(65536.0 / 1048576.0), std::to_string(131072.0 / 1048576.0)}) {
+  for (const std::string& cap :
+       {std::string("1000000"), std::to_string(65536.0 / 1048576.0), std::to_string(131072.0 / 1048576.0)}) {
     auto job = launch(4, {"--check-replicas", "parallel.strategy=ddp", "train.optimizer=sgd", "train.grad_clip=0",
                           "train.micro_batch=2", "parallel.bucket_cap_mb=" + cap});
     EXPECT_EQ(job.exit_code, 0) << "bucket_cap_mb=" << cap << "\n" << job.output;
@@ -351,11 +392,18 @@ TEST(Torchrun, RanksRunUnderTorchrunAndMatchDtlabLaunch) {
                               "train.steps=4", "--out", dir + "/dl"},
                              120);
   ASSERT_EQ(dl.exit_code, 0) << dl.output;
-  const std::regex final_loss(R"(final loss ([0-9.]+))");
-  std::smatch a, b;
-  ASSERT_TRUE(std::regex_search(tr.output, a, final_loss)) << tr.output;
-  ASSERT_TRUE(std::regex_search(dl.output, b, final_loss)) << dl.output;
-  EXPECT_EQ(a[1].str(), b[1].str());
+  // The same job under either launcher computes the same thing: every step's loss and grad norm, bit for bit.
+  auto steps_of = [](const std::string& path) {
+    std::ifstream in(path);
+    std::vector<std::pair<double, double>> out;
+    const nlohmann::json doc = nlohmann::json::parse(in);  // named: the loop must not walk into a temporary
+    for (const auto& step : doc.at("steps"))
+      out.emplace_back(step.at("loss").get<double>(), step.at("grad_norm").get<double>());
+    return out;
+  };
+  const auto tr_steps = steps_of(dir + "/tr/result.json"), dl_steps = steps_of(dir + "/dl/result.json");
+  ASSERT_GE(tr_steps.size(), 4u);
+  EXPECT_EQ(tr_steps, dl_steps);
   std::ifstream result(dir + "/tr/result.json");
   std::stringstream text;
   text << result.rdbuf();
@@ -392,7 +440,13 @@ TEST_P(MixedPrecision, MatchesTheEmulatedReferenceAtBf16ToleranceWithTheRightWir
   auto job = launch(c.world, args);
   EXPECT_EQ(job.exit_code, 0) << job.output;
   EXPECT_NE(job.output.find("parity OK"), std::string::npos) << job.output;
-  for (const auto& d : c.expect_dtypes) EXPECT_NE(job.output.find("dtype check: "), std::string::npos) << job.output;
+  for (const auto& d : c.expect_dtypes) {  // OP=DTYPE: rank 0 confirms the op was seen and carried only DTYPE
+    const std::string op = d.substr(0, d.find('=')), dtype = d.substr(d.find('=') + 1);
+    EXPECT_TRUE(
+        std::regex_search(job.output, std::regex("dtype check: [1-9][0-9]* " + op + " collectives, all " + dtype)))
+        << d << "\n"
+        << job.output;
+  }
 }
 
 const std::vector<std::string> kBf16 = {"precision.param_dtype=bf16"};
@@ -440,16 +494,18 @@ INSTANTIATE_TEST_SUITE_P(
                       {"precision.param_dtype=bf16", "parallel.offload=true"},
                       {"all_gather=bfloat16", "reduce_scatter=float32"},
                       "bf16_offload"},
-        PrecisionCase{"zero1",
-                      2,
-                      {"precision.param_dtype=bf16", "precision.master_dtype=bf16", "precision.stochastic_rounding=true"},
-                      {"reduce_scatter=float32"},
-                      "zero1_bf16_master_stochastic_rounding"},
-        PrecisionCase{"fsdp_shard_grad_op",
-                      2,
-                      {"precision.param_dtype=bf16", "precision.master_dtype=bf16", "precision.stochastic_rounding=true"},
-                      {"all_gather=bfloat16"},
-                      "shard_grad_op_bf16_master_stochastic_rounding"},
+        PrecisionCase{
+            "zero1",
+            2,
+            {"precision.param_dtype=bf16", "precision.master_dtype=bf16", "precision.stochastic_rounding=true"},
+            {"reduce_scatter=float32"},
+            "zero1_bf16_master_stochastic_rounding"},
+        PrecisionCase{
+            "fsdp_shard_grad_op",
+            2,
+            {"precision.param_dtype=bf16", "precision.master_dtype=bf16", "precision.stochastic_rounding=true"},
+            {"all_gather=bfloat16"},
+            "shard_grad_op_bf16_master_stochastic_rounding"},
         PrecisionCase{"fsdp_shard_grad_op",
                       2,
                       {"precision.param_dtype=bf16", "precision.reduce_dtype=bf16"},

@@ -231,8 +231,8 @@ TEST(TokenFileTest, TokenIdAtOrAboveTheHeaderVocabIsAnErrorWhenRead) {
     FAIL() << "reading an out-of-vocab id did not throw";
   } catch (const DataError& e) {
     const std::string message = e.what();
-    for (const std::string fragment : {path, std::string("token id 299 at position 9"),
-                                       std::string(">= the header's vocab size 200")})
+    for (const std::string& fragment :
+         {path, std::string("token id 299 at position 9"), std::string(">= the header's vocab size 200")})
       EXPECT_NE(message.find(fragment), std::string::npos) << message;
   }
 }

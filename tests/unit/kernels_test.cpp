@@ -78,7 +78,8 @@ TEST(StochasticRound, SpecialValuesAndDeterminism) {
   EXPECT_TRUE(std::isnan(bf16_bits_to_float(a[0])));
   EXPECT_EQ(bf16_bits_to_float(a[1]), INFINITY);
   EXPECT_EQ(bf16_bits_to_float(a[2]), -INFINITY);
-  EXPECT_EQ(bf16_bits_to_float(a[3]), 0.0f);
+  EXPECT_EQ(a[3], 0x0000);                    // +0.0 stays +0.0
+  EXPECT_EQ(a[4], 0x8000);                    // -0.0 keeps its sign bit (a comparison with 0.0f could not tell)
   EXPECT_EQ(bf16_bits_to_float(a[5]), 3.0f);  // exactly representable values never move
   // a different seed changes some roundings of inexact values
   std::vector<float> many(1000, 1.0f + std::ldexp(1.0f, -9));

@@ -18,8 +18,8 @@ namespace {
 struct Refusal {
   std::string label;
   std::vector<std::string> overrides;
-  int world = 2;                      // the world the config is validated for
-  std::vector<std::string> named;     // each must appear in the message
+  int world = 2;                   // the world the config is validated for
+  std::vector<std::string> named;  // each must appear in the message
 };
 
 void PrintTo(const Refusal& r, std::ostream* os) { *os << r.label; }
@@ -31,7 +31,10 @@ class SilentWorld final : public World {
   double all_reduce_sum(double value) override { return value; }
   double all_reduce_max(double value) override { return value; }
   Comm& comm() override { throw std::logic_error("the refusal came after a collective"); }
-  std::shared_ptr<Comm> split(const std::string&, const std::vector<std::vector<int>>&) override { comm(); return {}; }
+  std::shared_ptr<Comm> split(const std::string&, const std::vector<std::vector<int>>&) override {
+    comm();
+    return {};
+  }
   std::vector<Comm*> all_comms() override { return {}; }
 };
 
@@ -56,18 +59,29 @@ TEST_P(Refused, TheMessageNamesBothSettings) {
 INSTANTIATE_TEST_SUITE_P(
     Readme, Refused,
     ::testing::Values(
-        Refusal{"ddp_offload", {"parallel.strategy=ddp", "parallel.offload=true"}, 2,
+        Refusal{"ddp_offload",
+                {"parallel.strategy=ddp", "parallel.offload=true"},
+                2,
                 {"parallel.strategy=ddp", "parallel.offload=true"}},
-        Refusal{"ddp_bf16_params", {"parallel.strategy=ddp", "precision.param_dtype=bf16"}, 2,
+        Refusal{"ddp_bf16_params",
+                {"parallel.strategy=ddp", "precision.param_dtype=bf16"},
+                2,
                 {"parallel.strategy=ddp", "precision.param_dtype=bf16"}},
-        Refusal{"single_offload", {"parallel.strategy=single", "parallel.offload=true"}, 1,
+        Refusal{"single_offload",
+                {"parallel.strategy=single", "parallel.offload=true"},
+                1,
                 {"parallel.strategy=single", "parallel.offload=true"}},
         Refusal{"single_bf16_master",
-                {"parallel.strategy=single", "precision.param_dtype=bf16", "precision.master_dtype=bf16"}, 1,
+                {"parallel.strategy=single", "precision.param_dtype=bf16", "precision.master_dtype=bf16"},
+                1,
                 {"parallel.strategy=single", "precision.master_dtype=bf16"}},
-        Refusal{"bf16_master_fp32_params", {"parallel.strategy=fsdp_full_shard", "precision.master_dtype=bf16"}, 2,
+        Refusal{"bf16_master_fp32_params",
+                {"parallel.strategy=fsdp_full_shard", "precision.master_dtype=bf16"},
+                2,
                 {"precision.master_dtype=bf16", "precision.param_dtype=fp32"}},
-        Refusal{"tied_embeddings_sharded", {"parallel.strategy=zero1", "model.tie_embeddings=true"}, 2,
+        Refusal{"tied_embeddings_sharded",
+                {"parallel.strategy=zero1", "model.tie_embeddings=true"},
+                2,
                 {"parallel.strategy=zero1", "model.tie_embeddings=true"}},
         Refusal{"single_in_a_job", {"parallel.strategy=single"}, 2, {"parallel.strategy=single", "world_size=2"}}),
     [](const auto& info) { return info.param.label; });

@@ -1,0 +1,201 @@
+// cli_test.cpp: every `dtlab` subcommand and every scenario program, run as a user runs them (review C16): each
+// scenario in --quick mode (tiny model, a few steps) into one results tree, which then feeds `dtlab report`,
+// `dtlab report --accuracy` and `dtlab trace merge`; `dtlab predict` on every shipped config (so every
+// scenarios/configs/*.yaml loads); `dtlab data build`, `export-reference` and `version`. The commands train, launch,
+// comm-bench and calibrate have suites of their own (tests/strategy, tests/launch, tests/dist, tests/unit).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/strategy/job.hpp"
+
+namespace dtlab {
+namespace {
+
+namespace fs = std::filesystem;
+const std::string kBin = std::string(DTLAB_BINARY_DIR) + "/bin/";
+const std::string kSource = DTLAB_SOURCE_DIR;
+
+nlohmann::json read_json(const fs::path& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read " + path.string());
+  return nlohmann::json::parse(in);
+}
+
+// One results tree for the whole suite: every scenario once, in --quick mode, from a scratch working directory (the
+// scenarios build data/corpus.bin there).
+class Scenarios : public ::testing::Test {
+ protected:
+  // ctest runs each case as its own process: the first one runs the scenarios, later ones reuse the tree when the
+  // stamp says the same binaries made it.
+  static void SetUpTestSuite() {
+    work_ = fs::path(::testing::TempDir()) / "dtlab_cli";
+    nlohmann::json stamp = nlohmann::json::object();
+    std::vector<fs::path> programs;
+    for (const auto& entry : fs::directory_iterator(kBin)) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind("scenario_", 0) != 0 && name != "dtlab") continue;
+      stamp[name] = fs::last_write_time(entry.path()).time_since_epoch().count();
+      if (name != "dtlab") programs.push_back(entry.path());
+    }
+    if (fs::exists(work_ / "stamp.json") && read_json(work_ / "stamp.json")["binaries"] == stamp) {
+      const nlohmann::json recorded = read_json(work_ / "stamp.json");  // named: a loop must not walk a temporary
+      for (const auto& r : recorded["runs"]) runs_.push_back({r["program"], {r["exit_code"], false, 0, r["output"]}});
+      return;
+    }
+    fs::remove_all(work_);
+    fs::create_directories(work_);
+    nlohmann::json runs = nlohmann::json::array();
+    for (const auto& program : programs) {
+      const auto job = testing::run_job(
+          {"/bin/sh", "-c", "cd '" + work_.string() + "' && '" + program.string() + "' --quick --out results"}, 600);
+      runs_.push_back({program.filename().string(), job});
+      runs.push_back({{"program", program.filename().string()}, {"exit_code", job.exit_code}, {"output", job.output}});
+    }
+    std::ofstream(work_ / "stamp.json") << nlohmann::json{{"binaries", stamp}, {"runs", runs}}.dump();
+  }
+  struct Ran {
+    std::string program;
+    testing::JobResult job;
+  };
+  static inline fs::path work_;
+  static inline std::vector<Ran> runs_;
+};
+
+TEST_F(Scenarios, EveryScenarioProgramRunsInQuickModeAndWritesItsRuns) {
+  ASSERT_GE(runs_.size(), 4u) << "expected scenario_baseline, _ddp, _sharding, _instrument at least";
+  for (const auto& r : runs_) {
+    EXPECT_EQ(r.job.exit_code, 0) << r.program << "\n" << r.job.output;
+    const std::string study = r.program.substr(std::string("scenario_").size());
+    const fs::path dir = work_ / "results" / study;
+    const auto manifest = read_json(dir / "scenario.json");
+    EXPECT_TRUE(manifest["quick"].get<bool>());
+    ASSERT_FALSE(manifest["runs"].empty()) << r.program;
+    for (const auto& run : manifest["runs"]) {
+      const auto result = read_json(dir / run["dir"].get<std::string>() / "result.json");
+      EXPECT_EQ(result["config"]["model"]["preset"], "tiny") << run["name"];
+      EXPECT_FALSE(result["steps"].empty()) << run["name"];
+      // The command that reruns it: the dtlab binary (by the path the study used), then its arguments.
+      const std::string command = result["context"]["command"];
+      EXPECT_EQ(fs::path(command.substr(0, command.find(' '))).filename(), "dtlab") << run["name"] << ": " << command;
+      EXPECT_NE(command.find(" train --config "), std::string::npos) << run["name"] << ": " << command;
+    }
+  }
+}
+
+TEST_F(Scenarios, ReportRendersEveryStudyFromRealResults) {
+  const fs::path out = work_ / "report";
+  const auto job = testing::run_job({kBin + "dtlab", "report", (work_ / "results").string(), "-o", out.string()}, 300);
+  ASSERT_EQ(job.exit_code, 0) << job.output;
+  std::ifstream in(out / "index.html");
+  const std::string html((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const auto& r : runs_) {
+    const std::string study = r.program.substr(std::string("scenario_").size());
+    const nlohmann::json scenario = read_json(work_ / "results" / study / "scenario.json");  // named, as above
+    for (const auto& run : scenario["runs"]) {
+      // The report shows the command that reruns the run (the launch command for a job of several ranks); the
+      // binary's path may be written relative to where the study ran, so compare from the subcommand on.
+      const std::string command = run["command"];
+      EXPECT_NE(html.find(command.substr(command.find(' '), 80)), std::string::npos)
+          << "the report lacks the command of " << study << "/" << run["name"] << ": " << command;
+    }
+  }
+  int pngs = 0;
+  for (const auto& f : fs::directory_iterator(out)) pngs += f.path().extension() == ".png";
+  EXPECT_GT(pngs, 3) << job.output;
+}
+
+TEST_F(Scenarios, AccuracyPrintsAVerdictPerTargetAndEnforceReflectsIt) {
+  const auto job = testing::run_job({kBin + "dtlab", "report", "--accuracy", (work_ / "results").string()}, 120);
+  EXPECT_EQ(job.exit_code, 0) << job.output;
+  EXPECT_NE(job.output.find("targets:"), std::string::npos) << job.output;
+  // --enforce exits 3 exactly when some target was missed or could not be judged.
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(job.output, m, std::regex(R"(targets: (\d+) met, (\d+) missed.*?, (\d+) not judged)")))
+      << job.output;
+  const bool all_met = m[2] == "0" && m[3] == "0";
+  const auto enforced =
+      testing::run_job({kBin + "dtlab", "report", "--accuracy", "--enforce", (work_ / "results").string()}, 120);
+  EXPECT_EQ(enforced.exit_code, all_met ? 0 : 3) << enforced.output;
+}
+
+TEST_F(Scenarios, TraceMergeJoinsEveryRankOfATracedRun) {
+  // scenario_instrument traces its "on" runs.
+  fs::path traced;
+  for (const auto& f : fs::recursive_directory_iterator(work_ / "results"))
+    if (f.path().filename() == "trace.json.gz" && f.path().parent_path().filename() == "rank1")
+      traced = f.path().parent_path().parent_path();
+  ASSERT_FALSE(traced.empty()) << "no traced 2-rank run in the quick results";
+  const fs::path merged = work_ / "merged.json.gz";
+  const auto job = testing::run_job({kBin + "dtlab", "trace", "merge", traced.string(), "-o", merged.string()}, 60);
+  ASSERT_EQ(job.exit_code, 0) << job.output;
+  EXPECT_GT(fs::file_size(merged), 100u);
+  EXPECT_NE(job.output.find("2 ranks"), std::string::npos) << job.output;
+}
+
+// `dtlab predict` loads every shipped config and prints a prediction for it.
+TEST(Cli, PredictLoadsEveryShippedConfig) {
+  int configs = 0;
+  for (const auto& f : fs::directory_iterator(kSource + "/scenarios/configs")) {
+    if (f.path().extension() != ".yaml") continue;
+    ++configs;
+    // Each config at the world size its study runs it with: baseline is the single-process reference.
+    const std::string world = f.path().filename() == "baseline.yaml" ? "1" : "2";
+    const auto job =
+        testing::run_job({kBin + "dtlab", "predict", "--config", f.path().string(), "--world-size", world}, 60);
+    ASSERT_EQ(job.exit_code, 0) << f.path() << "\n" << job.output;
+    const auto prediction = nlohmann::json::parse(job.output);
+    EXPECT_GT(prediction["memory_bytes"]["peak"].get<double>(), 0) << f.path();
+  }
+  EXPECT_GE(configs, 3);
+}
+
+TEST(Cli, PredictProjectsAShapeTooLargeToTrainOnASpecProfile) {
+  const auto job = testing::run_job(
+      {kBin + "dtlab", "predict", "--config", kSource + "/scenarios/configs/sharding.yaml", "model.preset=7b",
+       "precision.param_dtype=bf16", "parallel.strategy=fsdp_full_shard", "train.global_batch=1024",
+       "train.micro_batch=1", "--world-size", "256", "--profile", kSource + "/analysis/profiles/h100_sxm.json"},
+      60);
+  ASSERT_EQ(job.exit_code, 0) << job.output;
+  EXPECT_NE(job.output.find("projection"), std::string::npos) << job.output;
+}
+
+TEST(Cli, DataBuildWritesATokenFileOfTheGivenText) {
+  const fs::path dir = fs::path(::testing::TempDir()) / "dtlab_cli_data";
+  fs::create_directories(dir);
+  std::ofstream(dir / "a.txt") << "hello tokens";
+  const auto job = testing::run_job(
+      {kBin + "dtlab", "data", "build", "--out", (dir / "a.bin").string(), (dir / "a.txt").string()}, 60);
+  ASSERT_EQ(job.exit_code, 0) << job.output;
+  EXPECT_NE(job.output.find("12 tokens from 1 files"), std::string::npos) << job.output;
+  EXPECT_EQ(fs::file_size(dir / "a.bin"), 32u + 12u);  // header + one byte per token
+}
+
+TEST(Cli, ExportReferenceWritesTheManifestAndItsFiles) {
+  const fs::path dir = fs::path(::testing::TempDir()) / "dtlab_cli_export";
+  const auto job =
+      testing::run_job({kBin + "dtlab", "export-reference", "--config", kSource + "/tests/strategy/tiny_ddp.yaml",
+                        "--world-size", "2", "--out", dir.string(), "train.steps=3"},
+                       60);
+  ASSERT_EQ(job.exit_code, 0) << job.output;
+  const auto manifest = read_json(dir / "manifest.json");
+  EXPECT_EQ(manifest["world_size"], 2);
+  EXPECT_EQ(manifest["steps"], 3);
+  EXPECT_EQ(fs::file_size(dir / "init.bin"), 123712u * 4u);  // tiny's parameters, float32
+  EXPECT_EQ(fs::file_size(dir / "loss_weights.bin"), 3u * 8u);
+}
+
+TEST(Cli, VersionNamesDtlabAndTorch) {
+  const auto job = testing::run_job({kBin + "dtlab", "version"}, 30);
+  ASSERT_EQ(job.exit_code, 0) << job.output;
+  EXPECT_TRUE(std::regex_search(job.output, std::regex(R"(dtlab \S+ \(git \S+\), torch 2\.11\.0)"))) << job.output;
+}
+
+}  // namespace
+}  // namespace dtlab
