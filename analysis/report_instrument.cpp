@@ -224,7 +224,9 @@ std::string timeline_svg(const std::vector<RunTimeline>& runs) {
   }
 
   // grid and time axis
-  for (double t = 0; t <= t_max_us / 1000.0 + 1e-9; t += tick_ms) {
+  const int ticks = static_cast<int>(std::floor((t_max_us / 1000.0 + 1e-9) / tick_ms));  // an integer counter
+  for (int i = 0; i <= ticks; ++i) {
+    const double t = i * tick_ms;
     const double x = x_of(t * 1000.0);
     svg << "<line x1=\"" << fmt_svg(x) << "\" y1=\"" << fmt_svg(plot_top) << "\" x2=\"" << fmt_svg(x) << "\" y2=\""
         << fmt_svg(plot_bottom) << "\" stroke=\"#e6e6e6\"/>"

@@ -13,6 +13,6 @@ int main(int argc, char** argv) {
   s.notes = {"CPU run: both cores serve one process (intra-op threads = 2). Timings are fp32 CPU timings.",
              "The first steps include one-time costs and are excluded from the summary (instrument.warmup_steps)."};
   s.needs_corpus = true;
-  s.runs = {{"single", "baseline.yaml", {}, {"train.steps=4", "train.warmup_steps=1", "model.preset=tiny"}}};
+  s.runs = {{"single", "baseline.yaml", {}, {"train.steps=4", "train.warmup_steps=1", "model.preset=tiny"}, 1, ""}};
   return dtlab::run_scenario(s, argc, argv);
 }

@@ -30,12 +30,14 @@ bool png_magic(const fs::path& p) { return read_text(p).rfind("\x89PNG\r\n\x1a\n
 // Restores PATH when it goes out of scope.
 class ScopedPath {
  public:
-  explicit ScopedPath(const char* value) : old_(std::getenv("PATH") ? std::getenv("PATH") : "") {
-    ::setenv("PATH", value, 1);
-  }
+  explicit ScopedPath(const char* value) : old_(current()) { ::setenv("PATH", value, 1); }
   ~ScopedPath() { ::setenv("PATH", old_.c_str(), 1); }
 
  private:
+  static std::string current() {
+    const char* path = std::getenv("PATH");
+    return path ? path : "";
+  }
   std::string old_;
 };
 

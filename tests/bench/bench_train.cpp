@@ -58,7 +58,7 @@ void BM_GemmModelShapes(benchmark::State& state) {
     flops += 2.0 * static_cast<double>(M * g.k * g.n);
   }
   double best = 0;
-  for (auto _ : state) {
+  for (auto _ : state) {  // NOLINT(clang-analyzer-deadcode.DeadStores): Google Benchmark's loop idiom
     const auto t0 = std::chrono::steady_clock::now();
     for (auto& [a, w] : operands) benchmark::DoNotOptimize(at::linear(a, w));
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -90,7 +90,7 @@ void BM_TrainStepSmall(benchmark::State& state) {
   strategy->optimizer_step(1e-4);
   int64_t step = 1;
   double best = 0;
-  for (auto _ : state) {
+  for (auto _ : state) {  // NOLINT(clang-analyzer-deadcode.DeadStores): Google Benchmark's loop idiom
     const auto t0 = std::chrono::steady_clock::now();
     strategy->zero_grad();
     strategy->forward_backward(sampler.batch(step, 0), 1.0 / tokens, true);

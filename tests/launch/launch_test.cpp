@@ -80,7 +80,6 @@ LaunchRun run_dtlab(const std::vector<std::string>& args, const std::map<std::st
       if (!reaped) {
         kill(pid, SIGKILL);
         waitpid(pid, &status, 0);
-        reaped = true;
       }
       break;
     }

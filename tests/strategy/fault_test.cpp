@@ -119,8 +119,7 @@ TEST(Faults, WithoutALauncherTheSurvivorEndsByItselfNamingTheDeadRank) {
 
 // Under torchrun a stalled worker is alive to its agent: rank 0's in-process timeout must end the job.
 TEST(Faults, UnderTorchrunTheInProcessTimeoutEndsAStalledJob) {
-  const std::string torchrun =
-      std::string(std::getenv("HOME") ? std::getenv("HOME") : "") + "/.cache/dtlab/venv/bin/torchrun";
+  const std::string torchrun = testing::venv_program("torchrun");
   if (access(torchrun.c_str(), X_OK) != 0) GTEST_SKIP() << "torchrun not found at " << torchrun << " (make setup)";
   const std::string out = ::testing::TempDir() + "dtlab_fault_torchrun";
   const auto job = testing::run_job({torchrun, "--standalone", "--nproc-per-node=2", "--no-python", kBin + "dtlab",

@@ -65,4 +65,13 @@ inline JobResult run_job(const std::vector<std::string>& args, double timeout_s,
   return result;
 }
 
+// A program of the cached virtual environment `make setup` made: $DTLAB_CACHE/venv/bin/NAME, by default
+// ~/.cache/dtlab/venv/bin/NAME (as in the Makefile).
+inline std::string venv_program(const std::string& name) {
+  const char* cache = std::getenv("DTLAB_CACHE");
+  const char* home = std::getenv("HOME");
+  const std::string root = cache && *cache ? std::string(cache) : std::string(home ? home : "") + "/.cache/dtlab";
+  return root + "/venv/bin/" + name;
+}
+
 }  // namespace dtlab::testing

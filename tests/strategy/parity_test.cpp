@@ -379,8 +379,7 @@ namespace {
 // dtlab ranks under torchrun --no-python (agent store: every rank a store client under its prefix)
 // train exactly like under `dtlab launch`.
 TEST(Torchrun, RanksRunUnderTorchrunAndMatchDtlabLaunch) {
-  const std::string torchrun =
-      std::string(std::getenv("HOME") ? std::getenv("HOME") : "") + "/.cache/dtlab/venv/bin/torchrun";
+  const std::string torchrun = testing::venv_program("torchrun");
   if (access(torchrun.c_str(), X_OK) != 0) GTEST_SKIP() << "torchrun not found at " << torchrun << " (make setup)";
   const std::string config = std::string(DTLAB_SOURCE_DIR) + "/tests/strategy/tiny_ddp.yaml";
   const std::string dir = ::testing::TempDir() + "dtlab_torchrun";

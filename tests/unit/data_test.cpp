@@ -255,7 +255,7 @@ TEST(TokenFileTest, MoveTransfersTheMapping) {
   write_token_file(dir.file("tokens.bin"), {10, 20, 30}, 256);
   TokenFile first(dir.file("tokens.bin"));
   TokenFile second(std::move(first));
-  EXPECT_EQ(first.size(), 0);  // NOLINT(bugprone-use-after-move): moved-from state is part of the contract
+  EXPECT_EQ(first.size(), 0);  // NOLINT(clang-analyzer-cplusplus.Move): the moved-from state is part of the contract
   EXPECT_EQ(second.size(), 3);
   EXPECT_EQ(second.token(2), 30);
   TokenFile third(dir.file("tokens.bin"));
