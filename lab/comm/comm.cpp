@@ -8,8 +8,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <stdexcept>
 #include <sstream>
+#include <stdexcept>
 
 #include <ATen/core/ivalue.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
