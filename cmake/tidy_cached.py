@@ -24,12 +24,14 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def file_digest(path, memo):
+def file_digest(path, memo, portable):
+    """SHA-256 of a file's contents with the clone's paths replaced (CMake's generated files, such as the
+    precompiled header's wrapper, name the checkout: a fresh clone elsewhere must still get the same key)."""
     if path not in memo:
         h = hashlib.sha256()
         try:
             with open(path, "rb") as f:
-                h.update(f.read())
+                h.update(portable(f.read().decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape"))
         except OSError:
             h.update(b"<missing>")
         memo[path] = h.hexdigest()
@@ -116,9 +118,12 @@ def main():
         h.update(version.encode())
         h.update(config)
         h.update(portable(command).encode())
-        for d in sorted(set(deps) | {src}):
-            h.update(portable(d).encode())
-            h.update(file_digest(d if os.path.isabs(d) else os.path.join(build, d), memo).encode())
+        # ninja records a dependency relative to the build dir or absolute, depending on how it was configured:
+        # absolute first, then in placeholder form, so both spellings give one key.
+        paths = {os.path.normpath(d if os.path.isabs(d) else os.path.join(build, d)) for d in deps} | {src}
+        for name, path in sorted((portable(p), p) for p in paths):
+            h.update(name.encode())
+            h.update(file_digest(path, memo, portable).encode())
         jobs.append((src, h.hexdigest()))
         commands[src] = (e["directory"], command)
 
