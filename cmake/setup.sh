@@ -21,6 +21,7 @@ DEB_PACKAGES=(
   zlib1g-dev             # trace.json.gz (lab/instrument/trace.cpp)
   libgloo-dev            # headers only: the wheel does not ship gloo/*.h (see docs/architecture.md)
   gnuplot-nox clang-format clang-tidy
+  clang                  # clang++ builds clang-tidy's PCH of the LibTorch headers (cmake/tidy_cached.py)
 )
 # Python packages in the venv besides torch: numpy (torch warns without it; reference scripts).
 PIP_EXTRA=(numpy)
