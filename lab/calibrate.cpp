@@ -30,6 +30,7 @@
 #include "lab/results.hpp"
 #include "lab/train/optimizer.hpp"
 #include "lab/world.hpp"
+#include "strategies/catalog.hpp"
 #include "strategies/cost_plan.hpp"
 
 namespace dtlab {
@@ -239,7 +240,7 @@ struct TrainStepTimes {
   std::vector<double> fwd_bwd_repeats, step_repeats;
 };
 TrainStepTimes measure_train_step(const Config& run, bool quick, const StrategyFactory& make_strategy) {
-  auto strategy = make_strategy("single");
+  auto strategy = make_strategy(std::string(kReferenceStrategy));
   SingleProcessWorld world;
   auto model = std::make_shared<GPT>(run.model, run.train.seed);
   auto source = make_token_source(run.data, run.model.vocab_size);
@@ -291,7 +292,7 @@ ComputeCalibration calibrate_compute(const Config& config, int threads, bool qui
   // config's dtype and, for an fp32 config, in bf16 too (a CPU's bf16 GEMM gain is not its bf16 step gain).
   Config single = config;
   single.world_size = 1;
-  single.parallel.strategy = "single";
+  single.parallel.strategy = kReferenceStrategy;
   single.parallel.offload = false;
   single.train.global_batch = single.train.micro_batch;
   single.train.accumulation = 1;

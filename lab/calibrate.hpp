@@ -51,8 +51,8 @@ struct CalibrateOptions {
   std::string config_path;  // shapes and micro-batch to calibrate on; "" = small, micro_batch 4
   std::vector<std::string> overrides;  // section.key=value on top of it
   std::string command;                 // the command line, recorded in the profile's source
-  StrategyFactory make_strategy;       // REQUIRES: set; "single" is used for the training step
-  bool compute_only = false;  // a companion process: run the compute measurements only (load beside the real one)
+  StrategyFactory make_strategy;  // REQUIRES: set; the reference strategy (kReferenceStrategy) times the training step
+  bool compute_only = false;      // a companion process: run the compute measurements only (load beside the real one)
 };
 
 // The compute side of a calibration (steps 1-4 above).

@@ -30,6 +30,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lab/model_shape.hpp"
+#include "strategies/catalog.hpp"
 
 namespace dtlab {
 namespace {
@@ -241,13 +242,12 @@ const std::vector<KeySpec>& key_table() {
         key("train.grad_clip", &C::train, &T::grad_clip, at_least(0), "max global L2 gradient norm; 0 = off"),
         key("train.seed", &C::train, &T::seed, any(), "model init seed"),
         key("train.threads", &C::train, &T::threads, at_least(0), "intra-op threads per rank; 0 = cores / local ranks"),
-        key("parallel.strategy", &C::parallel, &P::strategy,
-            one_of({"single", "ddp", "fsdp_full_shard", "fsdp_shard_grad_op", "fsdp_no_shard", "fsdp_hybrid", "zero1"}),
-            "distributed strategy"),
+        key("parallel.strategy", &C::parallel, &P::strategy, one_of(strategy_ids()),
+            "distributed strategy (strategies/catalog.def)"),
         key("parallel.backend", &C::parallel, &P::backend, one_of({"auto", "gloo", "nccl"}), "collective backend"),
         key("parallel.bucket_cap_mb", &C::parallel, &P::bucket_cap_mb, positive(), "DDP gradient bucket size (MiB)"),
         key("parallel.shard_size", &C::parallel, &P::shard_size, at_least(0),
-            "fsdp_hybrid: ranks per shard group; 0 = world"),
+            "hybrid sharding: ranks per shard group; 0 = world"),
         key("parallel.prefetch", &C::parallel, &P::prefetch, any(), "FSDP: prefetch the next unit's parameters"),
         key("parallel.reduce_scatter", &C::parallel, &P::reduce_scatter, one_of({"ring", "backend"}),
             "reduce-scatter algorithm on Gloo: the lab's ring, or the backend's (all-reduce + chunk)"),
@@ -580,12 +580,14 @@ std::optional<int64_t> checked_product(int64_t a, int64_t b) {
 
 std::string show(const std::optional<int64_t>& x) { return x ? std::to_string(*x) : "(overflows int64)"; }
 
-// accumulation = global_batch / (micro_batch * world_size) when the division is exact; otherwise the batch
-// rule in check_cross_rules() reports it.
+// accumulation = global_batch / (micro_batch * data-parallel size) when the division is exact; otherwise the batch
+// rule in check_cross_rules() reports it. The data-parallel size is the strategy's (strategies/catalog.hpp): the
+// world for every strategy today, world / (tp * pp) for model-parallel ones.
 void derive_accumulation(Config& config) {
   TrainConfig& t = config.train;
-  if (t.accumulation != 0 || t.micro_batch < 1 || config.world_size < 1 || t.global_batch < 1) return;
-  const auto per_micro_step = checked_product(t.micro_batch, config.world_size);
+  const int64_t dp = data_parallel_size(config);
+  if (t.accumulation != 0 || t.micro_batch < 1 || dp < 1 || t.global_batch < 1) return;
+  const auto per_micro_step = checked_product(t.micro_batch, dp);
   if (per_micro_step && t.global_batch % *per_micro_step == 0) t.accumulation = t.global_batch / *per_micro_step;
 }
 
@@ -633,19 +635,22 @@ void check_cross_rules(const Config& c) {
     throw Problem{"train.warmup_steps", "train.warmup_steps=" + n(t.warmup_steps) + " must be < train.steps=" +
                                             n(t.steps) + "; lower warmup_steps or raise steps"};
 
-  const auto per_micro_step = checked_product(t.micro_batch, c.world_size);
+  // Ranks that see different data: the world, or world / (tp * pp) for a model-parallel strategy.
+  const int64_t dp = data_parallel_size(c);
+  const bool dp_is_world = dp == c.world_size;
+  const auto per_micro_step = checked_product(t.micro_batch, dp);
   if (!per_micro_step || t.global_batch % *per_micro_step != 0)
-    throw Problem{"train.global_batch", "train.global_batch=" + n(t.global_batch) +
-                                            " is not divisible by train.micro_batch(" + n(t.micro_batch) +
-                                            ") * world_size(" + n(c.world_size) + ") = " + show(per_micro_step) +
-                                            "; choose global_batch as a multiple of " + show(per_micro_step)};
+    throw Problem{"train.global_batch",
+                  "train.global_batch=" + n(t.global_batch) + " is not divisible by train.micro_batch(" +
+                      n(t.micro_batch) + (dp_is_world ? ") * world_size(" : ") * data-parallel size(") + n(dp) +
+                      ") = " + show(per_micro_step) + "; choose global_batch as a multiple of " + show(per_micro_step)};
   if (t.accumulation != 0 && t.accumulation != t.global_batch / *per_micro_step) {
     const auto product = per_micro_step ? checked_product(*per_micro_step, t.accumulation) : std::nullopt;
-    throw Problem{"train.accumulation", "train.accumulation=" + n(t.accumulation) + " is inconsistent: micro_batch(" +
-                                            n(t.micro_batch) + ") * accumulation(" + n(t.accumulation) + ") * world(" +
-                                            n(c.world_size) + ") = " + show(product) + " != global_batch(" +
-                                            n(t.global_batch) + "); set train.accumulation=0 to derive it (" +
-                                            n(t.global_batch / *per_micro_step) + ")"};
+    throw Problem{"train.accumulation",
+                  "train.accumulation=" + n(t.accumulation) + " is inconsistent: micro_batch(" + n(t.micro_batch) +
+                      ") * accumulation(" + n(t.accumulation) + (dp_is_world ? ") * world(" : ") * data-parallel(") +
+                      n(dp) + ") = " + show(product) + " != global_batch(" + n(t.global_batch) +
+                      "); set train.accumulation=0 to derive it (" + n(t.global_batch / *per_micro_step) + ")"};
   }
 
   const ParallelConfig& p = c.parallel;

@@ -499,48 +499,48 @@ std::unique_ptr<TokenSource> make_token_source(const DataConfig& data, int64_t m
 // Sampler
 
 Sampler::Sampler(const TokenSource& source, int64_t seq_len, int64_t global_batch, int64_t micro_batch,
-                 int64_t accumulation, int rank, int world_size, int64_t seed, int64_t mask_token)
+                 int64_t accumulation, int dp_rank, int dp_size, int64_t seed, int64_t mask_token)
     : source_(source),
       seq_len_(seq_len),
       global_batch_(global_batch),
       micro_batch_(micro_batch),
       accumulation_(accumulation),
-      rank_(rank),
-      world_size_(world_size),
+      dp_rank_(dp_rank),
+      dp_size_(dp_size),
       seed_(seed),
       mask_token_(mask_token) {
   auto reject = [](const std::string& rule) { throw DataError("data: sampler: " + rule); };
   if (seq_len < 1) reject("seq_len(" + std::to_string(seq_len) + ") must be >= 1");
-  if (micro_batch < 1 || accumulation < 1 || world_size < 1) {
+  if (micro_batch < 1 || accumulation < 1 || dp_size < 1) {
     reject("micro_batch(" + std::to_string(micro_batch) + "), accumulation(" + std::to_string(accumulation) +
-           ") and world_size(" + std::to_string(world_size) + ") must all be >= 1");
+           ") and dp_size(" + std::to_string(dp_size) + ") must all be >= 1");
   }
-  if (global_batch != micro_batch * accumulation * world_size) {
+  if (global_batch != micro_batch * accumulation * dp_size) {
     reject("global_batch(" + std::to_string(global_batch) + ") != micro_batch(" + std::to_string(micro_batch) +
-           ") * accumulation(" + std::to_string(accumulation) + ") * world_size(" + std::to_string(world_size) + ")");
+           ") * accumulation(" + std::to_string(accumulation) + ") * dp_size(" + std::to_string(dp_size) + ")");
   }
-  if (rank < 0 || rank >= world_size) {
-    reject("rank(" + std::to_string(rank) + ") outside [0, world_size(" + std::to_string(world_size) + "))");
+  if (dp_rank < 0 || dp_rank >= dp_size) {
+    reject("dp_rank(" + std::to_string(dp_rank) + ") outside [0, dp_size(" + std::to_string(dp_size) + "))");
   }
   // Fail now, not at step 1, if the source cannot serve this seq_len (e.g. a file that is too short).
   std::vector<int64_t> probe(static_cast<size_t>(seq_len + 1));
   source_.sequence(0, seq_len, probe.data());
 }
 
-std::vector<int64_t> Sampler::sequence_indices(int64_t step, int rank, int64_t micro_step) const {
-  if (step < 0 || rank < 0 || rank >= world_size_ || micro_step < 0 || micro_step >= accumulation_) {
-    throw DataError("data: sampler: (step " + std::to_string(step) + ", rank " + std::to_string(rank) +
-                    ", micro_step " + std::to_string(micro_step) + ") outside step >= 0, rank < " +
-                    std::to_string(world_size_) + ", micro_step < " + std::to_string(accumulation_));
+std::vector<int64_t> Sampler::sequence_indices(int64_t step, int dp_rank, int64_t micro_step) const {
+  if (step < 0 || dp_rank < 0 || dp_rank >= dp_size_ || micro_step < 0 || micro_step >= accumulation_) {
+    throw DataError("data: sampler: (step " + std::to_string(step) + ", dp_rank " + std::to_string(dp_rank) +
+                    ", micro_step " + std::to_string(micro_step) + ") outside step >= 0, dp_rank < " +
+                    std::to_string(dp_size_) + ", micro_step < " + std::to_string(accumulation_));
   }
   std::vector<int64_t> indices(static_cast<size_t>(micro_batch_));
-  const int64_t first_slot = (rank * accumulation_ + micro_step) * micro_batch_;
+  const int64_t first_slot = (dp_rank * accumulation_ + micro_step) * micro_batch_;
   for (int64_t i = 0; i < micro_batch_; ++i) indices[i] = shuffle_index(step * global_batch_ + first_slot + i, seed_);
   return indices;
 }
 
 Batch Sampler::batch(int64_t step, int64_t micro_step) const {
-  const std::vector<int64_t> indices = sequence_indices(step, rank_, micro_step);
+  const std::vector<int64_t> indices = sequence_indices(step, dp_rank_, micro_step);
   Batch batch{at::empty({micro_batch_, seq_len_}, at::kLong), at::empty({micro_batch_, seq_len_}, at::kLong)};
   int64_t* inputs = batch.inputs.data_ptr<int64_t>();
   int64_t* targets = batch.targets.data_ptr<int64_t>();
@@ -560,9 +560,9 @@ int64_t Sampler::global_target_count(int64_t step) const {
   if (mask_token_ < 0) return global_batch_ * seq_len_;
   int64_t count = 0;
   std::vector<int64_t> tokens(static_cast<size_t>(seq_len_ + 1));
-  for (int rank = 0; rank < world_size_; ++rank) {
+  for (int dp_rank = 0; dp_rank < dp_size_; ++dp_rank) {
     for (int64_t micro_step = 0; micro_step < accumulation_; ++micro_step) {
-      for (const int64_t index : sequence_indices(step, rank, micro_step)) {
+      for (const int64_t index : sequence_indices(step, dp_rank, micro_step)) {
         source_.sequence(index, seq_len_, tokens.data());
         count += std::count_if(tokens.begin() + 1, tokens.end(), [&](int64_t t) { return t != mask_token_; });
       }

@@ -1,5 +1,5 @@
 // cost_plan.cpp: shared pieces of the cost plans — parameter shapes from the model config, optimizer
-// state sizes, and the dispatch by strategy id.
+// state sizes (the dispatch by strategy id is the catalogue's: strategies/catalog.cpp).
 #include "strategies/cost_plan.hpp"
 
 #include <stdexcept>
@@ -38,20 +38,6 @@ int64_t optimizer_state_bytes_per_element(const TrainConfig& train, int64_t elem
   if (train.optimizer == "adamw") return 2 * element_bytes;
   if (train.optimizer == "sgd") return train.momentum != 0.0 ? element_bytes : 0;
   throw std::invalid_argument("train.optimizer='" + train.optimizer + "' has no cost plan");
-}
-
-CostPlan cost_plan(const Config& config) { return cost_plan(config, 0); }
-
-CostPlan cost_plan(const Config& config, int rank) {
-  const std::string& id = config.parallel.strategy;
-  if (id == "single") return single_cost_plan(config);
-  if (id == "ddp") return ddp_cost_plan(config);
-  if (id == "fsdp_full_shard") return fsdp_full_shard_cost_plan(config, rank);
-  if (id == "fsdp_shard_grad_op") return fsdp_shard_grad_op_cost_plan(config, rank);
-  if (id == "fsdp_no_shard") return fsdp_no_shard_cost_plan(config, rank);
-  if (id == "fsdp_hybrid") return fsdp_hybrid_cost_plan(config, rank);
-  if (id == "zero1") return zero1_cost_plan(config, rank);
-  throw std::invalid_argument("parallel.strategy=" + id + " has no cost plan in this build");
 }
 
 }  // namespace dtlab

@@ -1,8 +1,8 @@
 // cost_plan.hpp: what one optimizer step of a strategy communicates and holds, per rank (torch-free).
 //
-// Each strategy has `<id>_cost.cpp` beside its implementation, producing a CostPlan from the model
-// shape, the world layout and the policy. analysis/ turns plans into predicted times with calibrated
-// α/β/γ and FLOP rates; tests check the implementation's real bytes against the plan.
+// Each strategy has `<id>_cost.cpp` beside its implementation; its StrategySpec (strategies/spec.hpp) produces a
+// CostPlan from the model shape, the world layout and the policy. analysis/ turns plans into predicted times with
+// calibrated α/β/γ and FLOP rates; tests check the implementation's real bytes against the plan.
 #pragma once
 
 #include <cstdint>
@@ -47,20 +47,9 @@ std::vector<ParamShape> param_shapes(const ModelConfig& model);
 // Optimizer state bytes per parameter element: adamw 2 moments, sgd 1 buffer (0 without momentum).
 int64_t optimizer_state_bytes_per_element(const TrainConfig& train, int64_t element_bytes);
 
-CostPlan single_cost_plan(const Config& config);
-CostPlan ddp_cost_plan(const Config& config);
-// By parallel.strategy; throws std::invalid_argument for strategies without a plan.
-CostPlan cost_plan(const Config& config);
-
-// The sharded strategies (strategies/sharded_cost.cpp, mirroring fsdp_engine.cpp). Per-rank state
-// depends on the rank: the padding of each unit sits in the last shards, and optimizer state covers only
-// the non-padding elements of this rank's shard. REQUIRES 0 <= rank < config.world_size.
-CostPlan fsdp_full_shard_cost_plan(const Config& config, int rank = 0);
-CostPlan fsdp_shard_grad_op_cost_plan(const Config& config, int rank = 0);
-CostPlan fsdp_no_shard_cost_plan(const Config& config, int rank = 0);
-CostPlan fsdp_hybrid_cost_plan(const Config& config, int rank = 0);
-CostPlan zero1_cost_plan(const Config& config, int rank = 0);
-// By parallel.strategy for one rank (cost_plan(config) is rank 0; single and ddp ignore the rank).
-CostPlan cost_plan(const Config& config, int rank);
+// The plan of config.parallel.strategy on `rank`, from the catalogue (strategies/catalog.hpp; each strategy's
+// StrategySpec::plan in its <id>_cost.cpp). Throws std::invalid_argument for an id this build lacks, or a rank
+// outside [0, config.world_size) where the plan depends on it.
+CostPlan cost_plan(const Config& config, int rank = 0);
 
 }  // namespace dtlab

@@ -25,6 +25,7 @@
 #include "lab/train/checkpoint.hpp"
 #include "lab/train/optimizer.hpp"
 #include "lab/train/strategy.hpp"
+#include "strategies/catalog.hpp"
 #include "strategies/ddp_buckets.hpp"
 
 namespace dtlab {
@@ -55,16 +56,11 @@ struct Bucket {
 class DdpStrategy final : public Strategy {
  public:
   std::string id() const override { return "ddp"; }
+  // Every rank is a data-parallel replica.
+  ParallelLayout layout() const override { return {.dp_rank = rank_, .dp_size = world_size_}; }
 
   void wrap(std::shared_ptr<GPT> model, const Config& config, World& world) override {
-    if (config.parallel.offload)
-      throw std::invalid_argument(
-          "parallel.strategy=ddp does not combine with parallel.offload=true: DDP keeps "
-          "full replicas on the device; use fsdp_full_shard with offload");
-    if (config.precision.param_dtype != "fp32")
-      throw std::invalid_argument("parallel.strategy=ddp with precision.param_dtype=" + config.precision.param_dtype +
-                                  ": mixed precision compute is not built yet; use fp32 (precision.reduce_dtype=bf16 "
-                                  "communicates in bf16)");
+    strategy_spec(id()).check(config);  // refusals (strategies/ddp_cost.cpp)
     checkpointing_ = checkpoint_mode(config.parallel.activation_checkpointing);
     checkpoint_every_ = config.parallel.checkpoint_every;
     model_ = std::move(model);
@@ -122,7 +118,7 @@ class DdpStrategy final : public Strategy {
     }
     inject_delay("after_forward", rank_);
     ScopedPhase backward(Phase::backward, "backward-compute");
-    (loss * static_cast<double>(world_size_)).backward();
+    (loss * static_cast<double>(layout().dp_size)).backward();  // the mean over data-parallel ranks is taken after
     return loss.item<double>();
   }
 
@@ -139,7 +135,7 @@ class DdpStrategy final : public Strategy {
     for (auto& bucket : buckets_) {
       bucket.handle.wait();
       if (bucket.wire.defined()) bucket.buffer.copy_(bucket.wire);
-      if (!mutation("drop_world_factor")) bucket.buffer.div_(static_cast<double>(world_size_));
+      if (!mutation("drop_world_factor")) bucket.buffer.div_(static_cast<double>(layout().dp_size));
       bucket.launched = false;
     }
     next_launch_ = 0;

@@ -18,6 +18,7 @@
 #include "lab/train/checkpoint.hpp"
 #include "lab/train/loss_scaler.hpp"
 #include "lab/train/optimizer.hpp"
+#include "strategies/catalog.hpp"
 
 namespace dtlab {
 
@@ -92,21 +93,16 @@ class ShardedStrategy final : public Strategy {
  public:
   ShardedStrategy(ShardingMode mode, std::string id) : mode_(mode), id_(std::move(id)) {}
   std::string id() const override { return id_; }
+  // Every rank sees its own data: shard groups and replica groups (hybrid) both split the model's state, not the
+  // batch, so the data-parallel group is the world.
+  ParallelLayout layout() const override { return {.dp_rank = rank_, .dp_size = world_size_}; }
 
   void wrap(std::shared_ptr<GPT> model, const Config& config, World& world) override {
     compute_dtype_ = dtype_from_name(config.precision.param_dtype);
     reduce_dtype_ = dtype_from_name(config.precision.reduce_dtype);
     master_dtype_ = dtype_from_name(config.precision.master_dtype);
     scaler_ = LossScaler(config.precision);
-    if (master_dtype_ != at::kFloat && compute_dtype_ == at::kFloat)
-      throw std::invalid_argument("precision.master_dtype=" + config.precision.master_dtype +
-                                  " with precision.param_dtype=fp32: the master copy cannot be narrower than the "
-                                  "parameters it updates; use param_dtype=bf16");
-    if (config.model.tie_embeddings && config.parallel.wrap != "model")
-      throw std::invalid_argument("parallel.strategy=" + id_ +
-                                  " with model.tie_embeddings=true: the tied weight "
-                                  "would span the embedding and head units; use parallel.wrap=model or untied "
-                                  "embeddings");
+    strategy_spec(id_).check(config);  // refusals (check_sharded in strategies/sharded_plan.cpp)
     model_ = std::move(model);
     config_ = config;
     world_size_ = world.world_size();
@@ -144,7 +140,7 @@ class ShardedStrategy final : public Strategy {
     }
     inject_delay("after_forward", rank_);
     ScopedPhase backward(Phase::backward, "backward-compute");
-    (loss * (static_cast<double>(world_size_) * scaler_.scale())).backward();
+    (loss * (static_cast<double>(layout().dp_size) * scaler_.scale())).backward();
     return loss.item<double>();
   }
 
@@ -363,7 +359,7 @@ class ShardedStrategy final : public Strategy {
   double mean_divisor() const {
     if (mutation("drop_world_factor")) return 1.0;
     if (mutation("sum_hybrid_replicas") && mode_ == ShardingMode::hybrid) return shard_group_size_;
-    return static_cast<double>(world_size_);
+    return static_cast<double>(layout().dp_size);
   }
 
   // The master shard needs a compute-side copy before gathers: offloaded, or in another dtype.

@@ -34,10 +34,9 @@
 #include <string>
 
 #include "lab/train/strategy.hpp"
+#include "strategies/sharded_plan.hpp"  // ShardingMode, shared with the cost plan
 
 namespace dtlab {
-
-enum class ShardingMode { full_shard, shard_grad_op, no_shard, hybrid, zero1 };
 
 std::unique_ptr<Strategy> make_sharded_strategy(ShardingMode mode, const std::string& id);
 

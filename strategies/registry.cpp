@@ -1,31 +1,31 @@
-// registry.cpp: the table of strategies (id -> factory).
+// registry.cpp: the LibTorch factories of the catalogue (strategies/catalog.def, plus DTLAB_CATALOG_EXTRA when a
+// test catalogue defines it), by id.
 #include "strategies/registry.hpp"
 
-#include <functional>
 #include <stdexcept>
 #include <utility>
 
+#include "strategies/catalog.hpp"
+
 namespace dtlab {
 
-std::unique_ptr<Strategy> make_single_strategy();
-std::unique_ptr<Strategy> make_ddp_strategy();
-std::unique_ptr<Strategy> make_fsdp_full_shard_strategy();
-std::unique_ptr<Strategy> make_fsdp_shard_grad_op_strategy();
-std::unique_ptr<Strategy> make_fsdp_no_shard_strategy();
-std::unique_ptr<Strategy> make_fsdp_hybrid_strategy();
-std::unique_ptr<Strategy> make_zero1_strategy();
+#define DTLAB_STRATEGY(id) std::unique_ptr<Strategy> make_##id##_strategy();
+#include "strategies/catalog.def"
+#ifdef DTLAB_CATALOG_EXTRA
+#include DTLAB_CATALOG_EXTRA
+#endif
+#undef DTLAB_STRATEGY
 
 namespace {
 using Factory = std::unique_ptr<Strategy> (*)();
 const std::vector<std::pair<std::string, Factory>>& registry() {
   static const std::vector<std::pair<std::string, Factory>> table = {
-      {"single", &make_single_strategy},
-      {"ddp", &make_ddp_strategy},
-      {"fsdp_full_shard", &make_fsdp_full_shard_strategy},
-      {"fsdp_shard_grad_op", &make_fsdp_shard_grad_op_strategy},
-      {"fsdp_no_shard", &make_fsdp_no_shard_strategy},
-      {"fsdp_hybrid", &make_fsdp_hybrid_strategy},
-      {"zero1", &make_zero1_strategy},
+#define DTLAB_STRATEGY(id) {#id, &make_##id##_strategy},
+#include "strategies/catalog.def"
+#ifdef DTLAB_CATALOG_EXTRA
+#include DTLAB_CATALOG_EXTRA
+#endif
+#undef DTLAB_STRATEGY
   };
   return table;
 }
@@ -34,10 +34,8 @@ const std::vector<std::pair<std::string, Factory>>& registry() {
 std::unique_ptr<Strategy> make_strategy(const std::string& id) {
   for (const auto& [name, factory] : registry())
     if (name == id) return factory();
-  std::string known;
-  for (const auto& [name, factory] : registry()) known += (known.empty() ? "" : " | ") + name;
-  throw std::invalid_argument("parallel.strategy='" + id + "' is not available in this build (available: " + known +
-                              ")");
+  strategy_spec(id);  // throws the catalogue's "not available in this build (available: ...)"
+  throw std::logic_error("strategy '" + id + "' has a spec but no factory: catalog.cpp and registry.cpp disagree");
 }
 
 std::vector<std::string> registered_strategy_ids() {

@@ -1,4 +1,5 @@
-// registry.hpp: strategies by id. Adding a strategy = its file pair + one line in registry.cpp.
+// registry.hpp: strategies by id, from the catalogue (strategies/catalog.def; docs/architecture.md "Adding a
+// strategy": its file pair + one line in catalog.def).
 #pragma once
 
 #include <memory>

@@ -14,6 +14,7 @@
 #include "lab/train/loss_scaler.hpp"
 #include "lab/train/optimizer.hpp"
 #include "lab/train/strategy.hpp"
+#include "strategies/catalog.hpp"
 
 namespace dtlab {
 
@@ -24,20 +25,13 @@ namespace {
 class SingleStrategy final : public Strategy {
  public:
   std::string id() const override { return "single"; }
+  ParallelLayout layout() const override { return {}; }  // one process: data-parallel rank 0 of 1
 
   void wrap(std::shared_ptr<GPT> model, const Config& config, World& world) override {
-    if (world.world_size() != 1)
-      throw std::invalid_argument("parallel.strategy=single runs one process, but world_size=" +
-                                  std::to_string(world.world_size()) + "; use ddp or an fsdp strategy");
-    if (config.parallel.offload)
-      throw std::invalid_argument(
-          "parallel.strategy=single does not combine with parallel.offload=true: offload "
-          "moves sharded state to the host; use an fsdp strategy or zero1 with offload");
-    if (config.precision.master_dtype != "fp32")
-      throw std::invalid_argument(
-          "parallel.strategy=single with precision.master_dtype=" + config.precision.master_dtype +
-          ": the single-process reference keeps fp32 masters only; bf16 masters (with "
-          "stochastic rounding) are implemented by the sharded strategies");
+    strategy_spec(id()).check(config);  // refusals (strategies/single_cost.cpp)
+    if (world.world_size() != config.world_size)
+      throw std::logic_error("single: the world has " + std::to_string(world.world_size()) +
+                             " ranks, the config says world_size=" + std::to_string(config.world_size));
     scaler_ = LossScaler(config.precision);
     checkpointing_ = checkpoint_mode(config.parallel.activation_checkpointing);
     checkpoint_every_ = config.parallel.checkpoint_every;

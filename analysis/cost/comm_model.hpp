@@ -5,8 +5,8 @@
 //   double t = collective_time_us(m, "reduce_scatter", "backend", 64 << 20, 8);
 //   nlohmann::json j = m.to_json();   // {"backend":"gloo","ops":{"all_reduce/backend":{"alpha_us":..,...}}}
 //
-// Formulas (Hockney α-β-γ; Thakur, Rabenseifner, Gropp 2005; see FORMULAS.md). S = bytes in lab/comm's
-// convention (the full buffer for all_reduce / broadcast, the gathered size for all_gather /
+// Formulas (Hockney α-β-γ; Thakur, Rabenseifner, Gropp 2005; see docs/cost-models.md "Formulas"). S = bytes in
+// lab/comm's convention (the full buffer for all_reduce / broadcast, the gathered size for all_gather /
 // reduce_scatter), p = group size, each key's own α, β, γ:
 //   all_reduce/backend       Gloo's ring all-reduce:            2(p-1)α + 2(p-1)/p·Sβ + (p-1)/p·Sγ
 //   all_reduce/ring          lab ring reduce-scatter + ring all-gather: the same shape

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "strategies/catalog.hpp"
+
 namespace dtlab::analysis {
 
 ZeroBytes zero_bytes_per_rank(double params, int ranks, ZeroStage stage, double optimizer_bytes_per_param) {
@@ -153,8 +155,7 @@ ActivationPeak activation_peak(const Config& config, bool sharded) {
 
 MemoryPrediction predict_memory(const Config& config, const CostPlan& plan, const std::string& comm_backend) {
   MemoryPrediction m;
-  const std::string& id = plan.strategy;
-  const bool sharded = id.rfind("fsdp_", 0) == 0 || id == "zero1";
+  const bool sharded = strategy_spec(plan.strategy).hooks_unit_outputs;
   m.params = plan.state.params;
   m.grads = plan.state.grads;
   m.optimizer = plan.state.optimizer;
@@ -166,7 +167,8 @@ MemoryPrediction predict_memory(const Config& config, const CostPlan& plan, cons
   int64_t largest_gather = 0;
   for (const auto& c : plan.collectives)
     if (c.op == "all_gather" && c.phase == "backward") largest_gather = std::max(largest_gather, c.bytes);
-  if (comm_backend == "gloo" && config.parallel.prefetch && (id == "fsdp_full_shard" || id == "fsdp_hybrid")) {
+  // Gloo stages a prefetched unit's gather: only plans that re-gather in backward prefetch into its peak.
+  if (comm_backend == "gloo" && config.parallel.prefetch && largest_gather > 0) {
     m.comm_staging = largest_gather;
     if (largest_gather > 0)
       m.notes.push_back("peak includes " + std::to_string(largest_gather) +
@@ -177,10 +179,6 @@ MemoryPrediction predict_memory(const Config& config, const CostPlan& plan, cons
   m.notes.push_back("memory peak at the " + a.phase + " of a micro-batch of " +
                     std::to_string(config.train.micro_batch) + " x " + std::to_string(config.model.seq_len) +
                     " tokens; buffers counted whole (the plan's gathered units and wire copies)");
-  if (config.parallel.strategy == "single" && config.precision.param_dtype != "fp32")
-    m.notes.push_back("single with param_dtype=" + config.precision.param_dtype +
-                      ": the cost plan counts the fp32 masters only, not the 16-bit compute copies and their "
-                      "gradients (measured params/grads are larger by numel x 2 bytes each)");
   return m;
 }
 

@@ -60,8 +60,8 @@ struct ActivationPeak {
   int64_t forward_end = 0;  // everything saved when the forward ends (for reference)
   std::string phase;        // where the peak is: "loss backward" | "final norm backward" | "block <i> backward"
 };
-// `sharded`: the fsdp_* strategies and zero1 hook every unit's output, which keeps one more [T, d] gradient
-// alive through the backward (measured: exactly c·T·d more than single / ddp).
+// `sharded`: strategies that hook every unit's output (StrategySpec::hooks_unit_outputs: the sharded engine's)
+// keep one more [T, d] gradient alive through the backward (measured: exactly c·T·d more than single / ddp).
 ActivationPeak activation_peak(const Config& config, bool sharded = false);
 
 // ---- per-rank prediction ----------------------------------------------------------------------------------

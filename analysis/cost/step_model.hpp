@@ -4,7 +4,9 @@
 //   StepPrediction s = predict_step(config, cost_plan(config, rank), profile);
 //
 // The schedule is replayed on two timelines, the rank's compute and one collective stream (lab/comm keeps one
-// stream: pending gathers finish before a ring reduce-scatter starts), with the strategy's real ordering:
+// stream: pending gathers finish before a ring reduce-scatter starts), with the strategy's real ordering. Each
+// strategy's schedule is its StrategySpec::exposed_comm_ms (its strategies/<id>_cost.cpp, built from
+// strategies/schedule_kit.hpp); today's:
 //   ddp, fsdp_no_shard  gradient all-reduces start when their bucket / unit is complete in the last
 //                       micro-step's backward (reverse order) and overlap the rest of it; what is left at
 //                       the end of backward is exposed

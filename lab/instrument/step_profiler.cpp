@@ -146,8 +146,8 @@ ScopedPhase::~ScopedPhase() {
 }
 
 std::string collective_span_name(const std::string& op, const std::string& tag) {
-  const bool grads =
-      tag.rfind("ddp.", 0) == 0 || tag.find("grads") != std::string::npos || tag.find("replicas") != std::string::npos;
+  const bool grads = tag.find(".bucket.") != std::string::npos || tag.find("grads") != std::string::npos ||
+                     tag.find("replicas") != std::string::npos;
   std::string name = op;
   if (op == "all_gather" && tag.find("params") != std::string::npos) {
     name = "params-all-gather";

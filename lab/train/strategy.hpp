@@ -1,6 +1,7 @@
 // strategy.hpp: the Strategy seam — how the trainer drives any way of training across ranks.
 //
 // The trainer does, per optimizer step:
+//   wrap(model, config, world); layout();    // once: which ranks share data (the sampler, the loss sum)
 //   zero_grad();
 //   for each micro-step m: loss += forward_backward(batch_m, loss_weight, m == last);
 //   finish_gradients();                       // all communication done, gradients final (maybe sharded)
@@ -36,6 +37,17 @@ struct StateBytes {
   int64_t buffers = 0;    // communication buffers, gathered units, buckets
 };
 
+// How the world's ranks are arranged for a strategy: which ranks see different data (data parallel, the loss and
+// gradients are averaged over them), with room for tensor- and pipeline-parallel groups. dp_size * tp_size *
+// pp_size == world size. dp_comm: the communicator over this rank's data-parallel peers, for the trainer's loss sum;
+// nullptr = the world (every rank is a data-parallel peer: every strategy so far).
+struct ParallelLayout {
+  int dp_rank = 0, dp_size = 1;
+  int tp_rank = 0, tp_size = 1;
+  int pp_rank = 0, pp_size = 1;
+  Comm* dp_comm = nullptr;
+};
+
 class Strategy {
  public:
   virtual ~Strategy() = default;
@@ -45,9 +57,13 @@ class Strategy {
   // returns). The model was built from the same seed on every rank.
   virtual void wrap(std::shared_ptr<GPT> model, const Config& config, World& world) = 0;
 
+  // REQUIRES: wrap() was called. The trainer's sampler, accumulation and loss sum follow it; dp_size equals the
+  // catalogue's data_parallel_size(config) (strategies/catalog.hpp).
+  virtual ParallelLayout layout() const = 0;
+
   // Forward + backward of one micro-batch. The loss minimised is loss_sum(batch) * loss_weight
   // (loss_weight = 1 / non-ignored targets of the global batch), so gradients summed over micro-steps
-  // and ranks are the gradient of the global mean loss. Returns this micro-batch's weighted loss.
+  // and data-parallel ranks are the gradient of the global mean loss. Returns this micro-batch's weighted loss.
   // `is_last_micro`: the last micro-step of the step (strategies communicate only then).
   virtual double forward_backward(const Batch& batch, double loss_weight, bool is_last_micro) = 0;
 

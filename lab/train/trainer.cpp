@@ -193,6 +193,13 @@ struct ProfilerSession {
 
 constexpr size_t kMaxCommRecords = 20000;  // result.json stays readable for long runs
 
+// The trainer's loss sum over a strategy's data-parallel communicator (a DistWorld's all_reduce_sum on a group).
+double sum_over(Comm& comm, double value) {
+  at::Tensor t = at::full({1}, value, at::kDouble);
+  comm.all_reduce(t, "metric").wait();
+  return t.item<double>();
+}
+
 }  // namespace
 
 std::string format_step_line(const StepRecord& r, int64_t total_steps) {
@@ -235,16 +242,24 @@ TrainOutcome train(const Config& config, Strategy& strategy, World& world, const
   install_counting_allocator();  // before the model exists, so every tensor of the run is counted
   const int threads = configure_threads(config, world);
   const TrainConfig& t = config.train;
-  const int64_t accumulation = t.global_batch / (t.micro_batch * world.world_size());
 
   auto model = [&] {
     MemoryScope params(MemoryCategory::params);  // the strategy's wrap re-tags what it replaces or adds
     return std::make_shared<GPT>(config.model, t.seed);
   }();
   auto source = make_token_source(config.data, config.model.vocab_size);
-  Sampler sampler(*source, config.model.seq_len, t.global_batch, t.micro_batch, accumulation, world.rank(),
-                  world.world_size(), config.data.seed, config.data.mask_token);
   strategy.wrap(model, config, world);
+  // The data each rank reads, the accumulation and the loss sum follow the strategy's data-parallel layout.
+  const ParallelLayout layout = strategy.layout();
+  if (static_cast<int64_t>(layout.dp_size) * layout.tp_size * layout.pp_size != world.world_size() ||
+      t.global_batch % (t.micro_batch * layout.dp_size) != 0)
+    throw std::logic_error("strategy " + strategy.id() + " reports dp " + std::to_string(layout.dp_size) + " x tp " +
+                           std::to_string(layout.tp_size) + " x pp " + std::to_string(layout.pp_size) +
+                           " ranks for world_size=" + std::to_string(world.world_size()) + " and global_batch=" +
+                           std::to_string(t.global_batch) + ": its layout() and its spec disagree");
+  const int64_t accumulation = t.global_batch / (t.micro_batch * layout.dp_size);
+  Sampler sampler(*source, config.model.seq_len, t.global_batch, t.micro_batch, accumulation, layout.dp_rank,
+                  layout.dp_size, config.data.seed, config.data.mask_token);
   const MfuPeak peak = mfu_peak(config, world, threads);
   const double peak_tflops = peak.tflops;
   reset_peak_cpu_tensor_memory();              // the peak of training, not of construction
@@ -331,7 +346,8 @@ TrainOutcome train(const Config& config, Strategy& strategy, World& world, const
       MemoryScope buffers(MemoryCategory::buffers);
       strategy.finish_gradients();  // its blocking waits are comm_wait spans (lab/comm); the rest is `other`
     }
-    const double loss = world.all_reduce_sum(local_loss);
+    const double loss =
+        layout.dp_comm != nullptr ? sum_over(*layout.dp_comm, local_loss) : world.all_reduce_sum(local_loss);
     if (!std::isfinite(loss))
       throw TrainingError("training: loss is " + std::string(std::isnan(loss) ? "nan" : "inf") + " at step " +
                           std::to_string(step + 1) + "/" + std::to_string(t.steps) +

@@ -30,9 +30,9 @@ CommModel true_model() {
   return m;
 }
 
-// The time of one call, written out here per op/algorithm from FORMULAS.md (Thakur, Rabenseifner, Gropp 2005)
-// rather than taken from comm_model.cpp, whose shapes the fit inverts: data made with the fit's own shapes would
-// be recovered whatever those shapes were. p = world, S = bytes (lab/comm's convention).
+// The time of one call, written out here per op/algorithm from docs/cost-models.md "Formulas" (Thakur, Rabenseifner,
+// Gropp 2005) rather than taken from comm_model.cpp, whose shapes the fit inverts: data made with the fit's own shapes
+// would be recovered whatever those shapes were. p = world, S = bytes (lab/comm's convention).
 double bench_time_us(const std::string& op, const std::string& algorithm, const CollectiveCost& c, double S, int p) {
   const double a = c.alpha_us, b = c.beta_us_per_byte, g = c.gamma_us_per_byte;
   if (op == "all_gather") return (p - 1) * a + (p - 1.0) / p * S * b;  // ring, Gloo's too

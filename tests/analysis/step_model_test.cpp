@@ -1,6 +1,7 @@
 // step_model_test.cpp: the compute and step-time models against hand-computed cases on a synthetic profile
 // (round numbers, each collective key with its own α, β, γ), the exposure rules per strategy, and the choice of
-// intra- vs inter-node model. Expected times are the α-β-γ formulas of FORMULAS.md worked out in the comments.
+// intra- vs inter-node model. Expected times are the α-β-γ formulas of docs/cost-models.md "Formulas" worked out in the
+// comments.
 #include <gtest/gtest.h>
 
 #include "analysis/cost/comm_model.hpp"

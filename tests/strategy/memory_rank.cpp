@@ -37,6 +37,7 @@
 #include "lab/memory.hpp"
 #include "lab/model.hpp"
 #include "lab/train/trainer.hpp"
+#include "strategies/catalog.hpp"
 #include "strategies/cost_plan.hpp"
 #include "strategies/registry.hpp"
 
@@ -106,7 +107,7 @@ Expected zero_paper_bytes(const dtlab::Config& config, int rank) {
   char buf[512];
   // Offload keeps a separate fp32 master shard beside the flat parameters of no_shard / zero1.
   const int64_t master_copy = config.parallel.offload && (id == "fsdp_no_shard" || id == "zero1") ? 4 : 0;
-  if (id == "ddp" || id == "fsdp_no_shard" || id == "single") {
+  if (!dtlab::strategy_spec(id).hooks_unit_outputs || id == "fsdp_no_shard") {  // full replicas (no_shard: F = 1)
     std::snprintf(buf, sizeof buf, "(4 + 4 + %lld + %lld)·Ψ, Ψ = %lld", static_cast<long long>(master_copy),
                   static_cast<long long>(s), static_cast<long long>(psi));
     return {(8 + master_copy + s) * psi, buf};
@@ -161,7 +162,7 @@ int main(int argc, char** argv) {
     const bool fp32_state = config.precision.param_dtype == "fp32" && config.precision.master_dtype == "fp32";
     dtlab::TrainOptions options;
     options.print_steps = options.print_config = false;
-    const bool sharded = config.parallel.strategy != "ddp" && config.parallel.strategy != "single";
+    const bool sharded = dtlab::strategy_spec(config.parallel.strategy).hooks_unit_outputs;
     const dtlab::analysis::ActivationPeak model_peak = dtlab::analysis::activation_peak(config, sharded);
     const int64_t model_activation_peak = model_peak.activations + model_peak.logits;
     options.after_step = [&](int64_t step, dtlab::Strategy& s) {

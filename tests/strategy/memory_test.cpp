@@ -15,8 +15,9 @@ namespace {
 
 const std::string kBin = std::string(DTLAB_BINARY_DIR) + "/bin/";
 
-testing::JobResult launch(int world, std::vector<std::string> rank_args, double timeout_s = 180) {
-  std::vector<std::string> args = {kBin + "dtlab", "launch", "-n", std::to_string(world), kBin + "memory_rank"};
+testing::JobResult launch(int world, std::vector<std::string> rank_args, const std::string& program,
+                          double timeout_s = 180) {
+  std::vector<std::string> args = {kBin + "dtlab", "launch", "-n", std::to_string(world), kBin + program};
   args.insert(args.end(), rank_args.begin(), rank_args.end());
   return testing::run_job(args, timeout_s);
 }
@@ -26,6 +27,7 @@ struct MemoryCase {
   int world;
   std::vector<std::string> extra = {};
   std::string label = "";
+  std::string program = "memory_rank";  // memory_rank_toy: linked with the toy catalogue (toy/catalog.def)
 };
 
 // Readable parameters in test logs (instead of gtest's byte dump).
@@ -91,7 +93,7 @@ TEST_P(Memory, StateBytesEqualTheCostPlanAndTheFormulaOnEveryRank) {
   std::vector<std::string> args = {"parallel.strategy=" + c.strategy,
                                    "train.micro_batch=" + std::to_string(8 / c.world)};
   args.insert(args.end(), c.extra.begin(), c.extra.end());
-  const auto job = launch(c.world, args);
+  const auto job = launch(c.world, args, c.program);
   EXPECT_EQ(job.exit_code, 0) << job.output;
   EXPECT_NE(job.output.find("memory OK"), std::string::npos) << job.output;
   for (int r = 0; r < c.world; ++r)
@@ -103,6 +105,12 @@ TEST_P(Memory, StateBytesEqualTheCostPlanAndTheFormulaOnEveryRank) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Strategies, Memory, ::testing::ValuesIn(cases()), case_name);
+
+// The toy strategy of tests/strategy/toy/: its plan's state is exact too.
+INSTANTIATE_TEST_SUITE_P(Toy, Memory,
+                         ::testing::Values(MemoryCase{"ddp_nobucket", 2, {}, "", "memory_rank_toy"},
+                                           MemoryCase{"ddp_nobucket", 4, kPaddedShape, "padded", "memory_rank_toy"}),
+                         case_name);
 
 }  // namespace
 }  // namespace dtlab

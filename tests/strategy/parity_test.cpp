@@ -20,8 +20,8 @@ namespace {
 const std::string kBin = std::string(DTLAB_BINARY_DIR) + "/bin/";
 
 testing::JobResult launch(int world, std::vector<std::string> rank_args, double timeout_s = 180,
-                          const std::vector<std::string>& env = {}) {
-  std::vector<std::string> args = {kBin + "dtlab", "launch", "-n", std::to_string(world), kBin + "strategy_rank"};
+                          const std::vector<std::string>& env = {}, const std::string& program = "strategy_rank") {
+  std::vector<std::string> args = {kBin + "dtlab", "launch", "-n", std::to_string(world), kBin + program};
   args.insert(args.end(), rank_args.begin(), rank_args.end());
   return testing::run_job(args, timeout_s, env);
 }
@@ -31,8 +31,9 @@ struct ParityCase {
   int world;
   std::string optimizer;
   int accumulation;
-  std::vector<std::string> extra = {};  // modifiers and shape overrides
-  std::string label = "";               // appended to the test name
+  std::vector<std::string> extra = {};    // modifiers and shape overrides
+  std::string label = "";                 // appended to the test name
+  std::string program = "strategy_rank";  // strategy_rank_toy: linked with the toy catalogue (toy/catalog.def)
 };
 
 // Readable parameters in test logs (instead of gtest's byte dump).
@@ -79,10 +80,21 @@ TEST_P(Parity, LossGradNormAndEveryParameterMatchTheReferenceAtEveryStep) {
       args.push_back(e);
     }
   }
-  auto job = launch(c.world, args);
+  auto job = launch(c.world, args, 180, {}, c.program);
   EXPECT_EQ(job.exit_code, 0) << job.output;
   EXPECT_NE(job.output.find("parity OK"), std::string::npos) << job.output;
 }
+
+// The toy strategy of tests/strategy/toy/ (DDP without buckets), added as any strategy is: its two files and one
+// catalogue line. It must match the reference like the lab's own strategies.
+INSTANTIATE_TEST_SUITE_P(
+    Toy, Parity,
+    ::testing::Values(
+        ParityCase{"ddp_nobucket", 2, "sgd", 2, {"train.grad_clip=0"}, "noclip", "strategy_rank_toy"},
+        ParityCase{"ddp_nobucket", 4, "adamw", 1, {}, "", "strategy_rank_toy"},
+        ParityCase{
+            "ddp_nobucket", 2, "adamw", 1, {"parallel.activation_checkpointing=full"}, "ac", "strategy_rank_toy"}),
+    case_name);
 
 INSTANTIATE_TEST_SUITE_P(Ddp, Parity,
                          ::testing::Values(ParityCase{"ddp", 2, "sgd", 1}, ParityCase{"ddp", 2, "adamw", 1},

@@ -39,6 +39,7 @@
 #include "lab/dist/replica_check.hpp"
 #include "lab/model.hpp"
 #include "lab/train/trainer.hpp"
+#include "strategies/catalog.hpp"
 #include "strategies/registry.hpp"
 
 namespace {
@@ -259,6 +260,15 @@ int main(int argc, char** argv) {
       } else if (main_rank) {
         std::printf("dtype check: %d %s collectives, all %s\n", seen, op.c_str(), dtype.c_str());
       }
+    }
+    // The seam: the strategy's data-parallel layout agrees with its spec and covers the world.
+    const dtlab::ParallelLayout layout = strategy->layout();
+    if (layout.dp_size != dtlab::data_parallel_size(config) ||
+        layout.dp_size * layout.tp_size * layout.pp_size != env.world_size) {
+      ++failures;
+      std::printf("rank %d: layout() reports dp %d x tp %d x pp %d, the spec says dp %lld, world %d\n", env.rank,
+                  layout.dp_size, layout.tp_size, layout.pp_size,
+                  static_cast<long long>(dtlab::data_parallel_size(config)), env.world_size);
     }
     const double all_failures = world.all_reduce_sum(failures);
     if (all_failures > 0) {

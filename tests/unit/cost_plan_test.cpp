@@ -60,7 +60,7 @@ TEST(CostPlan, SingleStateBytesEqualTheStrategysExactly) {
     o.print_steps = o.print_config = false;
     train(c, *strategy, world, o);
     const StateBytes real = strategy->state_bytes();
-    const CostPlan plan = single_cost_plan(c);
+    const CostPlan plan = cost_plan(c);
     EXPECT_EQ(plan.state.params, real.params) << opt;
     EXPECT_EQ(plan.state.grads, real.grads) << opt;
     EXPECT_EQ(plan.state.optimizer, real.optimizer) << opt;
@@ -70,14 +70,14 @@ TEST(CostPlan, SingleStateBytesEqualTheStrategysExactly) {
 
 TEST(CostPlan, DdpAllReducesEveryGradientByteOncePerStep) {
   Config c = tiny({"parallel.strategy=ddp", "parallel.bucket_cap_mb=0.1"}, 2);
-  const CostPlan plan = ddp_cost_plan(c);
+  const CostPlan plan = cost_plan(c);
   int64_t numel = 0;
   for (const auto& p : param_shapes(c.model)) numel += p.numel;
   EXPECT_EQ(plan.step_bytes(), numel * 4);
   EXPECT_GT(plan.collectives.size(), 3u);  // setup broadcast + several buckets
   Config bf16 = tiny({"parallel.strategy=ddp", "precision.reduce_dtype=bf16"}, 2);
-  EXPECT_EQ(ddp_cost_plan(bf16).step_bytes(), numel * 2);
-  EXPECT_EQ(ddp_cost_plan(bf16).state.buffers, numel * 2);
+  EXPECT_EQ(cost_plan(bf16).step_bytes(), numel * 2);
+  EXPECT_EQ(cost_plan(bf16).state.buffers, numel * 2);
 }
 
 }  // namespace

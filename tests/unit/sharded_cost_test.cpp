@@ -1,7 +1,7 @@
-// sharded_cost_test.cpp: the cost plans of the sharded strategies (strategies/sharded_cost.cpp) against
+// sharded_cost_test.cpp: the cost plans of the sharded strategies (strategies/sharded_plan.cpp) against
 // hand-computed units, padding, state bytes and collectives, and the per-rank ring volumes of
-// FORMULAS.md (RS/AG (p-1)/p·S, AR 2(p-1)/p·S; Gloo's backend RS moves AR volume). The real strategies'
-// bytes are checked against these plans over processes in tests/strategy/memory_test.cpp.
+// docs/cost-models.md "Formulas" (RS/AG (p-1)/p·S, AR 2(p-1)/p·S; Gloo's backend RS moves AR volume). The real
+// strategies' bytes are checked against these plans over processes in tests/strategy/memory_test.cpp.
 #include <gtest/gtest.h>
 
 #include <stdexcept>
@@ -50,7 +50,7 @@ int64_t count_of(const CostPlan& plan, const std::string& op, const std::string&
 }
 
 TEST(ShardedCost, FullShardTinyWorld2ByHand) {
-  const CostPlan plan = fsdp_full_shard_cost_plan(make("fsdp_full_shard", 2), 0);
+  const CostPlan plan = cost_plan(make("fsdp_full_shard", 2), 0);
   EXPECT_EQ(plan.strategy, "fsdp_full_shard");
   const int64_t shards = (kEmb + 2 * kBlock + kHead) / 2;  // every unit divides by 2: no padding
   EXPECT_EQ(plan.state.params, shards * 4);
@@ -75,25 +75,25 @@ TEST(ShardedCost, FullShardTinyWorld2ByHand) {
     }
   }
   // No prefetch: one gathered unit and its gradient.
-  const CostPlan no_prefetch = fsdp_full_shard_cost_plan(make("fsdp_full_shard", 2, {"parallel.prefetch=false"}), 0);
+  const CostPlan no_prefetch = cost_plan(make("fsdp_full_shard", 2, {"parallel.prefetch=false"}), 0);
   EXPECT_EQ(no_prefetch.state.buffers, shards * 4 + 2 * kBlock * 4);
 }
 
 TEST(ShardedCost, AccumulationMultipliesPerMicroStepCollectives) {
   // world 2, micro 2: 2 micro-steps. full_shard gathers and reduce-scatters every micro-step.
-  const CostPlan plan = fsdp_full_shard_cost_plan(make("fsdp_full_shard", 2, {"train.micro_batch=2"}), 0);
+  const CostPlan plan = cost_plan(make("fsdp_full_shard", 2, {"train.micro_batch=2"}), 0);
   EXPECT_EQ(count_of(plan, "all_gather"), 2 * 7);
   EXPECT_EQ(count_of(plan, "reduce_scatter"), 2 * 4);
   // zero1 and no_shard communicate on the last micro-step only.
-  EXPECT_EQ(count_of(zero1_cost_plan(make("zero1", 2, {"train.micro_batch=2"})), "reduce_scatter"), 4);
-  EXPECT_EQ(count_of(fsdp_no_shard_cost_plan(make("fsdp_no_shard", 2, {"train.micro_batch=2"})), "all_reduce"), 4);
+  EXPECT_EQ(count_of(cost_plan(make("zero1", 2, {"train.micro_batch=2"})), "reduce_scatter"), 4);
+  EXPECT_EQ(count_of(cost_plan(make("fsdp_no_shard", 2, {"train.micro_batch=2"})), "all_reduce"), 4);
 }
 
 TEST(ShardedCost, PaddingAtWorld4DependsOnTheRank) {
   const Config c = make("fsdp_full_shard", 4, kPaddedShape);
   const int64_t shards = kPEmb / 4 + 4757 + 4757 + 2699;  // incl. padding, the same on every rank
   for (int rank = 0; rank < 4; ++rank) {
-    const CostPlan plan = fsdp_full_shard_cost_plan(c, rank);
+    const CostPlan plan = cost_plan(c, rank);
     EXPECT_EQ(plan.state.params, shards * 4) << rank;
     EXPECT_EQ(plan.state.grads, shards * 4) << rank;
     // rank 3 holds the 2 + 2 + 2 padding elements (two blocks, the head): no optimizer state for them.
@@ -101,19 +101,19 @@ TEST(ShardedCost, PaddingAtWorld4DependsOnTheRank) {
     EXPECT_EQ(plan.state.optimizer, non_padding * 8) << rank;
   }
   int64_t optimizer_elements = 0;
-  for (int rank = 0; rank < 4; ++rank) optimizer_elements += fsdp_full_shard_cost_plan(c, rank).state.optimizer / 8;
+  for (int rank = 0; rank < 4; ++rank) optimizer_elements += cost_plan(c, rank).state.optimizer / 8;
   EXPECT_EQ(optimizer_elements, kPPsi);  // every parameter element once, padding never
   // Gathers and reduce-scatters move padded units.
-  const CostPlan plan = fsdp_full_shard_cost_plan(c, 0);
+  const CostPlan plan = cost_plan(c, 0);
   const int64_t padded = kPEmb + 2 * 19028 + 10796;
   EXPECT_EQ(plan.step_bytes(), padded * 4 + (padded - 10796) * 4 + padded * 4 + 8);
-  EXPECT_THROW(fsdp_full_shard_cost_plan(c, 4), std::invalid_argument);
+  EXPECT_THROW(cost_plan(c, 4), std::invalid_argument);
 }
 
 TEST(ShardedCost, Zero1AndNoShardStateByHand) {
   const Config z = make("zero1", 4, kPaddedShape);
   const int64_t padded = kPEmb + 2 * 19028 + 10796;
-  const CostPlan rank3 = zero1_cost_plan(z, 3);
+  const CostPlan rank3 = cost_plan(z, 3);
   EXPECT_EQ(rank3.state.params, padded * 4);  // full (padded) parameters on every rank
   EXPECT_EQ(rank3.state.grads, padded * 4);
   EXPECT_EQ(rank3.state.buffers, 2 * padded);  // fp32 gradient shard + RS output: 2 x padded/4 elements x 4 B
@@ -121,7 +121,7 @@ TEST(ShardedCost, Zero1AndNoShardStateByHand) {
   EXPECT_EQ(count_of(rank3, "reduce_scatter"), 4);
   EXPECT_EQ(count_of(rank3, "all_gather", "optimizer"), 4);
 
-  const CostPlan ns = fsdp_no_shard_cost_plan(make("fsdp_no_shard", 4, kPaddedShape), 3);
+  const CostPlan ns = cost_plan(make("fsdp_no_shard", 4, kPaddedShape), 3);
   EXPECT_EQ(ns.state.params, kPPsi * 4);  // F = 1: no padding
   EXPECT_EQ(ns.state.grads, kPPsi * 4);
   EXPECT_EQ(ns.state.optimizer, kPPsi * 8);
@@ -131,7 +131,7 @@ TEST(ShardedCost, Zero1AndNoShardStateByHand) {
 
   // SGD with momentum: 4 bytes of state per element; offload adds the separate (host) master shard to
   // params and its compute-side copy to buffers.
-  const CostPlan sgd = zero1_cost_plan(make("zero1", 4, {"train.optimizer=sgd", "parallel.offload=true"}), 0);
+  const CostPlan sgd = cost_plan(make("zero1", 4, {"train.optimizer=sgd", "parallel.offload=true"}), 0);
   EXPECT_EQ(sgd.state.optimizer, kPsi / 4 * 4);
   EXPECT_EQ(sgd.state.params, kPsi * 4 + kPsi / 4 * 4);
   EXPECT_EQ(sgd.state.buffers, 3 * (kPsi / 4) * 4);
@@ -140,8 +140,8 @@ TEST(ShardedCost, Zero1AndNoShardStateByHand) {
 TEST(ShardedCost, MixedPrecisionDtypesAndBytes) {
   // bf16 compute and reduce, fp32 master: gathers and reduce-scatters move 2-byte elements; the master
   // shard stays fp32 and needs a bf16 compute-side copy.
-  const CostPlan plan = fsdp_full_shard_cost_plan(
-      make("fsdp_full_shard", 2, {"precision.param_dtype=bf16", "precision.reduce_dtype=bf16"}), 0);
+  const CostPlan plan =
+      cost_plan(make("fsdp_full_shard", 2, {"precision.param_dtype=bf16", "precision.reduce_dtype=bf16"}), 0);
   for (const auto& c : plan.collectives)
     if (c.op != "all_reduce") {
       EXPECT_EQ(c.dtype, "bfloat16") << c.what;
@@ -152,22 +152,22 @@ TEST(ShardedCost, MixedPrecisionDtypesAndBytes) {
   EXPECT_EQ(plan.state.grads, shards * 4);
   EXPECT_EQ(plan.state.buffers, shards * 2 + shards * 2 + 3 * kBlock * 2);
   // bf16 compute, fp32 reduce: a wire copy of the largest unit in fp32.
-  const CostPlan wire = fsdp_full_shard_cost_plan(make("fsdp_full_shard", 2, {"precision.param_dtype=bf16"}), 0);
+  const CostPlan wire = cost_plan(make("fsdp_full_shard", 2, {"precision.param_dtype=bf16"}), 0);
   EXPECT_EQ(wire.state.buffers, shards * 4 + shards * 2 + 3 * kBlock * 2 + kBlock * 4);
 }
 
 TEST(ShardedCost, ShardGradOpAndWrapPolicies) {
-  const CostPlan sgo = fsdp_shard_grad_op_cost_plan(make("fsdp_shard_grad_op", 2), 0);
+  const CostPlan sgo = cost_plan(make("fsdp_shard_grad_op", 2), 0);
   EXPECT_EQ(count_of(sgo, "all_gather"), 4);  // forward only: kept through backward
   EXPECT_EQ(count_of(sgo, "reduce_scatter"), 4);
   EXPECT_EQ(sgo.state.buffers, kPsi / 2 * 4 + kPsi * 4 + kBlock * 4);  // RS outputs + all units + largest
   // every_2 (2 layers): embedding, block.0+block.1, head; wrap=model: one unit.
-  const CostPlan every2 = fsdp_full_shard_cost_plan(make("fsdp_full_shard", 2, {"parallel.wrap=every_2"}), 0);
+  const CostPlan every2 = cost_plan(make("fsdp_full_shard", 2, {"parallel.wrap=every_2"}), 0);
   EXPECT_EQ(count_of(every2, "reduce_scatter"), 3);
   bool found = false;
   for (const auto& c : every2.collectives) found |= c.what.find("unit block.0+block.1 ") != std::string::npos;
   EXPECT_TRUE(found);
-  const CostPlan model = fsdp_full_shard_cost_plan(make("fsdp_full_shard", 2, {"parallel.wrap=model"}), 0);
+  const CostPlan model = cost_plan(make("fsdp_full_shard", 2, {"parallel.wrap=model"}), 0);
   EXPECT_EQ(count_of(model, "all_gather"), 1);  // the only unit is also the last: no backward re-gather
   EXPECT_EQ(model.state.buffers, kPsi / 2 * 4 + 3 * kPsi * 4);
 }
@@ -175,26 +175,26 @@ TEST(ShardedCost, ShardGradOpAndWrapPolicies) {
 TEST(ShardedCost, RingVolumesFollowTheFormulas) {
   for (const int p : {2, 4}) {
     const double one = (p - 1.0) / p, bytes = kPsi * 4.0;
-    const double ddp = ring_volume(ddp_cost_plan(make("ddp", p)));
+    const double ddp = ring_volume(cost_plan(make("ddp", p)));
     EXPECT_DOUBLE_EQ(ddp, 2 * one * bytes);
     // FULL_SHARD: 3(p-1)/p·Ψb = 1.5x DDP, less the head's backward re-gather the engine skips.
-    const double fs = ring_volume(fsdp_full_shard_cost_plan(make("fsdp_full_shard", p)));
+    const double fs = ring_volume(cost_plan(make("fsdp_full_shard", p)));
     EXPECT_DOUBLE_EQ(fs, 3 * one * bytes - one * kHead * 4.0);
     EXPECT_GT(fs / ddp, 1.4);
     EXPECT_LT(fs / ddp, 1.5);
     // ZeRO-1, SHARD_GRAD_OP and NO_SHARD: the DDP volume.
-    EXPECT_DOUBLE_EQ(ring_volume(zero1_cost_plan(make("zero1", p))), ddp);
-    EXPECT_DOUBLE_EQ(ring_volume(fsdp_shard_grad_op_cost_plan(make("fsdp_shard_grad_op", p))), ddp);
-    EXPECT_DOUBLE_EQ(ring_volume(fsdp_no_shard_cost_plan(make("fsdp_no_shard", p))), ddp);
+    EXPECT_DOUBLE_EQ(ring_volume(cost_plan(make("zero1", p))), ddp);
+    EXPECT_DOUBLE_EQ(ring_volume(cost_plan(make("fsdp_shard_grad_op", p))), ddp);
+    EXPECT_DOUBLE_EQ(ring_volume(cost_plan(make("fsdp_no_shard", p))), ddp);
   }
   // HYBRID F = 2, R = 2: 3(F-1)/F·Ψb (less the head's re-gather) + 2(R-1)/R·(Ψ/F)b.
-  const CostPlan hybrid = fsdp_hybrid_cost_plan(make("fsdp_hybrid", 4, {"parallel.shard_size=2"}), 1);
+  const CostPlan hybrid = cost_plan(make("fsdp_hybrid", 4, {"parallel.shard_size=2"}), 1);
   EXPECT_DOUBLE_EQ(ring_volume(hybrid), 3 * 0.5 * kPsi * 4.0 - 0.5 * kHead * 4.0 + 2 * 0.5 * (kPsi / 2) * 4.0);
   EXPECT_EQ(hybrid.state.params, kPsi / 2 * 4);
   // Gloo's backend reduce-scatter moves all-reduce volume: full_shard becomes 2x DDP (less the head).
   const Config backend = make("fsdp_full_shard", 4, {"parallel.reduce_scatter=backend"});
-  EXPECT_DOUBLE_EQ(ring_volume(fsdp_full_shard_cost_plan(backend)), 4 * 0.75 * kPsi * 4.0 - 0.75 * kHead * 4.0);
-  for (const auto& c : fsdp_full_shard_cost_plan(backend).collectives)
+  EXPECT_DOUBLE_EQ(ring_volume(cost_plan(backend)), 4 * 0.75 * kPsi * 4.0 - 0.75 * kHead * 4.0);
+  for (const auto& c : cost_plan(backend).collectives)
     if (c.op == "reduce_scatter") {
       EXPECT_NE(c.what.find("all-reduce volume"), std::string::npos);
     }

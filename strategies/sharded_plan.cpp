@@ -1,5 +1,5 @@
-// sharded_cost.cpp: cost plans of the sharded strategies (fsdp_full_shard, fsdp_shard_grad_op,
-// fsdp_no_shard, fsdp_hybrid, zero1), torch-free, mirroring strategies/fsdp_engine.cpp.
+// sharded_plan.cpp: the cost plan of every sharded strategy (FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID, ZeRO-1) by
+// ShardingMode, torch-free, mirroring strategies/fsdp_engine.cpp; each strategy's <id>_cost.cpp calls it.
 //
 // Units (parallel.wrap) as build_units() makes them: the embedding; the blocks one per unit, or every 2 /
 // every 4, or everything in one unit (wrap=model); the final norm with the head. A unit of n elements is
@@ -49,12 +49,12 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "strategies/cost_plan.hpp"
+#include "strategies/sharded_plan.hpp"
 
 namespace dtlab {
 namespace {
 
-enum class Mode { full_shard, shard_grad_op, no_shard, hybrid, zero1 };
+using Mode = ShardingMode;
 
 struct UnitShape {
   std::string name;
@@ -127,22 +127,6 @@ int64_t shard_group_size(Mode mode, const Config& config) {
   }
 }
 
-const char* mode_id(Mode mode) {
-  switch (mode) {
-    case Mode::full_shard:
-      return "fsdp_full_shard";
-    case Mode::shard_grad_op:
-      return "fsdp_shard_grad_op";
-    case Mode::no_shard:
-      return "fsdp_no_shard";
-    case Mode::hybrid:
-      return "fsdp_hybrid";
-    case Mode::zero1:
-      return "zero1";
-  }
-  return "?";
-}
-
 struct Dtype {
   std::string name;  // as comm records it: float32 | bfloat16 | float16
   int64_t bytes;
@@ -155,9 +139,23 @@ Dtype dtype_of(const std::string& config_name) {
   throw std::invalid_argument("dtype '" + config_name + "' is not one of fp32 | bf16 | fp16");
 }
 
-CostPlan sharded_cost_plan(Mode mode, const Config& config, int rank) {
+}  // namespace
+
+void check_sharded(std::string_view id, const Config& config) {
+  if (config.precision.master_dtype != "fp32" && config.precision.param_dtype == "fp32")
+    throw std::invalid_argument("precision.master_dtype=" + config.precision.master_dtype +
+                                " with precision.param_dtype=fp32: the master copy cannot be narrower than the "
+                                "parameters it updates; use param_dtype=bf16");
+  if (config.model.tie_embeddings && config.parallel.wrap != "model")
+    throw std::invalid_argument("parallel.strategy=" + std::string(id) +
+                                " with model.tie_embeddings=true: the tied weight "
+                                "would span the embedding and head units; use parallel.wrap=model or untied "
+                                "embeddings");
+}
+
+CostPlan sharded_cost_plan(ShardingMode mode, std::string_view id, const Config& config, int rank) {
   if (rank < 0 || rank >= config.world_size)
-    throw std::invalid_argument(std::string(mode_id(mode)) + " cost plan: rank " + std::to_string(rank) +
+    throw std::invalid_argument(std::string(id) + " cost plan: rank " + std::to_string(rank) +
                                 " is outside world_size=" + std::to_string(config.world_size));
   const int64_t F = shard_group_size(mode, config);
   const int64_t R = config.world_size / F;  // replicas of each shard (hybrid); 1 otherwise
@@ -173,7 +171,7 @@ CostPlan sharded_cost_plan(Mode mode, const Config& config, int rank) {
   const bool dynamic_scaling = config.precision.loss_scale == "dynamic";
 
   CostPlan plan;
-  plan.strategy = mode_id(mode);
+  plan.strategy = std::string(id);
   const std::string rs_algorithm = config.parallel.reduce_scatter == "backend" ? "backend" : "ring";
   const std::string rs_note = rs_algorithm == "backend"
                                   ? "; Gloo's backend reduce-scatter is an all-reduce plus a chunk copy: it moves "
@@ -266,19 +264,5 @@ CostPlan sharded_cost_plan(Mode mode, const Config& config, int rank) {
   plan.state.optimizer = non_padding * optimizer_state_bytes_per_element(config.train, 4);
   return plan;
 }
-
-}  // namespace
-
-CostPlan fsdp_full_shard_cost_plan(const Config& config, int rank) {
-  return sharded_cost_plan(Mode::full_shard, config, rank);
-}
-CostPlan fsdp_shard_grad_op_cost_plan(const Config& config, int rank) {
-  return sharded_cost_plan(Mode::shard_grad_op, config, rank);
-}
-CostPlan fsdp_no_shard_cost_plan(const Config& config, int rank) {
-  return sharded_cost_plan(Mode::no_shard, config, rank);
-}
-CostPlan fsdp_hybrid_cost_plan(const Config& config, int rank) { return sharded_cost_plan(Mode::hybrid, config, rank); }
-CostPlan zero1_cost_plan(const Config& config, int rank) { return sharded_cost_plan(Mode::zero1, config, rank); }
 
 }  // namespace dtlab

@@ -1,0 +1,60 @@
+// catalog.cpp: the table of strategy specs, expanded from catalog.def (plus DTLAB_CATALOG_EXTRA when a test
+// catalogue defines it), and the lookups the rest of the lab uses instead of matching ids.
+#include "strategies/catalog.hpp"
+
+#include <stdexcept>
+
+namespace dtlab {
+
+#define DTLAB_STRATEGY(id) extern const StrategySpec id##_spec;
+#include "strategies/catalog.def"
+#ifdef DTLAB_CATALOG_EXTRA
+#include DTLAB_CATALOG_EXTRA
+#endif
+#undef DTLAB_STRATEGY
+
+const std::vector<const StrategySpec*>& strategy_specs() {
+  static const std::vector<const StrategySpec*> table = {
+#define DTLAB_STRATEGY(id) &id##_spec,
+#include "strategies/catalog.def"
+#ifdef DTLAB_CATALOG_EXTRA
+#include DTLAB_CATALOG_EXTRA
+#endif
+#undef DTLAB_STRATEGY
+  };
+  return table;
+}
+
+std::vector<std::string> strategy_ids() {
+  std::vector<std::string> ids;
+  for (const StrategySpec* spec : strategy_specs()) ids.emplace_back(spec->id);
+  return ids;
+}
+
+const StrategySpec* find_strategy_spec(std::string_view id) {
+  for (const StrategySpec* spec : strategy_specs())
+    if (spec->id == id) return spec;
+  return nullptr;
+}
+
+const StrategySpec& strategy_spec(std::string_view id) {
+  if (const StrategySpec* spec = find_strategy_spec(id)) return *spec;
+  std::string known;
+  for (const StrategySpec* spec : strategy_specs()) known += (known.empty() ? "" : " | ") + std::string(spec->id);
+  throw std::invalid_argument("parallel.strategy='" + std::string(id) +
+                              "' is not available in this build (available: " + known + ")");
+}
+
+int64_t data_parallel_size(const Config& config) {
+  const StrategySpec* spec = find_strategy_spec(config.parallel.strategy);
+  return spec != nullptr && spec->data_parallel_size != nullptr ? spec->data_parallel_size(config) : config.world_size;
+}
+
+CostPlan cost_plan(const Config& config, int rank) {
+  const StrategySpec& spec = strategy_spec(config.parallel.strategy);
+  if (spec.plan == nullptr)
+    throw std::invalid_argument("parallel.strategy=" + config.parallel.strategy + " has no cost plan in this build");
+  return spec.plan(config, rank);
+}
+
+}  // namespace dtlab

@@ -1,0 +1,31 @@
+// catalog.hpp: the strategies this program was linked with, by id (torch-free).
+//
+// strategies/catalog.cpp expands strategies/catalog.def into the table. A test program may link a catalogue
+// with more lines (tests/strategy/toy/: catalog.cpp compiled with DTLAB_CATALOG_EXTRA naming a second .def,
+// as an object library, so its definitions come before the archive's and the archive's copy is never pulled).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "strategies/spec.hpp"
+
+namespace dtlab {
+
+// The single-process strategy every other one is compared with (parity tests, calibration's training step). The
+// config's default (lab/config.hpp ParallelConfig::strategy) names the same id.
+inline constexpr std::string_view kReferenceStrategy = "single";
+
+// In catalogue order.
+const std::vector<const StrategySpec*>& strategy_specs();
+std::vector<std::string> strategy_ids();
+// Throws std::invalid_argument "parallel.strategy='<id>' is not available in this build (available: a | b)".
+const StrategySpec& strategy_spec(std::string_view id);
+// nullptr when no strategy of this build has that id.
+const StrategySpec* find_strategy_spec(std::string_view id);
+// Ranks that see different data under config.parallel.strategy (spec.data_parallel_size, else world_size; an
+// unknown strategy counts as world_size, config validation reports it).
+int64_t data_parallel_size(const Config& config);
+
+}  // namespace dtlab

@@ -1,0 +1,35 @@
+// fsdp_hybrid_cost.cpp: the spec of `fsdp_hybrid` — HYBRID_SHARD: FULL_SHARD inside groups of parallel.shard_size
+// ranks, gradient shards all-reduced across the groups. Its plan is the sharded plan of ShardingMode::hybrid
+// (strategies/sharded_plan.cpp explains every term).
+#include "strategies/schedule_kit.hpp"
+#include "strategies/sharded_plan.hpp"
+#include "strategies/spec.hpp"
+
+namespace dtlab {
+namespace {
+
+void check(const Config& config) { check_sharded("fsdp_hybrid", config); }
+
+CostPlan plan(const Config& config, int rank) {
+  return sharded_cost_plan(ShardingMode::hybrid, "fsdp_hybrid", config, rank);
+}
+
+// Schedule: FULL_SHARD's unit pipeline inside the shard group; the replica all-reduces run after backward, which
+// the step model counts for every strategy.
+double exposed(const ScheduleInput& in) { return fsdp_unit_pipeline(in, /*regather=*/true); }
+
+}  // namespace
+
+extern const StrategySpec fsdp_hybrid_spec;
+const StrategySpec fsdp_hybrid_spec{
+    .id = "fsdp_hybrid",
+    .doc = "FULL_SHARD inside groups of parallel.shard_size ranks, gradient shards all-reduced across the groups",
+    .keys = {"parallel.shard_size", "parallel.prefetch", "parallel.wrap", "parallel.reduce_scatter", "parallel.offload",
+             "parallel.activation_checkpointing", "parallel.checkpoint_every"},
+    .check = &check,
+    .plan = &plan,
+    .exposed_comm_ms = &exposed,
+    .hooks_unit_outputs = true,
+};
+
+}  // namespace dtlab

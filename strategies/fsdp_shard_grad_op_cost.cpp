@@ -1,0 +1,34 @@
+// fsdp_shard_grad_op_cost.cpp: the spec of `fsdp_shard_grad_op` — SHARD_GRAD_OP (ZeRO-2): gradients and optimizer state
+// sharded; units gathered once per micro-step and kept through backward. Its plan is the sharded plan of
+// ShardingMode::shard_grad_op (strategies/sharded_plan.cpp explains every term).
+#include "strategies/schedule_kit.hpp"
+#include "strategies/sharded_plan.hpp"
+#include "strategies/spec.hpp"
+
+namespace dtlab {
+namespace {
+
+void check(const Config& config) { check_sharded("fsdp_shard_grad_op", config); }
+
+CostPlan plan(const Config& config, int rank) {
+  return sharded_cost_plan(ShardingMode::shard_grad_op, "fsdp_shard_grad_op", config, rank);
+}
+
+// Schedule: the FSDP unit pipeline without backward re-gathers (every unit stays gathered from its forward).
+double exposed(const ScheduleInput& in) { return fsdp_unit_pipeline(in, /*regather=*/false); }
+
+}  // namespace
+
+extern const StrategySpec fsdp_shard_grad_op_spec;
+const StrategySpec fsdp_shard_grad_op_spec{
+    .id = "fsdp_shard_grad_op",
+    .doc = "gradients and optimizer state sharded; units gathered once per micro-step and kept through backward",
+    .keys = {"parallel.prefetch", "parallel.wrap", "parallel.reduce_scatter", "parallel.offload",
+             "parallel.activation_checkpointing", "parallel.checkpoint_every"},
+    .check = &check,
+    .plan = &plan,
+    .exposed_comm_ms = &exposed,
+    .hooks_unit_outputs = true,
+};
+
+}  // namespace dtlab

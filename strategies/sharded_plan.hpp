@@ -1,0 +1,23 @@
+// sharded_plan.hpp: the cost plan shared by the sharded strategies, by mode (torch-free). The runtime engine
+// (strategies/fsdp_engine.cpp) takes the same ShardingMode, so the plan and the engine name one schedule.
+#pragma once
+
+#include <string_view>
+
+#include "lab/config.hpp"
+#include "strategies/cost_plan.hpp"
+
+namespace dtlab {
+
+enum class ShardingMode { full_shard, shard_grad_op, no_shard, hybrid, zero1 };
+
+// The plan of one optimizer step of `mode` on `rank`, labelled `id` (the calling strategy's). Per-rank state
+// depends on the rank: the padding of each unit sits in the last shards, and optimizer state covers only the
+// non-padding elements of this rank's shard. Throws std::invalid_argument unless 0 <= rank < config.world_size.
+CostPlan sharded_cost_plan(ShardingMode mode, std::string_view id, const Config& config, int rank);
+
+// The refusals every sharded strategy shares (its spec's check): bf16 masters under fp32 parameters, tied
+// embeddings split across units. Throws std::invalid_argument naming the keys and the way out.
+void check_sharded(std::string_view id, const Config& config);
+
+}  // namespace dtlab

@@ -1,0 +1,50 @@
+// spec.hpp: what a strategy tells the rest of the lab about itself, torch-free (one StrategySpec per strategy,
+// defined in its <id>_cost.cpp beside its runtime file <id>.cpp, listed once in strategies/catalog.def).
+//
+// Config validation, the cost plans, the step-time model and the memory model read the catalogue
+// (strategies/catalog.hpp) instead of matching strategy ids: adding a strategy is two files and one line.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "lab/config.hpp"
+#include "strategies/cost_plan.hpp"
+
+namespace dtlab {
+
+// What the step-time model hands a strategy's schedule: one call of each planned collective and the compute of
+// one micro-step, per flat unit (parallel.wrap grouping, as the sharded engine builds them) and in total.
+struct ScheduleInput {
+  const Config& config;
+  const CostPlan& plan;
+  std::vector<double> call_ms;  // one call of plan.collectives[i] (ms); 0 for setup collectives
+  std::vector<double> unit_forward_ms, unit_backward_ms;  // per flat unit, one micro-step
+  double forward_ms = 0, backward_ms = 0;                 // one micro-step (backward includes recomputation)
+};
+
+struct StrategySpec {
+  std::string_view id;   // stable lowercase id: parallel.strategy=<id>, result.json, run names
+  std::string_view doc;  // one line: what it shards and communicates ("available:" lists, docs)
+  // The config keys beyond model/train/precision that the strategy reads (tests check each is a real key).
+  std::vector<std::string_view> keys;
+  // Combinations the strategy cannot honour (e.g. ddp with offload): throws std::invalid_argument naming the keys and
+  // the way out. Its runtime calls it first thing in wrap(), so a refusal ends the job like any training error.
+  void (*check)(const Config& config) = nullptr;
+  // The cost plan of one optimizer step on `rank` (bytes, collectives, state per rank). REQUIRES 0 <= rank <
+  // config.world_size; throws std::invalid_argument otherwise.
+  CostPlan (*plan)(const Config& config, int rank) = nullptr;
+  // Communication the strategy's schedule leaves exposed in one optimizer step (ms), not counting the calls that
+  // run synchronously after backward (8-byte all-reduces, phase after-backward), which the step model adds for
+  // every strategy. nullptr: no schedule is modelled, every call counts as exposed (and the prediction says so).
+  double (*exposed_comm_ms)(const ScheduleInput& in) = nullptr;
+  // Ranks that see different data (the loss and gradients are averaged over them). nullptr: every rank, i.e.
+  // world_size. Tensor- or pipeline-parallel strategies return world / (tp * pp).
+  int64_t (*data_parallel_size)(const Config& config) = nullptr;
+  // The strategy hooks every unit's output in backward (sharded units), which keeps one more activation gradient
+  // alive at the peak (analysis/cost/memory_model.hpp activation_peak).
+  bool hooks_unit_outputs = false;
+};
+
+}  // namespace dtlab
