@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -82,7 +83,10 @@ TEST(Faults, StalledRankTimesOutTheCollectiveNamingTheRankAndTheCollective) {
   EXPECT_LT(job.seconds, 8.0 + 10.0) << "the timeout is 8 s; diagnosis and stopping add a few" << job.output;
   EXPECT_NE(job.output.find("Timed out"), std::string::npos) << job.output;
   EXPECT_NE(job.output.find("all_reduce 'ddp.bucket."), std::string::npos) << job.output;
-  EXPECT_NE(job.output.find("rank 1 stopped reporting (dead or stalled); it was at step 3"), std::string::npos)
+  // Which step the stalled rank last published depends on its heartbeat (polled every 50 ms, a tiny step takes
+  // ~25 ms): the diagnosis must name the rank and where it was, at step 3 at the latest.
+  EXPECT_TRUE(std::regex_search(job.output,
+                                std::regex("rank 1 stopped reporting \\(dead or stalled\\); it was at step [123],")))
       << job.output;
   expect_nothing_left(out);
 }

@@ -566,11 +566,11 @@ TEST(SamplerTest, RejectsInconsistentLayout) {
     Sampler(*source, 16, 8, 4, 1, 0, 4, 5);
     FAIL() << "no error";
   } catch (const DataError& error) {
-    EXPECT_NE(std::string(error.what()).find("global_batch(8) != micro_batch(4) * accumulation(1) * world_size(4)"),
+    EXPECT_NE(std::string(error.what()).find("global_batch(8) != micro_batch(4) * accumulation(1) * dp_size(4)"),
               std::string::npos)
         << error.what();
   }
-  EXPECT_THROW(Sampler(*source, 16, 8, 4, 1, 2, 2, 5), DataError);  // rank outside the world
+  EXPECT_THROW(Sampler(*source, 16, 8, 4, 1, 2, 2, 5), DataError);  // dp rank outside the data-parallel group
   EXPECT_THROW(Sampler(*source, 0, 8, 4, 2, 0, 1, 5), DataError);   // seq_len 0
   const Sampler sampler(*source, 16, 8, 4, 1, 0, 2, 5);
   EXPECT_THROW((void)sampler.sequence_indices(0, 0, 1), DataError);  // micro-step beyond accumulation
