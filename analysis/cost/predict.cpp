@@ -3,6 +3,8 @@
 #include "analysis/cost/predict.hpp"
 
 #include <map>
+#include <memory>
+#include <optional>
 #include <stdexcept>
 #include <tuple>
 
@@ -118,6 +120,13 @@ nlohmann::json predict(const dtlab::Config& config, const MachineProfile* profil
                     " FLOPs per token (model FLOPs + recomputed forward); flops_per_token counts model FLOPs only");
   j["notes"] = notes;
   return j;
+}
+
+std::function<nlohmann::json(const dtlab::Config&, int)> run_prediction(const dtlab::Config& config) {
+  std::shared_ptr<const MachineProfile> profile;
+  if (!config.instrument.profile.empty())
+    profile = std::make_shared<const MachineProfile>(load_profile(config.instrument.profile));
+  return [profile](const dtlab::Config& run_config, int rank) { return predict(run_config, profile.get(), rank); };
 }
 
 }  // namespace dtlab::analysis

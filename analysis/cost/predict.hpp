@@ -21,6 +21,7 @@
 // Throws std::invalid_argument naming the rule otherwise.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,12 @@
 namespace dtlab::analysis {
 
 nlohmann::json predict(const dtlab::Config& config, const MachineProfile* profile, int rank = 0);
+
+// What a training run records under result.json "prediction" (the runtime gets it injected through
+// TrainOptions::predict, lab/train/trainer.hpp, and never includes this code). The machine profile named by
+// instrument.profile is loaded here, before the run starts, so a bad path fails before any work and alike on every
+// rank; the returned function predicts for the rank it is given once the run has finished.
+std::function<nlohmann::json(const dtlab::Config&, int rank)> run_prediction(const dtlab::Config& config);
 
 // The top-level keys of predict()'s object, in the order above (tests and the report check against this).
 const std::vector<std::string>& prediction_keys();

@@ -3,10 +3,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include <ATen/Parallel.h>
+
+#include "lab/config.hpp"
+#include "lab/world.hpp"
 
 namespace dtlab {
 
@@ -81,6 +86,24 @@ std::optional<double> spec_sheet_peak_tflops(const std::string& device_name, con
     return std::nullopt;
   }
   return std::nullopt;
+}
+
+JobPeak job_peak_tflops(const Config& config, World& world, int threads) {
+  const std::string dtype = config.precision.param_dtype == "bf16"   ? "bfloat16"
+                            : config.precision.param_dtype == "fp16" ? "float16"
+                                                                     : "float32";
+  const at::ScalarType st = dtype == "bfloat16" ? at::kBFloat16 : dtype == "float16" ? at::kHalf : at::kFloat;
+  CorePeak mine;
+  if (world.local_rank() == 0) mine = measure_core_peak_tflops(st, 0.1);
+  const double per_core = world.all_reduce_max(mine.tflops);
+  const double n = world.all_reduce_max(static_cast<double>(mine.n));
+  const int hardware = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int nodes = std::max(1, world.world_size() / std::max(1, world.local_world_size()));
+  const int cores = std::min(hardware, threads * world.local_world_size()) * nodes;
+  char source[200];
+  std::snprintf(source, sizeof source, "%.0fx%.0f %s GEMM on one core: %.4g TFLOP/s x %d cores in use", n, n,
+                dtype.c_str(), per_core, cores);
+  return {per_core * cores, source};
 }
 
 }  // namespace dtlab

@@ -13,6 +13,9 @@
 
 namespace dtlab {
 
+struct Config;
+class World;
+
 // TFLOP/s of [m x k] @ [k x n] in `dtype` on the CPU. REQUIRES: m, k, n > 0.
 double measure_gemm_tflops(int64_t m, int64_t k, int64_t n, at::ScalarType dtype, double seconds);
 
@@ -25,6 +28,17 @@ struct CorePeak {
   int64_t n = 0;  // the square size timed
 };
 CorePeak measure_core_peak_tflops(at::ScalarType dtype, double seconds);
+
+// The MFU denominator of a training job: the peak of the cores it occupies, i.e. one core's best GEMM rate in the
+// compute dtype (measured by local rank 0 of each node while the node's other ranks wait, so the probe has its core
+// alone) times the cores in use (threads per rank x ranks per node, at most the node's cores, times the nodes). A
+// training step's GEMMs are smaller than the probe's and share the cores with elementwise work, so MFU cannot exceed
+// 100%. Collective: every rank calls it. `source` says how it was measured (result.json summary.mfu_peak_source).
+struct JobPeak {
+  double tflops = 0;
+  std::string source;
+};
+JobPeak job_peak_tflops(const Config& config, World& world, int threads);
 
 // Dense (no sparsity) peak TFLOP/s from NVIDIA's data sheets for a device name as CUDA reports it
 // ("NVIDIA H100 80GB HBM3", ...) and a dtype ("bfloat16" | "float16" | "float32"; float32 = TF32 tensor

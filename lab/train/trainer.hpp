@@ -18,6 +18,7 @@
 
 #include "lab/config.hpp"
 #include "lab/instrument/step_profiler.hpp"
+#include "lab/train/run_record.hpp"
 #include "lab/train/strategy.hpp"
 #include "lab/world.hpp"
 
@@ -34,22 +35,9 @@ struct TrainOptions {
   bool print_config = true;  // the config table on rank 0
   // Called after every optimizer step (tests: parity checks, fault injection). May be empty.
   std::function<void(int64_t step, Strategy&)> after_step;
-};
-
-struct StepRecord {
-  int64_t step = 0;  // 1-based
-  double loss = 0, lr = 0, grad_norm = 0, step_ms = 0, tokens_per_s = 0;
-  PhaseTimes phases_ms{};      // exclusive time per phase (lab/instrument/step_profiler.hpp); they sum to step_ms
-  double comm_wait_ms = 0;     // = phases_ms[comm_wait]: the main thread blocked on communication
-  double comm_ms = 0;          // union of the step's collective intervals
-  double exposed_comm_ms = 0;  // of which not hidden behind compute
-  double overlap_pct = 0;      // hidden share of comm_ms
-  double tflops = 0;           // model FLOPs rate of the step, all ranks
-  double mfu_pct = 0;          // tflops / the peak of all ranks (summary.gemm_tflops); 0 when unknown
-  int64_t memory_bytes = 0;    // tensor memory peak so far (this rank)
-  double trace_ms = 0;         // instrument.trace: time spent writing this step's trace events (in and after it)
-  double loss_scale = 1.0;     // dynamic loss scaling only
-  bool skipped = false;        // dynamic loss scaling: non-finite gradients somewhere, no update
+  // The cost models' prediction for this run, recorded as result.json "prediction" (the command layer passes
+  // analysis::run_prediction; the runtime does not include the cost models). Empty: no "prediction" key.
+  std::function<nlohmann::json(const Config&, int rank)> predict;
 };
 
 struct TrainOutcome {

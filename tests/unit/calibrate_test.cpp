@@ -1,7 +1,7 @@
 // calibrate_test.cpp: `dtlab calibrate --quick` end to end — it runs comm-bench as a child, measures GEMMs, a
 // training step and AdamW, and writes a profile that analysis/cost/profile.hpp's loader accepts with positive
 // rates. Also the thread rule and the refusals. (~15-30 s: a quick calibration on 2 ranks.)
-#include "lab/calibrate.hpp"
+#include "lab/tools/calibrate.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // calibrate.cpp: `dtlab calibrate` — GEMM, training-step, AdamW and copy microbenchmarks in this process,
 // comm-bench as a child process, then the machine profile; see calibrate.hpp.
-#include "lab/calibrate.hpp"
+#include "lab/tools/calibrate.hpp"
 
 #include <sys/wait.h>
 #include <unistd.h>

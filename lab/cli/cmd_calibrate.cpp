@@ -1,0 +1,30 @@
+// cmd_calibrate.cpp: `dtlab calibrate --out FILE [--ranks 2] [--quick] [--config FILE key=value ...]` — measure this
+// machine and write the machine profile the cost models read (lab/tools/calibrate.hpp).
+#include <memory>
+#include <string>
+
+#include "lab/cli/command.hpp"
+#include "lab/tools/calibrate.hpp"
+#include "strategies/registry.hpp"
+
+namespace dtlab::cli {
+
+Command add_calibrate_command(CLI::App& app, const CommandLine& line) {
+  auto options = std::make_shared<CalibrateOptions>();
+  auto* calibrate = app.add_subcommand(
+      "calibrate", "measure this machine (comm-bench, GEMMs, a training step, AdamW) and write a machine profile");
+  calibrate->add_option("--out", options->out_path, "machine profile JSON to write")->required();
+  calibrate->add_option("--ranks", options->ranks, "ranks of the jobs to calibrate for (>= 2)");
+  calibrate->add_flag("--quick", options->quick, "fewer sizes and repeats (tests)");
+  calibrate->add_flag("--compute-only", options->compute_only,
+                      "internal: a companion process that loads the machine like the other ranks of a job");
+  calibrate->add_option("--config", options->config_path, "shapes to calibrate on (default: small)");
+  calibrate->add_option("overrides", options->overrides, "section.key=value overrides of the config");
+  return {calibrate, [options, line] {
+            options->command = reproduce_command(line);
+            options->make_strategy = [](const std::string& id) { return make_strategy(id); };
+            return run_calibrate(*options);
+          }};
+}
+
+}  // namespace dtlab::cli

@@ -1,0 +1,82 @@
+// cmd_comm_bench.cpp: `dtlab comm-bench [-b 1K -e 256M -f 4 -n 10 -w 3 --op all --json FILE --model FILE]` — the
+// collective benchmark in the manner of nccl-tests (lab/comm/bench.hpp); with --model each row also gets the cost
+// model's predicted time and its error.
+#include <fstream>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "analysis/cost/comm_model.hpp"
+#include "analysis/cost/fit.hpp"
+#include "lab/cli/command.hpp"
+#include "lab/comm/bench.hpp"
+
+namespace dtlab::cli {
+namespace {
+
+// The flags as typed, before they become CommBenchOptions.
+struct CommBenchArgs {
+  CommBenchOptions options;
+  std::string min_bytes = "1K", max_bytes = "256M", op = "all", algorithm = "all", model_path;
+  int check = 1;
+};
+
+// The comm model of --model as the benchmark's predictor.
+CommBenchModel bench_model(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("comm-bench: --model " + path + ": cannot read the file");
+  auto model =
+      std::make_shared<analysis::CommModel>(analysis::comm_model_from_document(nlohmann::json::parse(in), path));
+  return CommBenchModel{
+      path,
+      [model](const std::string& op, const std::string& algorithm, int64_t bytes, int group_size) {
+        return analysis::collective_time_us(*model, op, algorithm, bytes, group_size);
+      },
+      [](const std::string& op) { return std::string(analysis::fitted_placement(op)) == "in_place"; }};
+}
+
+int run(CommBenchArgs& args, const CommandLine& line) {
+  CommBenchOptions& options = args.options;
+  options.min_bytes = parse_byte_size(args.min_bytes);
+  options.max_bytes = parse_byte_size(args.max_bytes);
+  options.ops = resolve_comm_bench_ops(args.op);
+  options.algorithms = resolve_comm_bench_algorithms(args.algorithm);
+  options.check = args.check != 0;
+  for (int i = 1; i < line.argc; ++i)  // this subcommand's arguments, to re-launch itself as N ranks
+    if (std::string(line.argv[i]) == "comm-bench") {
+      options.relaunch_args.assign(line.argv + i + 1, line.argv + line.argc);
+      break;
+    }
+  if (!args.model_path.empty()) options.model = bench_model(args.model_path);
+  return run_comm_bench(options);
+}
+
+}  // namespace
+
+Command add_comm_bench_command(CLI::App& app, const CommandLine& line) {
+  auto args = std::make_shared<CommBenchArgs>();
+  CommBenchOptions& bench = args->options;
+  auto* comm_bench = app.add_subcommand("comm-bench",
+                                        "collective benchmark in the manner of nccl-tests (Gloo): "
+                                        "time, algbw, busbw, #wrong per size; JSON for calibrate");
+  comm_bench->add_option("-b,--minbytes", args->min_bytes, "smallest size in bytes (K/M/G suffixes)");
+  comm_bench->add_option("-e,--maxbytes", args->max_bytes, "largest size in bytes (K/M/G suffixes)");
+  comm_bench->add_option("-f,--stepfactor", bench.factor, "size multiplier from one row to the next");
+  comm_bench->add_option("-n,--iters", bench.iters, "timed calls per size and placement");
+  comm_bench->add_option("-w,--warmup_iters", bench.warmup, "untimed calls before them");
+  comm_bench->add_option("--repeats", bench.repeats, "timed loops per size; the fastest counts (1 = nccl-tests)");
+  comm_bench->add_option("--op", args->op, "all_reduce | all_gather | reduce_scatter | broadcast | all");
+  comm_bench->add_option("--algorithm", args->algorithm,
+                         "backend | ring | all (all_reduce ring = lab ring reduce-scatter + ring all-gather)");
+  comm_bench->add_option("--dtype", bench.dtype, "float32 | bfloat16");
+  comm_bench->add_option("--json", bench.json_path, "also write the results as JSON (input of dtlab calibrate)");
+  comm_bench->add_option("--ranks", bench.ranks, "ranks to start when not already a rank of a job");
+  comm_bench->add_option("-c,--check", args->check, "1 = count wrong elements in a separate pass, 0 = skip");
+  comm_bench->add_option("--model", args->model_path,
+                         "comm model or machine profile JSON: adds predicted time and error % per row");
+  comm_bench->add_option("--timeout", bench.timeout_s, "rendezvous and collective timeout in seconds");
+  comm_bench->add_option("--report-fd", bench.report_fd)->group("");  // set by the re-launch: rank 0's report
+  return {comm_bench, [args, line] { return run(*args, line); }};
+}
+
+}  // namespace dtlab::cli

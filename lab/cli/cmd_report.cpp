@@ -1,0 +1,36 @@
+// cmd_report.cpp: `dtlab report RESULT_DIR... -o reports/NAME` — the HTML + PNG report (analysis/report.hpp), or with
+// --accuracy the cost models' predicted-vs-measured accuracy against their targets.
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "analysis/accuracy.hpp"
+#include "analysis/report.hpp"
+#include "lab/cli/command.hpp"
+
+namespace dtlab::cli {
+
+Command add_report_command(CLI::App& app) {
+  struct Args {
+    std::vector<std::string> inputs;
+    std::string out = "reports/latest";
+    bool accuracy = false, enforce = false;
+  };
+  auto args = std::make_shared<Args>();
+  auto* report = app.add_subcommand("report", "render results as HTML + PNG");
+  report->add_option("inputs", args->inputs, "result, scenario or results directories")->required();
+  report->add_option("-o,--out", args->out, "report directory");
+  report->add_flag("--accuracy", args->accuracy,
+                   "print predicted-vs-measured accuracy against the cost-model targets instead of a report");
+  report
+      ->add_flag("--enforce", args->enforce,
+                 "with --accuracy: exit 3 unless every target is met (a missed or not-judged target fails)")
+      ->needs("--accuracy");
+  return {report, [args] {
+            if (args->accuracy) return analysis::run_accuracy(args->inputs, std::cout, std::cerr, args->enforce);
+            return analysis::render_report(args->inputs, args->out, std::cout);
+          }};
+}
+
+}  // namespace dtlab::cli

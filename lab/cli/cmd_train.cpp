@@ -1,0 +1,91 @@
+// cmd_train.cpp: `dtlab train --config FILE [section.key=value ...] --out DIR` — one training run, or one rank of a
+// job when a launcher's environment (dtlab launch, torchrun, srun) or --rank says so.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "analysis/cost/predict.hpp"
+#include "lab/cli/command.hpp"
+#include "lab/config.hpp"
+#include "lab/dist/dist_world.hpp"
+#include "lab/dist/rank_env.hpp"
+#include "lab/train/trainer.hpp"
+#include "lab/world.hpp"
+#include "strategies/registry.hpp"
+
+namespace dtlab::cli {
+namespace {
+
+struct TrainArgs {
+  std::string config_path, out_dir;
+  std::vector<std::string> overrides;
+  RankArgs rank;
+  std::string bind_addr;
+  double timeout_s = 60.0;
+};
+
+// The command that reruns this run: under `dtlab launch` the launch command (the launcher exports it as
+// DTLAB_JOB_COMMAND), otherwise this process's own command line (torchrun, srun and single runs).
+std::string job_command(const CommandLine& line) {
+  const char* launcher = std::getenv("DTLAB_LAUNCHER");
+  const char* job = std::getenv("DTLAB_JOB_COMMAND");
+  if (launcher && std::string(launcher) == "dtlab" && job && *job) return job;
+  return reproduce_command(line);
+}
+
+// The world this process belongs to: one process, or a rank of a job found by discover_rank_env.
+std::unique_ptr<World> make_world(const TrainArgs& args, const std::string& backend) {
+  const RankEnv env = discover_rank_env(args.rank, current_environment());
+  if (env.world_size == 1 && env.launcher == "none") return std::make_unique<SingleProcessWorld>();
+  RendezvousOptions options;
+  options.timeout = std::chrono::milliseconds(static_cast<int64_t>(args.timeout_s * 1000.0));
+  options.bind_addr = args.bind_addr;
+  options.backend = backend == "auto" ? "gloo" : backend;  // CPU tensors: gloo (nccl needs CUDA tensors)
+  return std::make_unique<DistWorld>(env, options);
+}
+
+int run_train(const TrainArgs& args, const std::string& command) {
+  const RankEnv env = discover_rank_env(args.rank, current_environment());
+  // Validate before any rendezvous, so a bad config (or machine profile) fails fast on every rank alike.
+  const Config config = load_config(args.config_path, args.overrides, env.world_size);
+  TrainOptions options;
+  options.out_dir = args.out_dir;
+  options.command = command;
+  options.predict = analysis::run_prediction(config);
+  auto strategy = make_strategy(config.parallel.strategy);
+  auto world = make_world(args, config.parallel.backend);
+  auto outcome = train(config, *strategy, *world, options);
+  if (world->is_main()) {
+    const auto& summary = outcome.result["summary"];
+    std::printf("done: %lld steps | final loss %.4f | median %.1f ms/step | %.0f tok/s | results in %s\n",
+                static_cast<long long>(outcome.steps.size()), summary["final_loss"].get<double>(),
+                summary["step_ms_median"].get<double>(), summary["tokens_per_s"].get<double>(),
+                args.out_dir.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command add_train_command(CLI::App& app, const CommandLine& line) {
+  auto args = std::make_shared<TrainArgs>();
+  auto* train = app.add_subcommand("train", "run one training (one rank of a job when rank env is set)");
+  train->add_option("--config", args->config_path, "YAML config file (scenarios/configs/*.yaml)")->required();
+  train->add_option("--out", args->out_dir, "results directory (result.json, rank<r>/steps.jsonl)")->required();
+  train->add_option("overrides", args->overrides,
+                    "section.key=value overrides, e.g. train.steps=50 model.preset=small");
+  train->add_option("--rank", args->rank.rank, "this process's rank (else from the launcher's environment)");
+  train->add_option("--world-size", args->rank.world_size, "number of ranks (with --rank)");
+  train->add_option("--local-rank", args->rank.local_rank, "rank on this machine (with --rank)");
+  train->add_option("--master-addr", args->rank.master_addr, "rendezvous host (rank 0's address)");
+  train->add_option("--master-port", args->rank.master_port, "rendezvous port");
+  train->add_option("--bind", args->bind_addr,
+                    "address rank 0's store listens on when MASTER_ADDR is not loopback (explicit by design)");
+  train->add_option("--timeout", args->timeout_s, "rendezvous and collective timeout in seconds");
+  return {train, [args, line] { return run_train(*args, job_command(line)); }};
+}
+
+}  // namespace dtlab::cli
