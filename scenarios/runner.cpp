@@ -52,6 +52,40 @@ std::string display_path(const fs::path& p) {
   return p.string();
 }
 
+// The command line of one run: `dtlab train` (through `dtlab launch -n N` when world > 1) with the run's overrides.
+std::vector<std::string> run_command(const ScenarioRun& run, const fs::path& dtlab, const fs::path& source_dir,
+                                     const fs::path& profile, bool quick, const fs::path& run_dir) {
+  std::vector<std::string> args;
+  if (run.world_size > 1) {  // ranks are processes started by the lab's launcher
+    args = {display_path(dtlab), "launch", "-n", std::to_string(run.world_size)};
+  }
+  for (const std::string& a : {display_path(dtlab), std::string("train"), std::string("--config"),
+                               display_path(source_dir / "scenarios" / "configs" / run.config)})
+    args.push_back(a);
+  for (const auto& o : run.overrides) args.push_back(o);
+  if (fs::exists(profile)) args.push_back("instrument.profile=" + display_path(fs::absolute(profile)));
+  if (quick)
+    for (const auto& o : run.quick_overrides) args.push_back(o);
+  args.push_back("--out");
+  args.push_back(run_dir.string());
+  return args;
+}
+
+// --print-runs: the study as scenario.json would describe it, and each run's command, one block per run.
+template <typename CommandOf>
+void print_study(const Scenario& scenario, const std::string& only, const CommandOf& command_of) {
+  std::cout << "scenario " << scenario.name << ": " << scenario.title << "\n"
+            << "description: " << scenario.description << "\n";
+  for (const auto& note : scenario.notes) std::cout << "note: " << note << "\n";
+  std::cout << "needs_corpus: " << (scenario.needs_corpus ? "true" : "false") << "\n";
+  for (const auto& run : scenario.runs) {
+    if (!only.empty() && run.name != only) continue;
+    std::cout << "== " << scenario.name << "/" << run.name << " (world " << run.world_size << ")\n";
+    if (!run.note.empty()) std::cout << "note: " << run.note << "\n";
+    std::cout << "$ " << join(command_of(run)) << "\n";
+  }
+}
+
 }  // namespace
 
 int run_scenario(const Scenario& scenario, int argc, char** argv) {
@@ -62,6 +96,9 @@ int run_scenario(const Scenario& scenario, int argc, char** argv) {
   app.add_option("--out", out_root, "results root; this study writes <out>/" + scenario.name);
   app.add_flag("--quick", quick, "a few steps per run (tests, smoke checks)");
   app.add_option("--only", only, "run only the run with this name");
+  bool print_runs = false;
+  app.add_flag("--print-runs", print_runs, "print the study and each run's command instead of running them")
+      ->group("");  // hidden: for tests and for reading what a study would do
   CLI11_PARSE(app, argc, argv);
 
   const fs::path bin_dir = fs::canonical("/proc/self/exe").parent_path();
@@ -72,6 +109,13 @@ int run_scenario(const Scenario& scenario, int argc, char** argv) {
     return 1;
   }
   const fs::path scenario_dir = fs::path(out_root) / scenario.name;
+  const fs::path profile = fs::path(out_root) / "calibration" / "profile.json";
+  if (print_runs) {
+    print_study(scenario, only, [&](const ScenarioRun& run) {
+      return run_command(run, dtlab, source_dir, profile, quick, scenario_dir / run.name);
+    });
+    return 0;
+  }
   fs::create_directories(scenario_dir);
 
   const fs::path corpus = fs::path("data") / "corpus.bin";
@@ -82,26 +126,13 @@ int run_scenario(const Scenario& scenario, int argc, char** argv) {
     if (run_process(build) != 0) return 1;
   }
 
-  const fs::path profile = fs::path(out_root) / "calibration" / "profile.json";
   nlohmann::json manifest = {
       {"scenario", scenario.name}, {"title", scenario.title}, {"description", scenario.description},
       {"notes", scenario.notes},   {"quick", quick},          {"runs", nlohmann::json::array()}};
   for (const auto& run : scenario.runs) {
     if (!only.empty() && run.name != only) continue;
     const fs::path run_dir = scenario_dir / run.name;
-    std::vector<std::string> args;
-    if (run.world_size > 1) {  // ranks are processes started by the lab's launcher
-      args = {display_path(dtlab), "launch", "-n", std::to_string(run.world_size)};
-    }
-    for (const std::string& a : {display_path(dtlab), std::string("train"), std::string("--config"),
-                                 display_path(source_dir / "scenarios" / "configs" / run.config)})
-      args.push_back(a);
-    for (const auto& o : run.overrides) args.push_back(o);
-    if (fs::exists(profile)) args.push_back("instrument.profile=" + display_path(fs::absolute(profile)));
-    if (quick)
-      for (const auto& o : run.quick_overrides) args.push_back(o);
-    args.push_back("--out");
-    args.push_back(run_dir.string());
+    const std::vector<std::string> args = run_command(run, dtlab, source_dir, profile, quick, run_dir);
     std::cout << "\n== " << scenario.name << "/" << run.name << "\n$ " << join(args) << std::endl;
     const auto start = std::chrono::steady_clock::now();
     const int status = run_process(args);
