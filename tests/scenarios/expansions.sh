@@ -6,7 +6,7 @@
 set -euo pipefail
 bin=$(cd "$1" && pwd -P)
 src=$(cd "$2" && pwd -P)
-golden=${3:-}
+golden=${3:+$(cd "$(dirname "$3")" && pwd -P)/$(basename "$3")}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
@@ -55,7 +55,7 @@ expand() {
   fake_result b fsdp_full_shard_trace_off_b 305.0
   for tree in a b; do
     echo "### scenario_instrument comparison over results tree $tree"
-    "$bin/scenario_instrument" ${DTLAB_COMPARE_FLAG:---compare-only} --out $tree | grep '^tracing overhead' || true
+    "$bin/scenario_instrument" --compare-only --out $tree | grep '^tracing overhead' || true
     echo "### $tree/instrument/overhead.json"
     cat $tree/instrument/overhead.json
   done
