@@ -1,4 +1,4 @@
-// runner.cpp: runs a scenario's trainings as processes of build/bin/dtlab (see runner.hpp).
+// runner.cpp: runs a study's trainings as processes of build/bin/dtlab, then its comparisons (see runner.hpp).
 #include "scenarios/runner.hpp"
 
 #include <sys/wait.h>
@@ -12,6 +12,9 @@
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+
+#include "scenarios/compare.hpp"
+#include "scenarios/study.hpp"
 
 namespace fs = std::filesystem;
 
@@ -52,18 +55,54 @@ std::string display_path(const fs::path& p) {
   return p.string();
 }
 
-}  // namespace
+// The command line of one run: `dtlab train` (through `dtlab launch -n N` when world > 1) with the run's overrides.
+std::vector<std::string> run_command(const ScenarioRun& run, const fs::path& dtlab, const fs::path& source_dir,
+                                     const fs::path& profile, bool quick, const fs::path& run_dir) {
+  std::vector<std::string> args;
+  if (run.world_size > 1) {  // ranks are processes started by the lab's launcher
+    args = {display_path(dtlab), "launch", "-n", std::to_string(run.world_size)};
+  }
+  for (const std::string& a : {display_path(dtlab), std::string("train"), std::string("--config"),
+                               display_path(source_dir / "scenarios" / "configs" / run.config)})
+    args.push_back(a);
+  for (const auto& o : run.overrides) args.push_back(o);
+  if (fs::exists(profile)) args.push_back("instrument.profile=" + display_path(fs::absolute(profile)));
+  if (quick)
+    for (const auto& o : run.quick_overrides) args.push_back(o);
+  args.push_back("--out");
+  args.push_back(run_dir.string());
+  return args;
+}
 
-int run_scenario(const Scenario& scenario, int argc, char** argv) {
-  CLI::App app{"scenario_" + scenario.name + ": " + scenario.title};
+// --print-runs: the study as scenario.json would describe it, and each run's command, one block per run.
+template <typename CommandOf>
+void print_study(const Scenario& scenario, const std::string& only, const CommandOf& command_of) {
+  std::cout << "scenario " << scenario.name << ": " << scenario.title << "\n"
+            << "description: " << scenario.description << "\n";
+  for (const auto& note : scenario.notes) std::cout << "note: " << note << "\n";
+  std::cout << "needs_corpus: " << (scenario.needs_corpus ? "true" : "false") << "\n";
+  for (const auto& run : scenario.runs) {
+    if (!only.empty() && run.name != only) continue;
+    std::cout << "== " << scenario.name << "/" << run.name << " (world " << run.world_size << ")\n";
+    if (!run.note.empty()) std::cout << "note: " << run.note << "\n";
+    std::cout << "$ " << join(command_of(run)) << "\n";
+  }
+}
+
+// Command-line options of a scenario program.
+struct RunnerOptions {
   std::string out_root = "results";
   bool quick = false;
   std::string only;
-  app.add_option("--out", out_root, "results root; this study writes <out>/" + scenario.name);
-  app.add_flag("--quick", quick, "a few steps per run (tests, smoke checks)");
-  app.add_option("--only", only, "run only the run with this name");
-  CLI11_PARSE(app, argc, argv);
+  bool print_runs = false;
+  bool compare_only = false;
+};
 
+// Runs the study's trainings in order and writes <out>/<study>/scenario.json (with --print-runs: prints them and
+// touches nothing); 0 when every run succeeded.
+int run_trainings(const Scenario& scenario, const RunnerOptions& options) {
+  const bool quick = options.quick;
+  const std::string& only = options.only;
   const fs::path bin_dir = fs::canonical("/proc/self/exe").parent_path();
   const fs::path dtlab = bin_dir / "dtlab";
   const fs::path source_dir = DTLAB_SOURCE_DIR;
@@ -71,7 +110,14 @@ int run_scenario(const Scenario& scenario, int argc, char** argv) {
     std::cerr << "scenario_" << scenario.name << ": " << dtlab << " not found; build it with `make build`\n";
     return 1;
   }
-  const fs::path scenario_dir = fs::path(out_root) / scenario.name;
+  const fs::path scenario_dir = fs::path(options.out_root) / scenario.name;
+  const fs::path profile = fs::path(options.out_root) / "calibration" / "profile.json";
+  if (options.print_runs) {
+    print_study(scenario, only, [&](const ScenarioRun& run) {
+      return run_command(run, dtlab, source_dir, profile, quick, scenario_dir / run.name);
+    });
+    return 0;
+  }
   fs::create_directories(scenario_dir);
 
   const fs::path corpus = fs::path("data") / "corpus.bin";
@@ -82,26 +128,13 @@ int run_scenario(const Scenario& scenario, int argc, char** argv) {
     if (run_process(build) != 0) return 1;
   }
 
-  const fs::path profile = fs::path(out_root) / "calibration" / "profile.json";
   nlohmann::json manifest = {
       {"scenario", scenario.name}, {"title", scenario.title}, {"description", scenario.description},
       {"notes", scenario.notes},   {"quick", quick},          {"runs", nlohmann::json::array()}};
   for (const auto& run : scenario.runs) {
     if (!only.empty() && run.name != only) continue;
     const fs::path run_dir = scenario_dir / run.name;
-    std::vector<std::string> args;
-    if (run.world_size > 1) {  // ranks are processes started by the lab's launcher
-      args = {display_path(dtlab), "launch", "-n", std::to_string(run.world_size)};
-    }
-    for (const std::string& a : {display_path(dtlab), std::string("train"), std::string("--config"),
-                                 display_path(source_dir / "scenarios" / "configs" / run.config)})
-      args.push_back(a);
-    for (const auto& o : run.overrides) args.push_back(o);
-    if (fs::exists(profile)) args.push_back("instrument.profile=" + display_path(fs::absolute(profile)));
-    if (quick)
-      for (const auto& o : run.quick_overrides) args.push_back(o);
-    args.push_back("--out");
-    args.push_back(run_dir.string());
+    const std::vector<std::string> args = run_command(run, dtlab, source_dir, profile, quick, run_dir);
     std::cout << "\n== " << scenario.name << "/" << run.name << "\n$ " << join(args) << std::endl;
     const auto start = std::chrono::steady_clock::now();
     const int status = run_process(args);
@@ -123,12 +156,33 @@ int run_scenario(const Scenario& scenario, int argc, char** argv) {
   return 0;
 }
 
-std::string scenario_out_root(int argc, char** argv) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::string(argv[i]) == "--out") return argv[i + 1];
-  for (int i = 1; i < argc; ++i)
-    if (std::string(argv[i]).rfind("--out=", 0) == 0) return std::string(argv[i]).substr(6);
-  return "results";
+}  // namespace
+
+int run_study(const fs::path& spec_file, int argc, char** argv) {
+  Study study;
+  try {
+    study = load_study(spec_file);
+  } catch (const StudyError& e) {
+    std::cerr << "scenario_" << spec_file.stem().string() << ": " << e.what() << "\n";
+    return 1;
+  }
+  const Scenario& scenario = study.scenario;
+  CLI::App app{"scenario_" + scenario.name + ": " + scenario.title};
+  RunnerOptions options;
+  app.add_option("--out", options.out_root, "results root; this study writes <out>/" + scenario.name);
+  app.add_flag("--quick", options.quick, "a few steps per run (tests, smoke checks)");
+  app.add_option("--only", options.only, "run only the run with this name");
+  app.add_flag("--print-runs", options.print_runs, "print the study and each run's command instead of running them")
+      ->group("");  // hidden: for tests and for reading what a study would do
+  app.add_flag("--compare-only", options.compare_only, "skip the runs; compare the results already under --out")
+      ->group("");  // hidden: for tests and for redoing a comparison without training again
+  CLI11_PARSE(app, argc, argv);
+
+  if (!options.compare_only) {
+    const int status = run_trainings(scenario, options);
+    if (status != 0 || options.print_runs) return status;
+  }
+  return run_comparisons(study, fs::path(options.out_root) / scenario.name);
 }
 
 }  // namespace dtlab

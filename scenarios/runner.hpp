@@ -1,20 +1,18 @@
 // runner.hpp: the shared driver of scenario executables (scenario_<name>).
 //
-// A scenario is a small file declaring a sweep: a title, a description, notes, and runs, each a
-// `dtlab train` invocation (config file + overrides, later a launcher and world size). The runner
-// executes each run as its own process through build/bin/dtlab, streams its output, stops at the
-// first failure, and writes <out>/<scenario>/scenario.json for the report. Every run's exact command
-// lands in its result.json (context.command), so any chart can be reproduced.
+// A study is one spec, scenarios/studies/<name>.yaml (format: study.hpp): a title, a description, notes, runs (each a
+// `dtlab train` invocation: config file + overrides, a world size, a note) and comparisons. The runner executes each
+// run as its own process through build/bin/dtlab, streams its output, stops at the first failure, writes
+// <out>/<study>/scenario.json for the report, then makes the spec's comparisons (compare.hpp). Every run's exact
+// command lands in its result.json (context.command), so any chart can be reproduced.
 //
-//   int main(int argc, char** argv) {
-//     dtlab::Scenario s{"baseline", "Single process", "...", {...notes}, {{"single", "baseline.yaml", {...}}}};
-//     return dtlab::run_scenario(s, argc, argv);
-//   }
-// Flags: --out DIR (default results), --quick (few steps: tests), --only RUN (one run by name).
+// Flags: --out DIR (default results), --quick (few steps: tests), --only RUN (one run by name); hidden:
+// --print-runs (print the study and every run's command, run and write nothing), --compare-only (skip the runs).
 // When <out>/calibration/profile.json exists (`dtlab calibrate`, run first by `make benchmark`), every run gets
 // instrument.profile=<it>, so its result.json carries a prediction with times.
 #pragma once
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -38,9 +36,7 @@ struct Scenario {
   bool needs_corpus = false;  // build data/corpus.bin first (`dtlab data build`) if missing
 };
 
-int run_scenario(const Scenario& scenario, int argc, char** argv);
-
-// The --out value of a scenario command line ("results" when absent), for code that reads the runs afterwards.
-std::string scenario_out_root(int argc, char** argv);
+// Loads the study spec (an error names the file, the key and the rule: exit status 1), then runs it as argv says.
+int run_study(const std::filesystem::path& spec_file, int argc, char** argv);
 
 }  // namespace dtlab

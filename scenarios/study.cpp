@@ -1,0 +1,210 @@
+// study.cpp: reads a study spec (YAML) into a Study, checking every key (see study.hpp).
+#include "scenarios/study.hpp"
+
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <yaml-cpp/yaml.h>
+
+namespace dtlab {
+namespace {
+
+// Reads one spec, remembering its file name for the errors.
+class SpecReader {
+ public:
+  explicit SpecReader(std::filesystem::path file) : file_(std::move(file)) {}
+
+  [[noreturn]] void fail(const YAML::Node& node, const std::string& key, const std::string& rule) const {
+    std::string where = file_.string();
+    if (node.IsDefined() && node.Mark().line >= 0) where += ":" + std::to_string(node.Mark().line + 1);
+    throw StudyError(where + ": study: " + (key.empty() ? "the file" : key) + ": " + rule);
+  }
+
+  // The keys of a map, each one of `allowed`.
+  void expect_map(const YAML::Node& node, const std::string& key, const std::set<std::string>& allowed) const {
+    if (!node.IsMap()) fail(node, key, "must be a map");
+    for (const auto& entry : node) {
+      const std::string name = entry.first.as<std::string>();
+      if (allowed.count(name) == 0) {
+        std::string list;
+        for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+        fail(entry.first, (key.empty() ? "" : key + ".") + name, "unknown key (known: " + list + ")");
+      }
+    }
+  }
+
+  std::string text(const YAML::Node& node, const std::string& key, bool required) const {
+    if (!node) {
+      if (required) fail(node, key, "is required");
+      return "";
+    }
+    if (!node.IsScalar()) fail(node, key, "must be a string");
+    return node.as<std::string>();
+  }
+
+  std::vector<std::string> texts(const YAML::Node& node, const std::string& key) const {
+    std::vector<std::string> out;
+    if (!node) return out;
+    if (!node.IsSequence()) fail(node, key, "must be a list of strings");
+    for (size_t i = 0; i < node.size(); ++i) out.push_back(text(node[i], key + "[" + std::to_string(i) + "]", true));
+    return out;
+  }
+
+  // A list of `section.key=value` overrides.
+  std::vector<std::string> overrides(const YAML::Node& node, const std::string& key) const {
+    std::vector<std::string> out = texts(node, key);
+    for (size_t i = 0; i < out.size(); ++i)
+      if (out[i].find('=') == std::string::npos || out[i].find('.') > out[i].find('='))
+        fail(node[i], key + "[" + std::to_string(i) + "]", "'" + out[i] + "' is not section.key=value");
+    return out;
+  }
+
+  bool boolean(const YAML::Node& node, const std::string& key) const {
+    if (!node) return false;
+    bool value = false;
+    if (!node.IsScalar() || !YAML::convert<bool>::decode(node, value)) fail(node, key, "must be true or false");
+    return value;
+  }
+
+  int world(const YAML::Node& node, const std::string& key) const {
+    int value = 0;
+    if (!node.IsScalar() || !YAML::convert<int>::decode(node, value) || value < 1)
+      fail(node, key, "must be an integer >= 1");
+    return value;
+  }
+
+  double number(const YAML::Node& node, const std::string& key) const {
+    double value = 0;
+    if (!node) fail(node, key, "is required");
+    if (!node.IsScalar() || !YAML::convert<double>::decode(node, value)) fail(node, key, "must be a number");
+    return value;
+  }
+
+  const std::filesystem::path& file() const { return file_; }
+
+ private:
+  std::filesystem::path file_;
+};
+
+std::vector<ScenarioRun> read_runs(const SpecReader& spec, const YAML::Node& root, const std::string& config,
+                                   const std::vector<std::string>& quick) {
+  int default_world = 1;
+  if (const YAML::Node defaults = root["defaults"]) {
+    spec.expect_map(defaults, "defaults", {"world"});
+    if (defaults["world"]) default_world = spec.world(defaults["world"], "defaults.world");
+  }
+  std::map<int, std::vector<std::string>> per_world;
+  if (const YAML::Node node = root["per_world"]) {
+    if (!node.IsMap()) spec.fail(node, "per_world", "must be a map {<world size>: [overrides]}");
+    for (const auto& entry : node) {
+      const std::string key = "per_world." + entry.first.as<std::string>();
+      per_world[spec.world(entry.first, key)] = spec.overrides(entry.second, key);
+    }
+  }
+  const YAML::Node runs = root["runs"];
+  if (!runs || !runs.IsSequence() || runs.size() == 0) spec.fail(runs, "runs", "must be a non-empty list of runs");
+  std::vector<ScenarioRun> out;
+  std::set<std::string> names;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const std::string key = "runs[" + std::to_string(i) + "]";
+    const YAML::Node node = runs[i];
+    spec.expect_map(node, key, {"name", "overrides", "world", "note", "config"});
+    ScenarioRun run;
+    run.name = spec.text(node["name"], key + ".name", true);
+    if (run.name.empty() || run.name.find('/') != std::string::npos)
+      spec.fail(node["name"], key + ".name", "must be a non-empty directory name");
+    if (!names.insert(run.name).second) spec.fail(node["name"], key + ".name", "'" + run.name + "' is taken");
+    run.config = node["config"] ? spec.text(node["config"], key + ".config", true) : config;
+    if (run.config.empty()) spec.fail(node, key + ".config", "no config: set `config` for the study or the run");
+    run.overrides = spec.overrides(node["overrides"], key + ".overrides");
+    run.world_size = node["world"] ? spec.world(node["world"], key + ".world") : default_world;
+    const auto extra = per_world.find(run.world_size);
+    if (extra != per_world.end()) run.overrides.insert(run.overrides.end(), extra->second.begin(), extra->second.end());
+    run.quick_overrides = quick;
+    run.note = spec.text(node["note"], key + ".note", false);
+    out.push_back(std::move(run));
+  }
+  return out;
+}
+
+std::vector<std::string> run_names(const SpecReader& spec, const YAML::Node& node, const std::string& key,
+                                   const std::vector<ScenarioRun>& runs) {
+  std::vector<std::string> names = spec.texts(node, key);
+  if (names.empty()) spec.fail(node, key, "must name at least one run");
+  for (size_t i = 0; i < names.size(); ++i) {
+    bool known = false;
+    for (const auto& run : runs) known = known || run.name == names[i];
+    if (!known) spec.fail(node[i], key + "[" + std::to_string(i) + "]", "'" + names[i] + "' is not a run of the study");
+  }
+  return names;
+}
+
+std::vector<Comparison> read_comparisons(const SpecReader& spec, const YAML::Node& node,
+                                         const std::vector<ScenarioRun>& runs) {
+  std::vector<Comparison> out;
+  if (!node) return out;
+  if (!node.IsSequence()) spec.fail(node, "compare", "must be a list of comparisons");
+  for (size_t i = 0; i < node.size(); ++i) {
+    const std::string key = "compare[" + std::to_string(i) + "]";
+    const YAML::Node entry = node[i];
+    spec.expect_map(entry, key, {"kind", "why", "target_pct", "output", "groups"});
+    Comparison c;
+    c.kind = spec.text(entry["kind"], key + ".kind", true);
+    if (c.kind != "tracing_overhead") spec.fail(entry["kind"], key + ".kind", "unknown kind (known: tracing_overhead)");
+    c.why = spec.text(entry["why"], key + ".why", true);
+    c.target_pct = spec.number(entry["target_pct"], key + ".target_pct");
+    c.output = spec.text(entry["output"], key + ".output", true);
+    if (c.output.empty() || c.output.find('/') != std::string::npos)
+      spec.fail(entry["output"], key + ".output", "must be a file name (written under <out>/<study>/)");
+    const YAML::Node groups = entry["groups"];
+    if (!groups || !groups.IsSequence() || groups.size() == 0)
+      spec.fail(groups, key + ".groups", "must be a non-empty list of {label, on, off}");
+    for (size_t g = 0; g < groups.size(); ++g) {
+      const std::string group_key = key + ".groups[" + std::to_string(g) + "]";
+      spec.expect_map(groups[g], group_key, {"label", "on", "off"});
+      c.groups.push_back({spec.text(groups[g]["label"], group_key + ".label", true),
+                          run_names(spec, groups[g]["on"], group_key + ".on", runs),
+                          run_names(spec, groups[g]["off"], group_key + ".off", runs)});
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+}  // namespace
+
+Study load_study(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  if (!in) throw StudyError(file.string() + ": study: cannot read the file");
+  std::stringstream text;
+  text << in.rdbuf();
+  YAML::Node parsed;
+  try {
+    parsed = YAML::Load(text.str());
+  } catch (const YAML::Exception& e) {
+    throw StudyError(file.string() + ":" + std::to_string(e.mark.line + 1) + ": study: not valid YAML: " + e.msg);
+  }
+  const YAML::Node& root = parsed;  // const: reading a missing key must not add it
+  const SpecReader spec(file);
+  spec.expect_map(root, "",
+                  {"name", "title", "description", "notes", "needs_corpus", "config", "quick", "defaults", "per_world",
+                   "runs", "compare"});
+  Study study;
+  Scenario& s = study.scenario;
+  s.name = spec.text(root["name"], "name", true);
+  if (s.name != file.stem().string())
+    spec.fail(root["name"], "name", "'" + s.name + "' must be the file's stem '" + file.stem().string() + "'");
+  s.title = spec.text(root["title"], "title", true);
+  s.description = spec.text(root["description"], "description", true);
+  s.notes = spec.texts(root["notes"], "notes");
+  s.needs_corpus = spec.boolean(root["needs_corpus"], "needs_corpus");
+  const std::string config = spec.text(root["config"], "config", false);
+  const std::vector<std::string> quick = spec.overrides(root["quick"], "quick");
+  s.runs = read_runs(spec, root, config, quick);
+  study.comparisons = read_comparisons(spec, root["compare"], s.runs);
+  return study;
+}
+
+}  // namespace dtlab

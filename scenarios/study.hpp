@@ -1,0 +1,54 @@
+// study.hpp: a study spec (scenarios/studies/<name>.yaml) loaded into the runs the runner starts and the
+// comparisons it makes afterwards. Adding a study = one YAML file; scenarios/CMakeLists.txt builds scenario_<name>.
+//
+// Spec keys (any other key is an error):
+//   name          = the file's stem; results go to <out>/<name>/
+//   title, description, notes[]    shown in scenario.json and the report
+//   needs_corpus  build data/corpus.bin first when missing (default false)
+//   config        file under scenarios/configs/ for every run (a run may name its own: runs[i].config)
+//   quick[]       overrides added to every run with --quick
+//   defaults      {world}: the world size of runs that name none (default 1)
+//   per_world     {<world>: [overrides]}: added after the overrides of every run of that world size
+//   runs[]        {name, overrides[], world, note, config}, started in this order
+//   compare[]     {kind, why, ...}: what the finished runs are compared for (kinds in scenarios/compare.hpp)
+//
+// Errors name the file, the line, the key and the rule: "<file>:<line>: study: runs[2].world: must be an integer >= 1".
+#pragma once
+
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "scenarios/runner.hpp"
+
+namespace dtlab {
+
+// One group of a tracing_overhead comparison: runs with tracing on vs the same runs with it off.
+struct OnOffGroup {
+  std::string label;             // printed and written as "strategy"
+  std::vector<std::string> on;   // run names
+  std::vector<std::string> off;  // run names
+};
+
+struct Comparison {
+  std::string kind;  // tracing_overhead
+  std::string why;   // what is compared and why (documentation, kept with the spec)
+  double target_pct = 0;
+  std::string output;  // file under <out>/<study>/
+  std::vector<OnOffGroup> groups;
+};
+
+struct Study {
+  Scenario scenario;
+  std::vector<Comparison> comparisons;
+};
+
+struct StudyError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Throws StudyError for a file that cannot be read or parsed, or that breaks a rule above.
+Study load_study(const std::filesystem::path& file);
+
+}  // namespace dtlab

@@ -1,0 +1,84 @@
+// study_test.cpp: the study spec loader (scenarios/study.hpp): every shipped spec loads, and a bad spec is refused
+// naming the file, the line, the key and the rule.
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "scenarios/study.hpp"
+
+namespace fs = std::filesystem;
+
+namespace dtlab {
+namespace {
+
+const fs::path kStudies = fs::path(DTLAB_SOURCE_DIR) / "scenarios" / "studies";
+
+// The error text of loading `text` as <tmp>/<name>.yaml ("" when it loads).
+std::string load_error(const std::string& text, const std::string& name = "bad") {
+  const fs::path file = fs::path(::testing::TempDir()) / (name + ".yaml");
+  std::ofstream(file) << text;
+  try {
+    load_study(file);
+    return "";
+  } catch (const StudyError& e) {
+    return e.what();
+  }
+}
+
+const std::string kMinimal = "name: bad\ntitle: t\ndescription: d\nconfig: ddp.yaml\n";
+
+TEST(ScenarioStudy, EveryShippedSpecLoadsAndNamesAConfigThatExists) {
+  int specs = 0;
+  for (const auto& entry : fs::directory_iterator(kStudies)) {
+    if (entry.path().extension() != ".yaml") continue;
+    ++specs;
+    const Study study = load_study(entry.path());
+    EXPECT_EQ(study.scenario.name, entry.path().stem().string());
+    for (const auto& run : study.scenario.runs)
+      EXPECT_TRUE(fs::exists(fs::path(DTLAB_SOURCE_DIR) / "scenarios" / "configs" / run.config)) << run.config;
+  }
+  EXPECT_GE(specs, 4);
+}
+
+TEST(ScenarioStudy, DefaultsAndPerWorldOverridesExpandInOrder) {
+  const fs::path file = fs::path(::testing::TempDir()) / "expand.yaml";
+  std::ofstream(file) << "name: expand\ntitle: t\ndescription: d\nconfig: ddp.yaml\nquick: [train.steps=2]\n"
+                         "defaults: {world: 2}\nper_world: {2: [train.micro_batch=4], 4: [train.micro_batch=2]}\n"
+                         "runs:\n  - {name: a, overrides: [parallel.strategy=x]}\n"
+                         "  - {name: b, world: 4, config: other.yaml, note: n}\n  - {name: c, world: 1}\n";
+  const Study study = load_study(file);
+  const auto& runs = study.scenario.runs;
+  ASSERT_EQ(runs.size(), 3u);
+  EXPECT_EQ(runs[0].overrides, (std::vector<std::string>{"parallel.strategy=x", "train.micro_batch=4"}));
+  EXPECT_EQ(runs[0].world_size, 2);
+  EXPECT_EQ(runs[0].quick_overrides, std::vector<std::string>{"train.steps=2"});
+  EXPECT_EQ(runs[1].overrides, std::vector<std::string>{"train.micro_batch=2"});
+  EXPECT_EQ(runs[1].config, "other.yaml");
+  EXPECT_EQ(runs[1].note, "n");
+  EXPECT_TRUE(runs[2].overrides.empty());
+  EXPECT_FALSE(study.scenario.needs_corpus);
+}
+
+TEST(ScenarioStudy, BadSpecsAreRefusedNamingFileLineKeyAndRule) {
+  const std::string file = (fs::path(::testing::TempDir()) / "bad.yaml").string();
+  EXPECT_EQ(load_error(kMinimal + "runs:\n  - name: a\n  - {name: b, world: 0}\n"),
+            file + ":7: study: runs[1].world: must be an integer >= 1");
+  EXPECT_EQ(load_error(kMinimal + "runs:\n  - {name: a, overides: []}\n"),
+            file + ":6: study: runs[0].overides: unknown key (known: config, name, note, overrides, world)");
+  EXPECT_EQ(load_error(kMinimal + "runs:\n  - {name: a, overrides: [train.steps]}\n"),
+            file + ":6: study: runs[0].overrides[0]: 'train.steps' is not section.key=value");
+  EXPECT_EQ(load_error(kMinimal + "runs:\n  - name: a\n  - name: a\n"), file + ":7: study: runs[1].name: 'a' is taken");
+  EXPECT_EQ(load_error("name: other\n"), file + ":1: study: name: 'other' must be the file's stem 'bad'");
+  EXPECT_EQ(load_error(kMinimal), file + ": study: runs: must be a non-empty list of runs");
+  EXPECT_NE(load_error("name: [\n").find(file + ":"), std::string::npos);
+  EXPECT_EQ(load_error(kMinimal + "runs: [{name: a}]\ncompare:\n  - {kind: speedup}\n"),
+            file + ":7: study: compare[0].kind: unknown kind (known: tracing_overhead)");
+  EXPECT_EQ(
+      load_error(kMinimal + "runs: [{name: a}]\ncompare:\n  - kind: tracing_overhead\n    why: w\n    target_pct: 2\n"
+                            "    output: o.json\n    groups: [{label: l, on: [a], off: [b]}]\n"),
+      file + ":11: study: compare[0].groups[0].off[0]: 'b' is not a run of the study");
+}
+
+}  // namespace
+}  // namespace dtlab
