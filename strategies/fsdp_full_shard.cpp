@@ -6,8 +6,8 @@
 // reduce-scattered and the gathered buffers freed. Peak parameter memory: the shards plus one or two
 // gathered units. Communication per step: 3(p-1)/p of the parameter bytes (1.5x DDP).
 // The machinery (flat units, gathers, reduce-scatters, sharded optimizer, offload, checkpointing) is
-// shared with the other sharded strategies in fsdp_engine.cpp; this file fixes the schedule.
-#include "strategies/fsdp_engine.hpp"
+// shared with the other sharded strategies in strategies/sharded/ (engine.hpp); this file fixes the schedule.
+#include "strategies/sharded/engine.hpp"
 
 namespace dtlab {
 

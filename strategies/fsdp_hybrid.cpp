@@ -5,8 +5,8 @@
 // group of ranks holding the same shard. Trades memory for inter-group traffic (3(F-1)/F of the params
 // inside groups + 2(R-1)/R of a shard across).
 // The machinery (flat units, gathers, reduce-scatters, sharded optimizer, offload, checkpointing) is
-// shared with the other sharded strategies in fsdp_engine.cpp; this file fixes the schedule.
-#include "strategies/fsdp_engine.hpp"
+// shared with the other sharded strategies in strategies/sharded/ (engine.hpp); this file fixes the schedule.
+#include "strategies/sharded/engine.hpp"
 
 namespace dtlab {
 

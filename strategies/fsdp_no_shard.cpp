@@ -4,8 +4,8 @@
 // backward each unit's gradients are all-reduced over all ranks. DDP's math in FSDP's unit structure —
 // the baseline that isolates what sharding costs.
 // The machinery (flat units, gathers, reduce-scatters, sharded optimizer, offload, checkpointing) is
-// shared with the other sharded strategies in fsdp_engine.cpp; this file fixes the schedule.
-#include "strategies/fsdp_engine.hpp"
+// shared with the other sharded strategies in strategies/sharded/ (engine.hpp); this file fixes the schedule.
+#include "strategies/sharded/engine.hpp"
 
 namespace dtlab {
 

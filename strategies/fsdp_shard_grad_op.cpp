@@ -4,8 +4,8 @@
 // its backward (no second gather). Gradients and optimizer state stay sharded. Peak: every unit's
 // parameters at once; communication 2(p-1)/p of the parameter bytes (DDP's).
 // The machinery (flat units, gathers, reduce-scatters, sharded optimizer, offload, checkpointing) is
-// shared with the other sharded strategies in fsdp_engine.cpp; this file fixes the schedule.
-#include "strategies/fsdp_engine.hpp"
+// shared with the other sharded strategies in strategies/sharded/ (engine.hpp); this file fixes the schedule.
+#include "strategies/sharded/engine.hpp"
 
 namespace dtlab {
 

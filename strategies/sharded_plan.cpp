@@ -1,7 +1,8 @@
 // sharded_plan.cpp: the cost plan of every sharded strategy (FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID, ZeRO-1) by
-// ShardingMode, torch-free, mirroring strategies/fsdp_engine.cpp; each strategy's <id>_cost.cpp calls it.
+// ShardingMode, torch-free, mirroring strategies/sharded/ (the engine); both read the mode's traits
+// (strategies/sharded/sharding.hpp). Each strategy's <id>_cost.cpp calls it.
 //
-// Units (parallel.wrap) as build_units() makes them: the embedding; the blocks one per unit, or every 2 /
+// Units (parallel.wrap) as build_flat_units() makes them: the embedding; the blocks one per unit, or every 2 /
 // every 4, or everything in one unit (wrap=model); the final norm with the head. A unit of n elements is
 // padded to a multiple of the shard group size F and split into F shards of padded/F elements; shard i
 // belongs to rank i of the shard group, so the padding sits at the end of the last ranks' shards. Which
@@ -32,7 +33,7 @@
 // lab's ring over send/recv, (p-1)/p·S per rank) or backend (Gloo's reduce_scatter_tensor is an
 // all-reduce plus a chunk copy: it moves all-reduce volume, 2(p-1)/p·S per rank).
 //
-// State per rank: the categories of ShardedStrategy::state_bytes(), term by term (c, r, m: bytes per
+// State per rank: the categories of ShardedEngine::state_bytes(), term by term (c, r, m: bytes per
 // element of precision.param_dtype, reduce_dtype, master_dtype; "separate copy" = offload or c != m):
 //   full_shard, shard_grad_op, hybrid: params += shard·m; grads += shard·4 (fp32 gradient shards);
 //                                      buffers += shard·r (reduce-scatter output)
@@ -53,8 +54,6 @@
 
 namespace dtlab {
 namespace {
-
-using Mode = ShardingMode;
 
 struct UnitShape {
   std::string name;
@@ -110,23 +109,6 @@ std::vector<UnitShape> units_of(const Config& config, int64_t F) {
   return units;
 }
 
-int64_t shard_group_size(Mode mode, const Config& config) {
-  const int64_t world = config.world_size;
-  switch (mode) {
-    case Mode::no_shard:
-      return 1;
-    case Mode::hybrid: {
-      const int64_t f = config.parallel.shard_size > 0 ? config.parallel.shard_size : world;
-      if (world % f != 0)
-        throw std::invalid_argument("parallel.shard_size=" + std::to_string(f) +
-                                    " does not divide world_size=" + std::to_string(world));
-      return f;
-    }
-    default:
-      return world;
-  }
-}
-
 struct Dtype {
   std::string name;  // as comm records it: float32 | bfloat16 | float16
   int64_t bytes;
@@ -157,9 +139,10 @@ CostPlan sharded_cost_plan(ShardingMode mode, std::string_view id, const Config&
   if (rank < 0 || rank >= config.world_size)
     throw std::invalid_argument(std::string(id) + " cost plan: rank " + std::to_string(rank) +
                                 " is outside world_size=" + std::to_string(config.world_size));
-  const int64_t F = shard_group_size(mode, config);
+  const ShardingTraits t = traits(mode);
+  const int64_t F = shard_group_size(mode, config.world_size, config.parallel.shard_size);
   const int64_t R = config.world_size / F;  // replicas of each shard (hybrid); 1 otherwise
-  const int64_t shard_rank = mode == Mode::no_shard ? 0 : rank % F;
+  const int64_t shard_rank = t.shard_group == ShardGroup::none ? 0 : rank % F;
   const int64_t A = std::max<int64_t>(1, config.train.accumulation);
   const auto units = units_of(config, F);
   const int n = static_cast<int>(units.size());
@@ -191,75 +174,65 @@ CostPlan sharded_cost_plan(ShardingMode mode, std::string_view id, const Config&
   const bool sharded = F > 1;  // F = 1: the engine copies instead of gathering / reduce-scattering
   for (int u = 0; u < n; ++u) {
     const UnitShape& unit = units[static_cast<size_t>(u)];
-    switch (mode) {
-      case Mode::full_shard:
-      case Mode::hybrid:
-        if (sharded) {
-          all_gather(unit, "forward", A, "forward gather, every micro-step");
-          if (u + 1 < n) all_gather(unit, "backward", A, "backward re-gather, every micro-step");
-          reduce_scatter(unit, A, "every micro-step");
-        }
+    if (sharded && t.regathers_in_backward()) {
+      all_gather(unit, "forward", A, "forward gather, every micro-step");
+      if (u + 1 < n) all_gather(unit, "backward", A, "backward re-gather, every micro-step");
+    }
+    if (sharded && t.keeps_all_units_gathered())
+      all_gather(unit, "forward", A, "forward gather kept through backward, every micro-step");
+    switch (t.grads) {
+      case GradReduction::reduce_scatter_every_micro_step:
+        if (sharded) reduce_scatter(unit, A, "every micro-step");
         break;
-      case Mode::shard_grad_op:
-        if (sharded) {
-          all_gather(unit, "forward", A, "forward gather kept through backward, every micro-step");
-          reduce_scatter(unit, A, "every micro-step");
-        }
-        break;
-      case Mode::no_shard:
+      case GradReduction::all_reduce_last_micro_step:
         plan.collectives.push_back({"all_reduce", "backend", reduce.name, unit.padded * r,
                                     static_cast<int>(config.world_size), "backward", 1,
                                     "unit " + unit.name + " gradients (last micro-step)"});
         break;
-      case Mode::zero1:
+      case GradReduction::reduce_scatter_last_micro_step:
         if (sharded) reduce_scatter(unit, 1, "last micro-step");
         break;
     }
   }
-  if (mode == Mode::hybrid && R > 1)
+  if (t.replica_all_reduce && R > 1)
     for (const auto& unit : units)
       plan.collectives.push_back({"all_reduce", "backend", reduce.name, unit.shard * r, static_cast<int>(R),
                                   "after-backward", 1, "unit " + unit.name + " gradient shard across replicas"});
   if (dynamic_scaling) {
-    one_double(mode == Mode::no_shard ? static_cast<int>(config.world_size) : f, "loss scaling: found inf/nan");
-    if (mode == Mode::hybrid && R > 1) one_double(static_cast<int>(R), "loss scaling: found inf/nan across replicas");
+    // Over the shard group; with none (F = 1, every rank a replica), over the world.
+    one_double(t.shard_group == ShardGroup::none ? static_cast<int>(config.world_size) : f,
+               "loss scaling: found inf/nan");
+    if (t.replica_all_reduce && R > 1) one_double(static_cast<int>(R), "loss scaling: found inf/nan across replicas");
   }
-  if (mode != Mode::no_shard) one_double(f, "grad-norm sum of squares");
-  if (mode == Mode::zero1)
+  if (!t.grads_replicated()) one_double(f, "grad-norm sum of squares");
+  if (t.gathers_after_optimizer)
     for (const auto& unit : units) all_gather(unit, "optimizer", 1, "updated shards, after the optimizer step");
 
-  // State, term by term as ShardedStrategy::state_bytes().
+  // State, term by term as ShardedEngine::state_bytes().
   int64_t largest = 0, all_units = 0, largest_wire = 0, non_padding = 0;
-  const bool grad_shard_is_full_grad = mode == Mode::no_shard && !separate_copy && reduce.name == "float32";
+  const bool grad_shard_is_full_grad = t.all_reduces_grads() && !separate_copy && reduce.name == "float32";
   for (const auto& unit : units) {
     largest = std::max(largest, unit.padded * c);
     all_units += unit.padded * c;
     if (reduce.name != compute.name) largest_wire = std::max(largest_wire, unit.padded * r);
-    switch (mode) {
-      case Mode::full_shard:
-      case Mode::shard_grad_op:
-      case Mode::hybrid:
-        plan.state.params += unit.shard * m;
-        plan.state.grads += unit.shard * 4;
-        plan.state.buffers += unit.shard * r;
-        break;
-      case Mode::no_shard:
-      case Mode::zero1:
-        plan.state.params += unit.padded * c;
-        plan.state.grads += unit.padded * c;
-        if (separate_copy) plan.state.params += unit.shard * m;
-        if (!grad_shard_is_full_grad) plan.state.buffers += unit.shard * 4;
-        if (mode == Mode::zero1) plan.state.buffers += unit.shard * r;
-        break;
+    if (!t.params_persist()) {
+      plan.state.params += unit.shard * m;
+      plan.state.grads += unit.shard * 4;
+      plan.state.buffers += unit.shard * r;
+    } else {
+      plan.state.params += unit.padded * c;
+      plan.state.grads += unit.padded * c;
+      if (separate_copy) plan.state.params += unit.shard * m;
+      if (!grad_shard_is_full_grad) plan.state.buffers += unit.shard * 4;
+      if (t.reduce_scatters_grads()) plan.state.buffers += unit.shard * r;
     }
     if (separate_copy) plan.state.buffers += unit.shard * c;
     if (master.name != "float32") plan.state.buffers += unit.shard * 4;
     const int64_t begin = shard_rank * unit.shard;
     non_padding += std::max<int64_t>(0, std::min(begin + unit.shard, unit.numel) - begin);
   }
-  if (mode == Mode::full_shard || mode == Mode::hybrid)
-    plan.state.buffers += largest * (config.parallel.prefetch ? 3 : 2);
-  if (mode == Mode::shard_grad_op) plan.state.buffers += all_units + largest;
+  if (t.frees_params_after_forward()) plan.state.buffers += largest * (config.parallel.prefetch ? 3 : 2);
+  if (t.keeps_all_units_gathered()) plan.state.buffers += all_units + largest;
   plan.state.buffers += largest_wire;
   plan.state.optimizer = non_padding * optimizer_state_bytes_per_element(config.train, 4);
   return plan;

@@ -1,15 +1,15 @@
 // sharded_plan.hpp: the cost plan shared by the sharded strategies, by mode (torch-free). The runtime engine
-// (strategies/fsdp_engine.cpp) takes the same ShardingMode, so the plan and the engine name one schedule.
+// (strategies/sharded/engine.cpp) takes the same ShardingMode and reads the same traits table
+// (strategies/sharded/sharding.hpp), so the plan and the engine name one schedule.
 #pragma once
 
 #include <string_view>
 
 #include "lab/config.hpp"
 #include "strategies/cost_plan.hpp"
+#include "strategies/sharded/sharding.hpp"  // ShardingMode, traits(mode)
 
 namespace dtlab {
-
-enum class ShardingMode { full_shard, shard_grad_op, no_shard, hybrid, zero1 };
 
 // The plan of one optimizer step of `mode` on `rank`, labelled `id` (the calling strategy's). Per-rank state
 // depends on the rank: the padding of each unit sits in the last shards, and optimizer state covers only the

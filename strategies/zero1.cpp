@@ -5,8 +5,8 @@
 // rank updates its shard of the parameters, and the parameters are all-gathered. Same bytes as DDP per
 // step, optimizer memory divided by the world size.
 // The machinery (flat units, gathers, reduce-scatters, sharded optimizer, offload, checkpointing) is
-// shared with the other sharded strategies in fsdp_engine.cpp; this file fixes the schedule.
-#include "strategies/fsdp_engine.hpp"
+// shared with the other sharded strategies in strategies/sharded/ (engine.hpp); this file fixes the schedule.
+#include "strategies/sharded/engine.hpp"
 
 namespace dtlab {
 

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "strategies/cost_plan.hpp"
+#include "strategies/sharded/sharding.hpp"
 
 namespace dtlab {
 namespace {
@@ -221,6 +222,26 @@ TEST(ShardedCost, HybridGroupsAndDispatch) {
   for (const std::string id : {"fsdp_full_shard", "fsdp_shard_grad_op", "fsdp_no_shard", "zero1"})
     EXPECT_EQ(cost_plan(make(id, 2), 1).strategy, id);
   EXPECT_EQ(cost_plan(make("fsdp_full_shard", 2)).strategy, "fsdp_full_shard");  // rank 0
+}
+
+// The one table of modes that the engine (strategies/sharded/) and the plan both read, as sharding.hpp draws it.
+TEST(ShardedCost, TraitsTableMatchesTheSchedules) {
+  constexpr ShardingTraits full = traits(ShardingMode::full_shard), grad_op = traits(ShardingMode::shard_grad_op),
+                           none = traits(ShardingMode::no_shard), hybrid = traits(ShardingMode::hybrid),
+                           zero1 = traits(ShardingMode::zero1);
+  static_assert(full.frees_params_after_forward() && full.regathers_in_backward() && !full.params_persist());
+  static_assert(grad_op.keeps_all_units_gathered() && !grad_op.regathers_in_backward());
+  static_assert(none.params_persist() && none.all_reduces_grads() && none.grads_replicated());
+  static_assert(hybrid.frees_params_after_forward() && hybrid.replica_all_reduce);
+  static_assert(zero1.params_persist() && zero1.gathers_after_optimizer && zero1.reduce_scatters_grads());
+  for (const ShardingTraits& t : {full, grad_op, hybrid})
+    EXPECT_TRUE(t.reduce_scatters_every_micro_step() && !t.gathers_after_optimizer);
+  EXPECT_FALSE(zero1.reduce_scatters_every_micro_step());
+  EXPECT_EQ(shard_group_size(ShardingMode::no_shard, 4, 0), 1);
+  EXPECT_EQ(shard_group_size(ShardingMode::zero1, 4, 2), 4);  // shard_size is hybrid's alone
+  EXPECT_EQ(shard_group_size(ShardingMode::hybrid, 4, 2), 2);
+  EXPECT_EQ(shard_group_size(ShardingMode::hybrid, 4, 0), 4);
+  EXPECT_THROW(shard_group_size(ShardingMode::hybrid, 4, 3), std::invalid_argument);
 }
 
 }  // namespace

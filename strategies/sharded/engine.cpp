@@ -1,0 +1,241 @@
+// engine.cpp: ShardedEngine, the Strategy of every sharded mode: wires the flat units, the groups, the
+// gather/reduce schedule and the sharded optimizer (engine.hpp), and adds loss scaling, the gradient mean and norm,
+// the state accounting and the full-state export.
+#include "strategies/sharded/engine.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include "lab/comm/comm.hpp"
+#include "lab/dist/fault_injection.hpp"
+#include "lab/instrument/step_profiler.hpp"
+#include "lab/train/checkpoint.hpp"
+#include "lab/train/loss_scaler.hpp"
+#include "strategies/catalog.hpp"
+#include "strategies/sharded/flat_unit.hpp"
+#include "strategies/sharded/groups.hpp"
+#include "strategies/sharded/optimizer.hpp"
+#include "strategies/sharded/schedule.hpp"
+
+namespace dtlab {
+
+at::ScalarType dtype_from_name(const std::string& name);  // strategies/ddp.cpp
+
+namespace {
+
+class ShardedEngine final : public Strategy {
+ public:
+  ShardedEngine(ShardingMode mode, std::string id) : mode_(mode), traits_(traits(mode)), id_(std::move(id)) {}
+  std::string id() const override { return id_; }
+  // Every rank sees its own data: shard groups and replica groups (hybrid) both split the model's state, not the
+  // batch, so the data-parallel group is the world.
+  ParallelLayout layout() const override { return {.dp_rank = rank_, .dp_size = world_size_}; }
+
+  void wrap(std::shared_ptr<GPT> model, const Config& config, World& world) override {
+    precision_.compute = dtype_from_name(config.precision.param_dtype);
+    precision_.reduce = dtype_from_name(config.precision.reduce_dtype);
+    precision_.master = dtype_from_name(config.precision.master_dtype);
+    scaler_ = LossScaler(config.precision);
+    strategy_spec(id_).check(config);  // refusals (check_sharded in strategies/sharded_plan.cpp)
+    model_ = std::move(model);
+    config_ = config;
+    world_size_ = world.world_size();
+    rank_ = world.rank();
+    precision_.offload = config.parallel.offload;
+    prefetch_ = config.parallel.prefetch;
+    checkpointing_ = checkpoint_mode(config.parallel.activation_checkpointing);
+    const CommAlgorithm algorithm =
+        config.parallel.reduce_scatter == "backend" ? CommAlgorithm::backend : CommAlgorithm::ring;
+    groups_ = make_shard_groups(mode_, config_, world);
+    units_ = build_flat_units(*model_, config_, mode_, precision_, groups_.size, groups_.rank);
+    schedule_ = std::make_unique<ShardedSchedule>(mode_, units_, groups_, precision_, prefetch_, algorithm);
+    schedule_->register_grad_hooks();
+    optimizer_ = std::make_unique<ShardedOptimizer>(config_, units_, groups_.rank, precision_);
+  }
+
+  double forward_backward(const Batch& batch, double loss_weight, bool is_last_micro) override {
+    schedule_->begin_micro_step(is_last_micro);
+    at::Tensor x = batch.inputs;
+    at::Tensor loss;
+    {
+      ScopedPhase forward(Phase::forward, "forward-compute");
+      for (size_t u = 0; u < units_.size(); ++u) {
+        schedule_->before_unit_forward(u);
+        {
+          ScopedPhase unit_forward(Phase::forward, "forward-compute " + units_[u].name);
+          for (int m : units_[u].model_units) x = run_model_unit(m, x);
+        }
+        x.register_hook([schedule = schedule_.get(), u](const at::Tensor&) { schedule->before_unit_backward(u); });
+        schedule_->after_unit_forward(u);
+      }
+      loss = GPT::loss_sum(x, batch.targets) * loss_weight;
+    }
+    inject_delay("after_forward", rank_);
+    ScopedPhase backward(Phase::backward, "backward-compute");
+    (loss * (static_cast<double>(layout().dp_size) * scaler_.scale())).backward();
+    return loss.item<double>();
+  }
+
+  void finish_gradients() override {
+    schedule_->wait_pending_gathers();
+    ++steps_seen_;
+    for (auto& unit : units_) {
+      schedule_->finish_unit_gradients(unit);
+      unit.shard_grad.div_(mean_divisor() * scaler_.scale());
+    }
+    if (inject_nonfinite(steps_seen_, rank_) && !units_.empty()) units_[0].shard_grad[0] = nonfinite_injection_value();
+    double any_bad = 0;
+    if (scaler_.enabled()) {  // every rank learns whether any rank saw inf/nan, and all skip together
+      double local_bad = 0;
+      for (const auto& unit : units_) local_bad += unit.shard_grad.isfinite().all().item<bool>() ? 0.0 : 1.0;
+      at::Tensor flag = at::full({1}, local_bad, at::kDouble);
+      (groups_.shard ? groups_.shard : groups_.replica)->all_reduce(flag, "loss_scale.found_inf").wait();
+      if (groups_.replica && groups_.shard && groups_.replica != groups_.shard)
+        groups_.replica->all_reduce(flag, "loss_scale.found_inf").wait();
+      any_bad = flag.item<double>();
+    }
+    scaler_.finish_step(any_bad > 0);
+  }
+
+  double grad_sum_of_squares() override {
+    if (scaler_.skipped()) return std::numeric_limits<double>::infinity();  // reported; the step is skipped anyway
+    double local = 0.0;
+    for (const auto& unit : units_) local += unit.shard_grad.pow(2).sum().item<double>();
+    if (traits_.grads_replicated()) return local;  // every rank holds every gradient
+    at::Tensor t = at::full({1}, local, at::kDouble);
+    groups_.shard->all_reduce(t, "grad_norm").wait();
+    return t.item<double>();
+  }
+
+  void scale_gradients(double factor) override {
+    for (auto& unit : units_) unit.shard_grad.mul_(factor);
+  }
+
+  void optimizer_step(double lr) override {
+    if (scaler_.skipped()) return;  // no update, optimizer state untouched; the scaler halved the scale
+    optimizer_->step(lr, steps_seen_, rank_);
+    schedule_->refresh_params_after_step();
+  }
+
+  void zero_grad() override {
+    for (auto& unit : units_) {
+      unit.shard_grad.zero_();
+      if (has_storage(unit.full_grad)) unit.full_grad.zero_();
+      unit.grads_ready = 0;
+    }
+  }
+
+  StateBytes state_bytes() const override;
+
+  double loss_scale() const override { return scaler_.used_scale(); }
+  bool step_skipped() const override { return scaler_.skipped(); }
+
+  std::map<std::string, std::string> dtype_audit() const override {
+    auto name = [](at::ScalarType t) { return std::string(c10::getDtypeNames(t).first); };
+    return {{"params", name(precision_.compute)}, {"master", name(precision_.master)},
+            {"grads", name(precision_.compute)},  {"grad_shards", "float32"},
+            {"reduce", name(precision_.reduce)},  {"optimizer_state", "float32"}};
+  }
+
+  std::vector<std::pair<std::string, at::Tensor>> full_state() override;
+
+ private:
+  // Gradients are summed over every rank's micro-batches; the mean divides by the data-parallel size. The
+  // mutations (fault_injection.hpp) are deliberate bugs that the parity suite must catch.
+  double mean_divisor() const {
+    if (mutation("drop_world_factor")) return 1.0;
+    if (mutation("sum_hybrid_replicas") && traits_.replica_all_reduce) return groups_.size;
+    return static_cast<double>(layout().dp_size);
+  }
+
+  at::Tensor run_model_unit(int m, const at::Tensor& x) {
+    const int L = static_cast<int>(model_->config().n_layers);
+    if (m == 0) return model_->embed(x);
+    if (m == L + 1) return model_->head(x);
+    return run_block(*model_, m - 1, x, checkpointing_, config_.parallel.checkpoint_every);
+  }
+
+  ShardingMode mode_;
+  ShardingTraits traits_;
+  std::string id_;
+  std::shared_ptr<GPT> model_;
+  Config config_;
+  int world_size_ = 1, rank_ = 0;
+  bool prefetch_ = true;
+  CheckpointMode checkpointing_ = CheckpointMode::none;
+  ShardedPrecision precision_;
+  LossScaler scaler_{PrecisionConfig{}};
+  int64_t steps_seen_ = 0;
+  ShardGroups groups_;
+  std::vector<FlatUnit> units_;
+  std::unique_ptr<ShardedSchedule> schedule_;
+  std::unique_ptr<ShardedOptimizer> optimizer_;
+};
+
+// Exact bytes per rank by category (padding included). params: the master parameters this rank keeps
+// (its shards, or the full flat parameters for zero1/no_shard); grads: the gradients it keeps between
+// backward and the optimizer (fp32 shards, or full for zero1/no_shard); optimizer: moments/momentum of
+// its non-padding shard elements; buffers: everything transient at the peak — gathered parameters and
+// their gradients (one unit, two with prefetch, for full_shard/hybrid; all units' parameters for
+// shard_grad_op), reduce-scatter outputs, compute-side copies of offloaded or differently typed
+// masters, reduce-dtype wire copies and the fp32 scratch of a bf16 master.
+StateBytes ShardedEngine::state_bytes() const {
+  const int64_t master_b = static_cast<int64_t>(c10::elementSize(precision_.master));
+  const int64_t compute_b = static_cast<int64_t>(c10::elementSize(precision_.compute));
+  const int64_t reduce_b = static_cast<int64_t>(c10::elementSize(precision_.reduce));
+  const bool separate_copy = precision_.separate_compute_copy();
+  StateBytes b;
+  int64_t largest_unit = 0, all_units = 0, largest_wire = 0;
+  for (const auto& unit : units_) {
+    largest_unit = std::max(largest_unit, unit.padded * compute_b);
+    largest_wire = std::max(largest_wire, unit.reduce_in.defined() ? unit.padded * reduce_b : 0);
+    all_units += unit.padded * compute_b;
+    if (!traits_.params_persist()) {
+      b.params += unit.shard_numel * master_b;
+      b.grads += unit.shard_numel * 4;
+      b.buffers += unit.shard_numel * reduce_b;  // reduce-scatter output
+    } else {
+      b.params += unit.padded * compute_b;
+      b.grads += unit.padded * compute_b;
+      if (separate_copy) b.params += unit.shard_numel * master_b;                       // the separate master
+      if (!unit.shard_grad.is_same(unit.full_grad)) b.buffers += unit.shard_numel * 4;  // fp32 gradient shard
+      if (traits_.reduce_scatters_grads()) b.buffers += unit.shard_numel * reduce_b;    // reduce-scatter output
+    }
+    if (separate_copy) b.buffers += unit.shard_numel * compute_b;            // compute-side copy of the master
+    if (precision_.master != at::kFloat) b.buffers += unit.shard_numel * 4;  // fp32 scratch of the optimizer step
+  }
+  if (traits_.frees_params_after_forward())
+    b.buffers += largest_unit * (prefetch_ ? 3 : 2);  // gathered params + grads, + the prefetched unit
+  if (traits_.keeps_all_units_gathered()) b.buffers += all_units + largest_unit;
+  b.buffers += largest_wire;
+  b.optimizer = optimizer_->state_bytes();
+  return b;
+}
+
+std::vector<std::pair<std::string, at::Tensor>> ShardedEngine::full_state() {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (auto& unit : units_) {
+    // The master parameters (what the optimizer updates), gathered, in fp32.
+    at::Tensor flat;
+    if (groups_.size == 1) {
+      flat = unit.shard.to(at::kFloat);
+    } else {
+      flat = at::empty({unit.padded}, unit.shard.options().dtype(at::kFloat));
+      at::Tensor source = unit.shard.to(at::kFloat).clone();
+      groups_.shard->all_gather(flat, source, CommAlgorithm::backend, "full_state").wait();
+    }
+    for (size_t i = 0; i < unit.params.size(); ++i)
+      out.emplace_back(unit.params[i].name,
+                       flat.narrow(0, unit.offsets[i], numel_of(unit.shapes[i])).view(unit.shapes[i]).clone());
+  }
+  // Model order: units are in model order and params in unit order, which is model order.
+  return out;
+}
+
+}  // namespace
+
+std::unique_ptr<Strategy> make_sharded_strategy(ShardingMode mode, const std::string& id) {
+  return std::make_unique<ShardedEngine>(mode, id);
+}
+
+}  // namespace dtlab

@@ -1,0 +1,179 @@
+// schedule.cpp: the gathers, frees, reduce-scatters and all-reduces of the sharded strategies (see schedule.hpp).
+#include "strategies/sharded/schedule.hpp"
+
+#include <memory>
+
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include "lab/memory.hpp"
+
+namespace dtlab {
+namespace {
+
+struct UnitGradHook final : torch::autograd::PostAccumulateGradHook {
+  UnitGradHook(ShardedSchedule* s, size_t u) : schedule(s), unit(u) {}
+  void operator()(const torch::autograd::Variable&) override { schedule->on_grad_ready(unit); }
+  ShardedSchedule* schedule;
+  size_t unit;
+};
+
+}  // namespace
+
+ShardedSchedule::ShardedSchedule(ShardingMode mode, std::vector<FlatUnit>& units, const ShardGroups& groups,
+                                 const ShardedPrecision& precision, bool prefetch,
+                                 CommAlgorithm reduce_scatter_algorithm)
+    : traits_(traits(mode)),
+      units_(units),
+      groups_(groups),
+      precision_(precision),
+      prefetch_(prefetch),
+      algorithm_(reduce_scatter_algorithm) {}
+
+void ShardedSchedule::register_grad_hooks() {
+  for (size_t u = 0; u < units_.size(); ++u)
+    for (auto& view : units_[u].views)
+      torch::autograd::impl::set_post_acc_grad_hooks(view, std::make_unique<UnitGradHook>(this, u));
+}
+
+void ShardedSchedule::before_unit_forward(size_t u) {
+  ensure_gathered(units_[u]);
+  if (prefetch_ && u + 1 < units_.size()) start_gather(units_[u + 1]);
+}
+
+void ShardedSchedule::after_unit_forward(size_t u) {
+  if (traits_.frees_params_after_forward() && u + 1 < units_.size()) release_params(units_[u]);
+}
+
+void ShardedSchedule::before_unit_backward(size_t u) {
+  FlatUnit& unit = units_[u];
+  ensure_gathered(unit);
+  if (!has_storage(unit.full_grad)) {
+    ensure_storage(unit.full_grad, unit.padded * static_cast<int64_t>(unit.full_grad.element_size()));
+    unit.full_grad.zero_();
+  }
+  if (prefetch_ && u > 0) start_gather(units_[u - 1]);
+}
+
+// Post-backward of unit u once every parameter's gradient has been accumulated.
+void ShardedSchedule::on_grad_ready(size_t u) {
+  FlatUnit& unit = units_[u];
+  if (++unit.grads_ready < unit.params.size()) return;
+  unit.grads_ready = 0;
+  switch (traits_.grads) {
+    case GradReduction::reduce_scatter_every_micro_step:
+      wait_pending_gathers();  // one collective stream: finish prefetches before the ring's send/recv
+      reduce_scatter_into(unit, /*accumulate=*/true);
+      unit.full_grad.zero_();
+      release_storage(unit.full_grad);
+      release_params(unit);
+      break;
+    case GradReduction::all_reduce_last_micro_step:
+      if (is_last_micro_) {
+        at::Tensor wire = reduce_input(unit);
+        unit.grad_reduce = groups_.replica->all_reduce(wire, "fsdp.grads." + unit.name);
+      }
+      break;
+    case GradReduction::reduce_scatter_last_micro_step:
+      if (is_last_micro_) {
+        wait_pending_gathers();
+        reduce_scatter_into(unit, /*accumulate=*/false);
+      }
+      break;
+  }
+}
+
+void ShardedSchedule::finish_unit_gradients(FlatUnit& unit) {
+  if (traits_.all_reduces_grads()) {
+    unit.grad_reduce.wait();
+    const at::Tensor& reduced = unit.reduce_in.defined() ? unit.reduce_in : unit.full_grad;  // all-reduced in place
+    if (!unit.shard_grad.is_same(reduced)) unit.shard_grad.copy_(reduced);
+  }
+  if (traits_.replica_all_reduce && groups_.replica) {
+    // Across replicas in the reduce dtype, like the reduce-scatter inside the group.
+    at::Tensor wire = precision_.reduce == at::kFloat ? unit.shard_grad : unit.shard_grad.to(precision_.reduce);
+    groups_.replica->all_reduce(wire, "fsdp.replicas." + unit.name).wait();
+    if (!wire.is_same(unit.shard_grad)) unit.shard_grad.copy_(wire);
+  }
+}
+
+void ShardedSchedule::refresh_params_after_step() {
+  for (auto& unit : units_) {
+    if (traits_.gathers_after_optimizer) {
+      MemoryScope buffers(MemoryCategory::buffers);
+      at::Tensor source =
+          (precision_.separate_compute_copy() ? unit.compute_shard.copy_(unit.shard) : unit.shard).clone();
+      groups_.shard->all_gather(unit.full_writer, source, CommAlgorithm::backend, "zero1.params." + unit.name).wait();
+    } else if (traits_.params_persist() && precision_.separate_compute_copy()) {
+      unit.params_ready = false;  // the master changed: copy (and cast) again at the next gather
+    }
+  }
+}
+
+void ShardedSchedule::start_gather(FlatUnit& unit) {
+  if (unit.params_ready || unit.gather_pending) return;
+  ensure_storage(unit.full, unit.padded * static_cast<int64_t>(unit.full.element_size()));
+  at::Tensor source = unit.shard;
+  if (precision_.separate_compute_copy())
+    source = unit.compute_shard.copy_(unit.shard);  // host -> compute, and/or cast
+  if (groups_.size == 1) {
+    unit.full_writer.copy_(source);
+    unit.params_ready = true;
+    return;
+  }
+  unit.gather = groups_.shard->all_gather(unit.full_writer, source, CommAlgorithm::backend, "fsdp.params." + unit.name);
+  unit.gather_pending = true;
+}
+
+void ShardedSchedule::ensure_gathered(FlatUnit& unit) {
+  start_gather(unit);
+  if (unit.gather_pending) {
+    unit.gather.wait();
+    unit.gather_pending = false;
+    unit.params_ready = true;
+  }
+}
+
+void ShardedSchedule::wait_pending_gathers() {
+  for (auto& unit : units_)
+    if (unit.gather_pending) {
+      unit.gather.wait();
+      unit.gather_pending = false;
+      unit.params_ready = true;
+    }
+}
+
+void ShardedSchedule::release_params(FlatUnit& unit) {
+  if (traits_.params_persist()) return;
+  if (unit.gather_pending) {
+    unit.gather.wait();
+    unit.gather_pending = false;
+  }
+  release_storage(unit.full);
+  unit.params_ready = false;
+}
+
+// What goes on the wire for a unit's gradient: full_grad itself, or its copy in the reduce dtype.
+at::Tensor ShardedSchedule::reduce_input(FlatUnit& unit) {
+  if (!unit.reduce_in.defined()) return unit.full_grad;
+  unit.reduce_in.copy_(unit.full_grad);
+  return unit.reduce_in;
+}
+
+// Reduce-scatters the unit's full gradient over the shard group into its gradient shard.
+void ShardedSchedule::reduce_scatter_into(FlatUnit& unit, bool accumulate) {
+  at::Tensor& out = unit.reduce_out;
+  at::Tensor input = reduce_input(unit);
+  if (groups_.size == 1) {
+    out.copy_(input);
+  } else {
+    groups_.shard->reduce_scatter(out, input, algorithm_, "fsdp.grads." + unit.name).wait();
+  }
+  if (accumulate) {
+    unit.shard_grad.add_(out);
+  } else {
+    unit.shard_grad.copy_(out);
+  }
+}
+
+}  // namespace dtlab

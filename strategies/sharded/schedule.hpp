@@ -1,0 +1,54 @@
+// schedule.hpp: when a sharded strategy gathers and frees each flat unit's parameters and reduces its gradients,
+// per mode (traits(mode), sharding.hpp): all-gathers before forward and backward (with parallel.prefetch the next
+// unit's, in forward order in forward and reverse order in backward, started before the current unit computes),
+// reduce-scatters or all-reduces from post-accumulate-grad hooks, the replica all-reduce, the all-gather after the
+// optimizer step. Comm tags: fsdp.params.<unit>, fsdp.grads.<unit>, fsdp.replicas.<unit>, zero1.params.<unit>.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "strategies/sharded/flat_unit.hpp"
+#include "strategies/sharded/groups.hpp"
+
+namespace dtlab {
+
+class ShardedSchedule {
+ public:
+  // `units` and `groups` outlive the schedule and keep their addresses.
+  ShardedSchedule(ShardingMode mode, std::vector<FlatUnit>& units, const ShardGroups& groups,
+                  const ShardedPrecision& precision, bool prefetch, CommAlgorithm reduce_scatter_algorithm);
+
+  // A post-accumulate-grad hook on every parameter view: counts the unit's gradients (on_grad_ready).
+  void register_grad_hooks();
+  // Gradients are reduced only on the last micro-step, except in modes that reduce-scatter every micro-step.
+  void begin_micro_step(bool is_last_micro) { is_last_micro_ = is_last_micro; }
+
+  void before_unit_forward(size_t u);   // unit u gathered, the next one prefetched
+  void after_unit_forward(size_t u);    // frees unit u where the mode does (never the last: needed right away)
+  void before_unit_backward(size_t u);  // unit u gathered, its gradient buffer ready, the previous one prefetched
+  void on_grad_ready(size_t u);         // one parameter's gradient of unit u has been accumulated
+
+  // After backward: the gradient shard of `unit` holds the gradient summed over every rank (not yet averaged).
+  void finish_unit_gradients(FlatUnit& unit);
+  void wait_pending_gathers();
+  // After the optimizer updated the master shards: the compute parameters follow them.
+  void refresh_params_after_step();
+
+ private:
+  void start_gather(FlatUnit& unit);
+  void ensure_gathered(FlatUnit& unit);
+  void release_params(FlatUnit& unit);
+  at::Tensor reduce_input(FlatUnit& unit);
+  void reduce_scatter_into(FlatUnit& unit, bool accumulate);
+
+  ShardingTraits traits_;
+  std::vector<FlatUnit>& units_;
+  const ShardGroups& groups_;
+  ShardedPrecision precision_;
+  bool prefetch_;
+  CommAlgorithm algorithm_;
+  bool is_last_micro_ = true;
+};
+
+}  // namespace dtlab

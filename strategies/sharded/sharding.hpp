@@ -1,0 +1,110 @@
+// sharding.hpp: the sharded strategies' modes and what each one does, as one torch-free table that the runtime
+// engine (strategies/sharded/engine.cpp) and the cost plan (strategies/sharded_plan.cpp) both consult.
+//
+//               shard group   parameters                          gradients                            extra
+// full_shard    world         gathered before a unit's forward,   reduce-scattered every micro-step    -
+//                             freed after it, re-gathered for     into fp32 shards
+//                             its backward
+// shard_grad_op world         gathered in forward, kept through   reduce-scattered every micro-step    -
+//                             the unit's backward
+// no_shard      none (F = 1)  full on every rank                  all-reduced (last micro-step)        -
+// hybrid        shard_size    as full_shard inside the group      as full_shard inside the group       all-reduce of
+// the
+//                                                                                                      shards across
+//                                                                                                      replicas
+// zero1         world         full on every rank                  accumulate unsharded, reduce-        all-gather
+// params
+//                                                                 scattered (last micro-step)          after the
+//                                                                 optimizer
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace dtlab {
+
+enum class ShardingMode { full_shard, shard_grad_op, no_shard, hybrid, zero1 };
+
+// Which ranks share one unit's shards (the shard group; its size is F).
+enum class ShardGroup {
+  world,       // every rank
+  none,        // F = 1: every rank holds everything; the world is the replica group
+  shard_size,  // groups of parallel.shard_size consecutive ranks (0 = world); replicas across groups
+};
+
+// Where the gathered (compute) parameters live between uses.
+enum class ParamResidency {
+  persistent,                 // full flat parameters on every rank, all the time (counted as params)
+  gathered_per_unit,          // gathered before a unit's forward, freed after it, gathered again for its backward
+  gathered_through_backward,  // gathered in forward and kept until the unit's backward has run
+};
+
+// How a unit's gradients are reduced once its backward has accumulated them.
+enum class GradReduction {
+  reduce_scatter_every_micro_step,  // into the fp32 gradient shard, accumulating over micro-steps
+  all_reduce_last_micro_step,       // full gradients, in place, on the last micro-step only
+  reduce_scatter_last_micro_step,   // full gradients accumulate unsharded; reduce-scattered on the last micro-step
+};
+
+struct ShardingTraits {
+  ShardGroup shard_group;
+  ParamResidency params;
+  GradReduction grads;
+  bool replica_all_reduce;       // gradient shards all-reduced across replica groups after backward (hybrid)
+  bool gathers_after_optimizer;  // the updated shards all-gathered into the persistent parameters (zero1)
+
+  constexpr bool params_persist() const { return params == ParamResidency::persistent; }
+  // Freed after a unit's forward (all but the last unit), so gathered again before its backward.
+  constexpr bool frees_params_after_forward() const { return params == ParamResidency::gathered_per_unit; }
+  constexpr bool regathers_in_backward() const { return params == ParamResidency::gathered_per_unit; }
+  constexpr bool keeps_all_units_gathered() const { return params == ParamResidency::gathered_through_backward; }
+  constexpr bool reduce_scatters_every_micro_step() const {
+    return grads == GradReduction::reduce_scatter_every_micro_step;
+  }
+  constexpr bool all_reduces_grads() const { return grads == GradReduction::all_reduce_last_micro_step; }
+  constexpr bool reduce_scatters_grads() const { return !all_reduces_grads(); }
+  // Every rank holds every (all-reduced) gradient: the gradient norm needs no collective.
+  constexpr bool grads_replicated() const { return all_reduces_grads(); }
+};
+
+constexpr ShardingTraits traits(ShardingMode mode) {
+  switch (mode) {
+    case ShardingMode::full_shard:
+      return {ShardGroup::world, ParamResidency::gathered_per_unit, GradReduction::reduce_scatter_every_micro_step,
+              false, false};
+    case ShardingMode::shard_grad_op:
+      return {ShardGroup::world, ParamResidency::gathered_through_backward,
+              GradReduction::reduce_scatter_every_micro_step, false, false};
+    case ShardingMode::no_shard:
+      return {ShardGroup::none, ParamResidency::persistent, GradReduction::all_reduce_last_micro_step, false, false};
+    case ShardingMode::hybrid:
+      return {ShardGroup::shard_size, ParamResidency::gathered_per_unit, GradReduction::reduce_scatter_every_micro_step,
+              true, false};
+    case ShardingMode::zero1:
+      return {ShardGroup::world, ParamResidency::persistent, GradReduction::reduce_scatter_last_micro_step, false,
+              true};
+  }
+  throw std::invalid_argument("unknown ShardingMode");
+}
+
+// F, the shard group size of `mode` in a world of `world_size` ranks (`shard_size`: parallel.shard_size).
+// Throws std::invalid_argument when shard groups of that size cannot tile the world.
+inline int64_t shard_group_size(ShardingMode mode, int64_t world_size, int64_t shard_size) {
+  switch (traits(mode).shard_group) {
+    case ShardGroup::none:
+      return 1;
+    case ShardGroup::shard_size: {
+      const int64_t f = shard_size > 0 ? shard_size : world_size;
+      if (world_size % f != 0)
+        throw std::invalid_argument("parallel.shard_size=" + std::to_string(f) +
+                                    " does not divide world_size=" + std::to_string(world_size));
+      return f;
+    }
+    case ShardGroup::world:
+      break;
+  }
+  return world_size;
+}
+
+}  // namespace dtlab
