@@ -15,6 +15,7 @@
 
 #include "analysis/cost/predict.hpp"
 #include "analysis/cost/profile.hpp"
+#include "analysis/stats.hpp"
 #include "lab/comm/comm.hpp"
 #include "lab/data.hpp"
 #include "lab/dist/fault_injection.hpp"
@@ -34,13 +35,6 @@
 namespace dtlab {
 
 namespace {
-
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 nlohmann::json phases_json(const PhaseTimes& ms) {
   nlohmann::json j = nlohmann::json::object();
@@ -461,8 +455,8 @@ TrainOutcome train(const Config& config, Strategy& strategy, World& world, const
                               {schema::kStepMsMean, step_stats["mean"]},
                               {schema::kStepMsP95, step_stats["p95"]},
                               {schema::kPhasesMs, phase_stats},
-                              {schema::kCommWaitMsMedian, median_of(measured_wait_ms)},
-                              {schema::kOverlapPctMedian, median_of(measured_overlap)},
+                              {schema::kCommWaitMsMedian, analysis::median_or_zero(measured_wait_ms)},
+                              {schema::kOverlapPctMedian, analysis::median_or_zero(measured_overlap)},
                               {schema::kFinalLoss, outcome.steps.empty() ? 0.0 : outcome.steps.back().loss},
                               {schema::kTflops, tflops},
                               {schema::kGemmTflops, peak_tflops},
@@ -473,9 +467,9 @@ TrainOutcome train(const Config& config, Strategy& strategy, World& world, const
                               {schema::kWallS, wall_s},
                               {schema::kMeasuredSteps, static_cast<int64_t>(measured_ms.size())}};
   if (trace) {  // the direct cost of tracing: time spent writing events, per step, over the median step
-    result[schema::kSummary][schema::kTraceMsMedian] = median_of(measured_trace_ms);
+    result[schema::kSummary][schema::kTraceMsMedian] = analysis::median_or_zero(measured_trace_ms);
     result[schema::kSummary][schema::kTraceOverheadPct] =
-        100.0 * median_of(measured_trace_ms) / std::max(1e-9, step_stats["median"].get<double>());
+        100.0 * analysis::median_or_zero(measured_trace_ms) / std::max(1e-9, step_stats["median"].get<double>());
   }
   result[schema::kMemory] = memory_report(strategy.state_bytes(), world.rank());
   result[schema::kMemory][schema::kRanks] = memory_of_every_rank(result[schema::kMemory], world);
