@@ -7,8 +7,8 @@
 #include <limits>
 #include <set>
 
-#include "analysis/schema.hpp"
-#include "analysis/stats.hpp"
+#include "lab/stats.hpp"
+#include "lab/results_schema.hpp"
 
 namespace dtlab::analysis {
 namespace {

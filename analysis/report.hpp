@@ -50,12 +50,12 @@ SectionPart chart_part(std::string kind, std::string caption, ChartBuilder build
 // y = x, a table of errors (analysis/report_prediction.cpp). "" when no run of the scenario has one.
 std::string prediction_part(SectionContext& ctx);
 
-// Instrumentation views of a scenario (analysis/report_instrument.cpp): a one-step timeline per run with compute
-// and comm lanes per rank (SVG drawn directly), step time stacked by phase, overlap % per run. Reads
-// result.json's steps[].phases_ms, summary.phases_ms, comm, and rank<r>/timeline.json; "" when no run has them.
+// Instrumentation views of a scenario (analysis/report_instrument.cpp and the files it names): a one-step timeline
+// per run with compute and comm lanes per rank (SVG drawn directly), step time stacked by phase, overlap % per run.
+// Reads result.json's steps[].phases_ms, summary.phases_ms, comm, and rank<r>/timeline.json; "" when no run has them.
 std::string instrument_part(SectionContext& ctx);
 
-// The collective benchmark, a section of its own after the scenarios (analysis/report_instrument.cpp): every
+// The collective benchmark, a section of its own after the scenarios (analysis/report_comm_bench.cpp): every
 // comm_bench.json found below `inputs` -> bus bandwidth vs message size per op/algorithm with the point-to-point
 // reference line, and a table. "" when there is none.
 std::string comm_bench_section(const std::vector<std::string>& inputs, const std::filesystem::path& out_dir,

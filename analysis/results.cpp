@@ -8,7 +8,7 @@
 #include <set>
 #include <sstream>
 
-#include "analysis/schema.hpp"
+#include "lab/results_schema.hpp"
 
 namespace dtlab::analysis {
 namespace fs = std::filesystem;

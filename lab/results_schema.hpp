@@ -1,7 +1,6 @@
-// results_schema.hpp: the one owner of result.json's version and key names (torch-free).
-//
-// analysis/schema.hpp keeps its own copy of these names (analysis never includes lab/);
-// tests/analysis/schema_agreement_test.cpp checks that both agree.
+// results_schema.hpp: the one owner of result.json's version and key names, and of the run-directory and
+// scenario.json names the report reads. Header-only and torch-free: the lab writes with it, analysis/ reads with it
+// (an include path is all it needs; nothing here links lab/ or LibTorch).
 #pragma once
 
 namespace dtlab::schema {
@@ -38,7 +37,7 @@ inline constexpr const char* kParams = "params";
 inline constexpr const char* kFlopsPerToken = "flops_per_token";
 inline constexpr const char* kPreset = "preset";
 
-// steps[i]
+// steps[i] (also one line of rank<r>/steps.jsonl)
 inline constexpr const char* kStep = "step";
 inline constexpr const char* kLoss = "loss";
 inline constexpr const char* kLr = "lr";
@@ -60,6 +59,31 @@ inline constexpr const char* kWallS = "wall_s";
 inline constexpr const char* kMeasuredSteps = "measured_steps";  // steps after instrument.warmup_steps
 inline constexpr const char* kMfuPct = "mfu_pct";                // optional: TFLOPS / peak (CPU: measured GEMM rate)
 inline constexpr const char* kGemmTflops = "gemm_tflops";        // optional: the peak used for mfu_pct
+
+// files inside a run directory
+inline constexpr const char* kResultFile = "result.json";
+inline constexpr const char* kStepsFile = "steps.jsonl";  // under rank<r>/
+inline constexpr const char* kRankDirPrefix = "rank";
+
+// config paths the report reads (config is the resolved YAML, stored as-is)
+inline constexpr const char* kConfigParallel = "parallel";
+inline constexpr const char* kConfigPrecision = "precision";
+inline constexpr const char* kConfigParamDtype = "param_dtype";  // fp32 | bf16 | fp16
+inline constexpr const char* kConfigInstrument = "instrument";
+inline constexpr const char* kConfigWarmupSteps = "warmup_steps";  // steps excluded from summary statistics
+
+// scenario.json, written by the scenario runner into results/<scenario>/
+// {scenario, title, description, notes, quick, runs: [{name, dir, command, world_size, wall_s, note}]}
+inline constexpr const char* kScenarioFile = "scenario.json";
+inline constexpr const char* kScenario = "scenario";
+inline constexpr const char* kTitle = "title";
+inline constexpr const char* kDescription = "description";
+inline constexpr const char* kNotes = "notes";
+inline constexpr const char* kQuick = "quick";  // the scenario ran with its quick overrides
+inline constexpr const char* kRuns = "runs";
+inline constexpr const char* kRunName = "name";
+inline constexpr const char* kRunDir = "dir";
+inline constexpr const char* kRunNote = "note";  // runs[i]; also command, world_size, wall_s (keys above)
 
 // memory (per rank; rank 0's in result.json)
 inline constexpr const char* kRank = "rank";

@@ -9,6 +9,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "lab/stats.hpp"
+
 namespace dtlab::analysis {
 
 namespace {
@@ -46,12 +48,6 @@ LinearFit clamped_fit(std::span<const double> x, std::span<const double> y, std:
     fit = {swy / sw, 0};
   }
   return fit;
-}
-
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 double summed_relative_residual(std::span<const double> x, std::span<const double> y, const SizeRegimes& r) {
@@ -138,7 +134,7 @@ LinearFit robust_relative_fit(std::span<const double> x, std::span<const double>
     }
     std::vector<double> magnitudes;
     for (double r : relative) magnitudes.push_back(std::fabs(r));
-    const double scale = std::max(median_of(magnitudes) / 0.6745, kMinRelativeScale);
+    const double scale = std::max(median(magnitudes) / 0.6745, kMinRelativeScale);
     std::vector<double> kept_x, kept_y, w;
     for (size_t i = 0; i < x.size(); ++i) {
       const double u = relative[i] / (kBisquareTuning * scale);

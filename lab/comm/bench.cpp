@@ -36,6 +36,7 @@
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
+#include "lab/stats.hpp"
 #include "lab/comm/comm.hpp"
 #include "lab/dist/dist_world.hpp"
 #include "lab/dist/rank_env.hpp"
@@ -336,12 +337,6 @@ nlohmann::json figure_json(const Figure& f) {
           {"wrong", f.wrong ? nlohmann::json(*f.wrong) : nlohmann::json(nullptr)}};
 }
 
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 int relaunch(const CommBenchOptions& options) {
   if (options.ranks < 1) throw std::invalid_argument("comm-bench: --ranks " + std::to_string(options.ranks) + " < 1");
   std::fflush(stdout);
@@ -517,7 +512,8 @@ int run_comm_bench(const CommBenchOptions& options) {
     if (errors.empty())
       say("# model: no rows between 1 KiB and 256 MiB to compare");
     else
-      say(format("# model: median |error| %.1f%% over %zu rows (1 KiB..256 MiB)", median_of(errors), errors.size()));
+      say(format("# model: median |error| %.1f%% over %zu rows (1 KiB..256 MiB)", median(errors),
+                 errors.size()));
   }
 
   if (main && !options.json_path.empty()) {

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "lab/stats.hpp"
 #include "lab/results_schema.hpp"
 
 namespace dtlab {
@@ -93,19 +94,10 @@ nlohmann::json step_timeline(int rank, int64_t step, double step_start_us, doubl
   return {{"rank", rank}, {"step", step}, {"step_ms", (step_end_us - step_start_us) / 1000.0}, {"spans", lanes}};
 }
 
-nlohmann::json distribution(std::vector<double> values) {
+nlohmann::json distribution(const std::vector<double>& values) {
   if (values.empty()) return {{"min", 0.0}, {"max", 0.0}, {"mean", 0.0}, {"median", 0.0}, {"p95", 0.0}};
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  double sum = 0;
-  for (double v : values) sum += v;
-  const double median = n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-  const size_t p95_rank = static_cast<size_t>(std::ceil(0.95 * static_cast<double>(n)));  // nearest rank, 1-based
-  return {{"min", values.front()},
-          {"max", values.back()},
-          {"mean", sum / static_cast<double>(n)},
-          {"median", median},
-          {"p95", values[std::clamp<size_t>(p95_rank, 1, n) - 1]}};
+  const Stats s = summarize(values);
+  return {{"min", s.min}, {"max", s.max}, {"mean", s.mean}, {"median", s.median}, {"p95", s.p95}};
 }
 
 double process_cpu_seconds() {

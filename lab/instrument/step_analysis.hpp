@@ -38,8 +38,9 @@ StepComm analyse_step_comm(const std::vector<PhaseSpan>& spans, const std::vecto
 nlohmann::json step_timeline(int rank, int64_t step, double step_start_us, double step_end_us,
                              const std::vector<PhaseSpan>& spans, const nlohmann::json& comm_records);
 
-// {"min","max","mean","median","p95"} of the values (p95 by nearest rank); zeros when empty.
-nlohmann::json distribution(std::vector<double> values);
+// {"min","max","mean","median","p95"} of the values (lab/stats.hpp: midpoint median, nearest-rank p95);
+// zeros when empty.
+nlohmann::json distribution(const std::vector<double>& values);
 
 // CPU seconds this process has used (user + system, all threads), from /proc/self/stat; 0 if unreadable.
 double process_cpu_seconds();

@@ -23,6 +23,7 @@
 #include "analysis/cost/fit.hpp"
 #include "analysis/cost/profile.hpp"
 #include "analysis/cost/step_model.hpp"
+#include "lab/stats.hpp"
 #include "lab/data.hpp"
 #include "lab/dist/rank_env.hpp"
 #include "lab/model.hpp"
@@ -40,13 +41,6 @@ using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // Repeats and time budgets. Every figure is a median over repeats after one untimed warm-up, so a burst of
 // load from another process moves it less than a mean would.
@@ -121,7 +115,7 @@ double measure_matmul_tflops(const ModelConfig& m, int64_t tokens, const std::st
       (void)y, (void)grad_in, (void)grad_w;
     });
     const double shape_flops = 3.0 * 2.0 * static_cast<double>(tokens * g.k * g.n);
-    const double median_ms = median_of(ms);
+    const double median_ms = median_or_zero(ms);
     flops += g.weight * shape_flops;
     seconds += g.weight * median_ms / 1e3;
     shapes.push_back({{"name", g.name},
@@ -144,7 +138,7 @@ double measure_adamw_ms(const TrainConfig& train, int64_t n, bool quick, std::ve
   const std::vector<at::Tensor> grads = {at::randn({n})};
   auto optimizer = make_optimizer(train, {param}, {true});
   repeats = repeat_ms(small_budget(quick), [&] { optimizer->step(grads, 1e-4); });
-  return median_of(repeats);
+  return median_or_zero(repeats);
 }
 
 std::string cpu_model_name() {
@@ -262,8 +256,8 @@ TrainStepTimes measure_train_step(const Config& run, bool quick, const StrategyF
       t.step_repeats.push_back(1e3 * seconds_since(t0));
     }
   }
-  t.fwd_bwd_ms = median_of(t.fwd_bwd_repeats);
-  t.step_ms = median_of(t.step_repeats);
+  t.fwd_bwd_ms = median_or_zero(t.fwd_bwd_repeats);
+  t.step_ms = median_or_zero(t.step_repeats);
   return t;
 }
 
@@ -331,7 +325,7 @@ ComputeCalibration calibrate_compute(const Config& config, int threads, bool qui
   const at::Tensor from = at::randn({c.adamw_params});
   at::Tensor to = at::empty_like(from);
   const std::vector<double> copy_ms = repeat_ms(small_budget(quick), [&] { to.copy_(from); });
-  c.copy_GBps = 4.0 * static_cast<double>(c.adamw_params) / (median_of(copy_ms) / 1e3) / 1e9;
+  c.copy_GBps = 4.0 * static_cast<double>(c.adamw_params) / (median_or_zero(copy_ms) / 1e3) / 1e9;
 
   c.details = {{"threads", c.threads},
                {"cores", c.cores},

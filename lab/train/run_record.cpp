@@ -11,19 +11,13 @@
 #include "lab/instrument/step_analysis.hpp"
 #include "lab/memory.hpp"
 #include "lab/results_schema.hpp"
+#include "lab/stats.hpp"
 #include "lab/train/strategy.hpp"
 #include "lab/world.hpp"
 
 namespace dtlab {
 
 namespace {
-
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 nlohmann::json phases_json(const PhaseTimes& ms) {
   nlohmann::json j = nlohmann::json::object();
@@ -141,8 +135,8 @@ nlohmann::json run_summary(const std::vector<StepRecord>& steps, const RunTotals
                             {schema::kStepMsMean, step_stats["mean"]},
                             {schema::kStepMsP95, step_stats["p95"]},
                             {schema::kPhasesMs, phase_stats},
-                            {schema::kCommWaitMsMedian, median_of(measured_wait_ms)},
-                            {schema::kOverlapPctMedian, median_of(measured_overlap)},
+                            {schema::kCommWaitMsMedian, median_or_zero(measured_wait_ms)},
+                            {schema::kOverlapPctMedian, median_or_zero(measured_overlap)},
                             {schema::kFinalLoss, steps.empty() ? 0.0 : steps.back().loss},
                             {schema::kTflops, tflops},
                             {schema::kGemmTflops, peak},
@@ -153,9 +147,9 @@ nlohmann::json run_summary(const std::vector<StepRecord>& steps, const RunTotals
                             {schema::kWallS, totals.wall_s},
                             {schema::kMeasuredSteps, static_cast<int64_t>(measured_ms.size())}};
   if (totals.traced) {  // the direct cost of tracing: time spent writing events, per step, over the median step
-    summary[schema::kTraceMsMedian] = median_of(measured_trace_ms);
+    summary[schema::kTraceMsMedian] = median_or_zero(measured_trace_ms);
     summary[schema::kTraceOverheadPct] =
-        100.0 * median_of(measured_trace_ms) / std::max(1e-9, step_stats["median"].get<double>());
+        100.0 * median_or_zero(measured_trace_ms) / std::max(1e-9, step_stats["median"].get<double>());
   }
   return summary;
 }

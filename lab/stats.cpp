@@ -1,5 +1,5 @@
 // stats.cpp: order statistics for measured samples; see stats.hpp for the contracts.
-#include "analysis/stats.hpp"
+#include "lab/stats.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace dtlab::analysis {
+namespace dtlab {
 namespace {
 
 void check(std::span<const double> samples, const char* what) {
@@ -26,13 +26,17 @@ std::vector<double> sorted(std::span<const double> samples) {
   return v;
 }
 
-// REQUIRES: v sorted, non-empty, 0 <= pct <= 100.
+// REQUIRES: v sorted, non-empty, 0 <= pct <= 100. Nearest rank, 1-based; the form result.json's p95 has used.
 double percentile_sorted(const std::vector<double>& v, double pct) {
-  const double rank = pct / 100.0 * static_cast<double>(v.size() - 1);
-  const auto lo = static_cast<std::size_t>(std::floor(rank));
-  const auto hi = std::min(lo + 1, v.size() - 1);
-  const double frac = rank - static_cast<double>(lo);
-  return v[lo] + (v[hi] - v[lo]) * frac;
+  const std::size_t n = v.size();
+  const auto rank = static_cast<std::size_t>(std::ceil(pct / 100.0 * static_cast<double>(n)));
+  return v[std::clamp<std::size_t>(rank, 1, n) - 1];
+}
+
+// REQUIRES: v sorted, non-empty. The midpoint of the two middle samples for an even count.
+double median_sorted(const std::vector<double>& v) {
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 }  // namespace
@@ -54,8 +58,10 @@ double mean(std::span<const double> samples) {
 
 double median(std::span<const double> samples) {
   check(samples, "median");
-  return percentile_sorted(sorted(samples), 50.0);
+  return median_sorted(sorted(samples));
 }
+
+double median_or_zero(std::span<const double> samples) { return samples.empty() ? 0.0 : median(samples); }
 
 double percentile(std::span<const double> samples, double pct) {
   check(samples, "percentile");
@@ -65,6 +71,8 @@ double percentile(std::span<const double> samples, double pct) {
   return percentile_sorted(sorted(samples), pct);
 }
 
+double p95(std::span<const double> samples) { return percentile(samples, 95.0); }
+
 Stats summarize(std::span<const double> samples) {
   check(samples, "summarize");
   const std::vector<double> v = sorted(samples);
@@ -73,9 +81,9 @@ Stats summarize(std::span<const double> samples) {
   s.min = v.front();
   s.max = v.back();
   s.mean = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
-  s.median = percentile_sorted(v, 50.0);
+  s.median = median_sorted(v);
   s.p95 = percentile_sorted(v, 95.0);
   return s;
 }
 
-}  // namespace dtlab::analysis
+}  // namespace dtlab
