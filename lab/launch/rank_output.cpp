@@ -35,6 +35,7 @@ void write_fully(int fd, const std::string& text) {
   char buffer[1024];
   va_list args;
   va_start(args, format);
+  // NOLINTNEXTLINE(clang-analyzer-valist.Uninitialized): a false positive, va_start is just above
   const int n = std::vsnprintf(buffer, sizeof buffer, format, args);
   va_end(args);
   if (n < 0) return;
