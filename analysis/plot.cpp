@@ -1,19 +1,14 @@
 // plot.cpp: writes gnuplot data + scripts and runs gnuplot; see plot.hpp for the contracts.
 #include "analysis/plot.hpp"
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <sstream>
 
 #include "analysis/results.hpp"
+#include "lab/process.hpp"
 
 namespace dtlab::analysis {
 namespace fs = std::filesystem;
@@ -232,17 +227,7 @@ ChartFiles write_chart(const BarChart& c, const fs::path& dir) {
   return f;
 }
 
-bool gnuplot_available() {
-  const char* path = std::getenv("PATH");
-  if (path == nullptr) return false;
-  std::istringstream dirs(path);
-  std::string d;
-  while (std::getline(dirs, d, ':')) {
-    const fs::path candidate = fs::path(d.empty() ? "." : d) / "gnuplot";
-    if (::access(candidate.c_str(), X_OK) == 0) return true;
-  }
-  return false;
-}
+bool gnuplot_available() { return find_on_path("gnuplot").has_value(); }
 
 void run_gnuplot(const ChartFiles& files, const fs::path& dir, const std::string& dir_display) {
   const std::string cmd = "cd " + (dir_display.empty() ? dir.string() : dir_display) + " && " + files.rerun_command();
@@ -250,44 +235,21 @@ void run_gnuplot(const ChartFiles& files, const fs::path& dir, const std::string
     throw AnalysisError("chart " + files.id + ": gnuplot not found on PATH; install it (apt-get install gnuplot-nox) " +
                         "and rerun `" + cmd + "`");
   }
-  int err_pipe[2];
-  if (::pipe(err_pipe) != 0) throw AnalysisError(std::string("pipe() failed: ") + std::strerror(errno));
-  const std::string script = files.id + ".gp";
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    ::close(err_pipe[0]);
-    ::close(err_pipe[1]);
-    throw AnalysisError(std::string("fork() failed: ") + std::strerror(errno));
+  ProcessResult run;
+  try {
+    run = run_process(
+        ProcessSpec{.argv = {"gnuplot", files.id + ".gp"}, .search_path = true, .working_directory = dir.string()},
+        /*capture_output=*/true);
+  } catch (const ProcessError& e) {
+    throw AnalysisError(e.what());
   }
-  if (pid == 0) {  // child: only async-signal-safe calls until exec
-    ::dup2(err_pipe[1], STDERR_FILENO);
-    ::dup2(err_pipe[1], STDOUT_FILENO);
-    ::close(err_pipe[0]);
-    ::close(err_pipe[1]);
-    if (::chdir(dir.c_str()) != 0) ::_exit(126);
-    ::execlp("gnuplot", "gnuplot", script.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  ::close(err_pipe[1]);
-  std::string output;
-  char buf[4096];
-  for (;;) {
-    const ssize_t got = ::read(err_pipe[0], buf, sizeof buf);
-    if (got > 0)
-      output.append(buf, static_cast<std::size_t>(got));
-    else if (got == 0 || errno != EINTR)
-      break;
-  }
-  ::close(err_pipe[0]);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  std::string output = std::move(run.output);
   if (output.size() > 2000) output = "..." + output.substr(output.size() - 2000);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    const std::string how = WIFEXITED(status) ? "exit code " + std::to_string(WEXITSTATUS(status))
-                                              : "signal " + std::to_string(WTERMSIG(status));
+  if (run.exit_code != 0) {
+    const std::string how =
+        run.signal ? "signal " + std::to_string(run.signal) : "exit code " + std::to_string(run.exit_code);
     std::string why = output.empty() ? "" : ":\n" + output;
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 126) why = ": cannot enter directory " + dir.string();
+    if (!run.signal && run.exit_code == 126) why = ": cannot enter directory " + dir.string();
     throw AnalysisError("chart " + files.id + ": `" + cmd + "` failed with " + how + why);
   }
   for (const fs::path& p : {files.svg, files.png}) {

@@ -1,11 +1,7 @@
 // runner.cpp: runs a study's trainings as processes of build/bin/dtlab, then its comparisons (see runner.hpp).
 #include "scenarios/runner.hpp"
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <chrono>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -13,6 +9,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "lab/process.hpp"
 #include "scenarios/compare.hpp"
 #include "scenarios/study.hpp"
 
@@ -21,24 +18,14 @@ namespace fs = std::filesystem;
 namespace dtlab {
 namespace {
 
-// Runs argv as a child process (stdout/stderr inherited); returns its exit status (128+signal if killed).
-int run_process(const std::vector<std::string>& args) {
-  std::vector<char*> argv;
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  std::fflush(nullptr);
-  const pid_t pid = fork();
-  if (pid < 0) return 127;
-  if (pid == 0) {
-    execv(argv[0], argv.data());
-    std::perror(argv[0]);
-    _exit(127);
+// Runs argv as a child process (stdout/stderr inherited); returns its exit status (128+signal if killed, 127 if it
+// could not be started). A program that cannot be executed says why as perror() would: "<program>: <reason>".
+int run_child(const std::vector<std::string>& args) {
+  try {
+    return run_process(ProcessSpec{.argv = args, .exec_error_after = ": "}).exit_code;
+  } catch (const ProcessError&) {
+    return 127;
   }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-  }
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
 std::string join(const std::vector<std::string>& args) {
@@ -125,7 +112,7 @@ int run_trainings(const Scenario& scenario, const RunnerOptions& options) {
     fs::create_directories(corpus.parent_path());
     const std::vector<std::string> build = {display_path(dtlab), "data", "build", "--out", corpus.string()};
     std::cout << "$ " << join(build) << std::endl;
-    if (run_process(build) != 0) return 1;
+    if (run_child(build) != 0) return 1;
   }
 
   nlohmann::json manifest = {
@@ -137,7 +124,7 @@ int run_trainings(const Scenario& scenario, const RunnerOptions& options) {
     const std::vector<std::string> args = run_command(run, dtlab, source_dir, profile, quick, run_dir);
     std::cout << "\n== " << scenario.name << "/" << run.name << "\n$ " << join(args) << std::endl;
     const auto start = std::chrono::steady_clock::now();
-    const int status = run_process(args);
+    const int status = run_child(args);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (status != 0) {
       std::cerr << "scenario_" << scenario.name << ": run '" << run.name << "' failed with status " << status

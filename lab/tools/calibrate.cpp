@@ -2,16 +2,13 @@
 // comm-bench as a child process, then the machine profile; see calibrate.hpp.
 #include "lab/tools/calibrate.hpp"
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
@@ -28,6 +25,7 @@
 #include "lab/dist/rank_env.hpp"
 #include "lab/model.hpp"
 #include "lab/model_shape.hpp"
+#include "lab/process.hpp"
 #include "lab/results.hpp"
 #include "lab/train/optimizer.hpp"
 #include "lab/world.hpp"
@@ -161,26 +159,15 @@ std::string host_name() {
 
 // Starts argv (argv[0] = program path) with inherited stdout/stderr; returns its pid.
 pid_t start_child(const std::vector<std::string>& args) {
-  std::vector<char*> argv;
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  std::fflush(nullptr);
-  const pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error(std::string("calibrate: fork() failed: ") + std::strerror(errno));
-  if (pid == 0) {
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
+  try {
+    return spawn(ProcessSpec{.argv = args});
+  } catch (const ProcessError& e) {
+    throw std::runtime_error(std::string("calibrate: ") + e.what());
   }
-  return pid;
 }
 
 // Waits for a child; returns its exit status (128 + signal if killed).
-int wait_child(pid_t pid) {
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
+int wait_child(pid_t pid) { return wait_for_exit(pid); }
 
 int run_child(const std::vector<std::string>& args) { return wait_child(start_child(args)); }
 

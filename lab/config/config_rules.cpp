@@ -1,0 +1,144 @@
+// config_rules.cpp: validation — each key's own rule (from the key table), the rules relating two or more keys,
+// and the derived train.accumulation. A rule relating two keys lives in check_cross_rules().
+#include <string>
+
+#include "lab/config/config_internal.hpp"
+#include "strategies/catalog.hpp"
+
+namespace dtlab {
+namespace config_internal {
+namespace {
+
+std::optional<int64_t> checked_product(int64_t a, int64_t b) {
+  int64_t product = 0;
+  if (__builtin_mul_overflow(a, b, &product)) return std::nullopt;
+  return product;
+}
+
+std::string show(const std::optional<int64_t>& x) { return x ? std::to_string(*x) : "(overflows int64)"; }
+
+std::string divisors_hint(int64_t n) {
+  if (n > 4096) return "";
+  std::vector<std::string> divisors;
+  for (int64_t d = 1; d <= n; ++d)
+    if (n % d == 0) divisors.push_back(std::to_string(d));
+  return "; choose one of " + join(divisors, ", ");
+}
+
+// Rules relating two or more keys. REQUIRES: every single-key rule holds (no zero divisors).
+void check_cross_rules(const Config& c) {
+  const ModelConfig& m = c.model;
+  const auto n = [](int64_t x) { return std::to_string(x); };
+  if (m.d_model % m.n_heads != 0)
+    throw Problem{"model.d_model", "model.d_model=" + n(m.d_model) + " is not divisible by model.n_heads=" +
+                                       n(m.n_heads) + "; choose d_model as a multiple of " + n(m.n_heads)};
+  if ((m.d_model / m.n_heads) % 2 != 0)
+    throw Problem{"model.d_model", "model.d_model=" + n(m.d_model) + " / model.n_heads=" + n(m.n_heads) +
+                                       " gives head_dim " + n(m.d_model / m.n_heads) +
+                                       ", which is odd; RoPE rotates pairs of dimensions, so choose d_model as a "
+                                       "multiple of 2 * n_heads = " +
+                                       show(checked_product(2, m.n_heads))};
+  if (m.n_kv_heads > m.n_heads)
+    throw Problem{"model.n_kv_heads", "model.n_kv_heads=" + n(m.n_kv_heads) + " must be <= model.n_heads=" +
+                                          n(m.n_heads) + " (grouped-query attention)" + divisors_hint(m.n_heads)};
+  if (m.n_heads % m.n_kv_heads != 0)
+    throw Problem{"model.n_kv_heads", "model.n_kv_heads=" + n(m.n_kv_heads) + " must divide model.n_heads=" +
+                                          n(m.n_heads) + " (grouped-query attention)" + divisors_hint(m.n_heads)};
+
+  if (c.data.source == "file" && c.data.path.empty())
+    throw Problem{"data.source",
+                  "data.source=file requires a non-empty data.path (a token file, see "
+                  "lab/data.hpp); set data.path=... or data.source=synthetic"};
+  if (c.data.mask_token >= m.vocab_size)
+    throw Problem{"data.mask_token", "data.mask_token=" + n(c.data.mask_token) + " must be in [-1, model.vocab_size=" +
+                                         n(m.vocab_size) + ") (a token id, or -1 for none)"};
+
+  const TrainConfig& t = c.train;
+  if (t.min_lr > t.lr)
+    throw Problem{"train.min_lr", "train.min_lr=" + format_number(t.min_lr) + " must be <= train.lr=" +
+                                      format_number(t.lr) + " (the schedule decays from lr to min_lr)"};
+  if (t.warmup_steps >= t.steps)
+    throw Problem{"train.warmup_steps", "train.warmup_steps=" + n(t.warmup_steps) + " must be < train.steps=" +
+                                            n(t.steps) + "; lower warmup_steps or raise steps"};
+
+  // Ranks that see different data: the world, or world / (tp * pp) for a model-parallel strategy.
+  const int64_t dp = data_parallel_size(c);
+  const bool dp_is_world = dp == c.world_size;
+  const auto per_micro_step = checked_product(t.micro_batch, dp);
+  if (!per_micro_step || t.global_batch % *per_micro_step != 0)
+    throw Problem{"train.global_batch",
+                  "train.global_batch=" + n(t.global_batch) + " is not divisible by train.micro_batch(" +
+                      n(t.micro_batch) + (dp_is_world ? ") * world_size(" : ") * data-parallel size(") + n(dp) +
+                      ") = " + show(per_micro_step) + "; choose global_batch as a multiple of " + show(per_micro_step)};
+  if (t.accumulation != 0 && t.accumulation != t.global_batch / *per_micro_step) {
+    const auto product = per_micro_step ? checked_product(*per_micro_step, t.accumulation) : std::nullopt;
+    throw Problem{"train.accumulation",
+                  "train.accumulation=" + n(t.accumulation) + " is inconsistent: micro_batch(" + n(t.micro_batch) +
+                      ") * accumulation(" + n(t.accumulation) + (dp_is_world ? ") * world(" : ") * data-parallel(") +
+                      n(dp) + ") = " + show(product) + " != global_batch(" + n(t.global_batch) +
+                      "); set train.accumulation=0 to derive it (" + n(t.global_batch / *per_micro_step) + ")"};
+  }
+
+  const ParallelConfig& p = c.parallel;
+  if (p.shard_size > 0 && c.world_size % p.shard_size != 0)
+    throw Problem{"parallel.shard_size",
+                  "parallel.shard_size=" + n(p.shard_size) + " does not divide world_size=" + n(c.world_size) +
+                      "; choose a divisor of " + n(c.world_size) + ", or 0 for one group of all ranks"};
+
+  const PrecisionConfig& x = c.precision;
+  if (x.loss_scale == "dynamic" && x.param_dtype != "fp16")
+    throw Problem{"precision.loss_scale", "precision.loss_scale=dynamic requires precision.param_dtype=fp16 (it is " +
+                                              x.param_dtype +
+                                              "); fp32 and bf16 have fp32's exponent range and "
+                                              "need no loss scaling: set precision.loss_scale=none"};
+}
+
+}  // namespace
+
+void check_key(const KeySpec& k, const Config& config) {
+  const Value value = k.get(config);
+  if (k.rule.admits(value)) return;
+  std::string text = k.name + "=" + format_value(value) + " must be " + k.rule.describe() + " (" + k.doc + ")";
+  // A closed-set value that starts a few allowed ones ("fsdp") names them; else a typo names the closest.
+  std::vector<std::string> suggestions;
+  if (const auto* s = std::get_if<std::string>(&value); s && !s->empty()) {
+    for (const std::string& allowed : k.rule.allowed)
+      if (allowed.starts_with(*s)) suggestions.push_back("'" + allowed + "'");
+    if (suggestions.empty())
+      if (const auto typo = closest(*s, k.rule.allowed)) suggestions.push_back("'" + *typo + "'");
+  }
+  text += suggestions.empty() ? "; the default is " + format_value(k.get(Config{}))
+                              : "; did you mean " + join(suggestions, " or ") + "?";
+  throw Problem{k.name, text};
+}
+
+// accumulation = global_batch / (micro_batch * data-parallel size) when the division is exact; otherwise the batch
+// rule in check_cross_rules() reports it. The data-parallel size is the strategy's (strategies/catalog.hpp): the
+// world for every strategy today, world / (tp * pp) for model-parallel ones.
+void derive_accumulation(Config& config) {
+  TrainConfig& t = config.train;
+  const int64_t dp = data_parallel_size(config);
+  if (t.accumulation != 0 || t.micro_batch < 1 || dp < 1 || t.global_batch < 1) return;
+  const auto per_micro_step = checked_product(t.micro_batch, dp);
+  if (per_micro_step && t.global_batch % *per_micro_step == 0) t.accumulation = t.global_batch / *per_micro_step;
+}
+
+void check_rules(const Config& config) {
+  if (config.world_size < 1)
+    throw Problem{
+        "", "world_size=" + std::to_string(config.world_size) + " must be >= 1 (ranks in the job, from the launcher)"};
+  for (const KeySpec& k : key_table()) check_key(k, config);
+  check_cross_rules(config);
+}
+
+}  // namespace config_internal
+
+void validate(const Config& config) {
+  try {
+    config_internal::check_rules(config);
+  } catch (const config_internal::Problem& p) {
+    throw ConfigError("config: " + p.text);
+  }
+}
+
+}  // namespace dtlab

@@ -1,0 +1,88 @@
+// launch_env.cpp: what each rank of `dtlab launch` is started with — torchrun's environment and a free master port.
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "lab/launch/launch_internal.hpp"
+
+extern char** environ;
+
+namespace dtlab::launch_internal {
+namespace {
+
+// Variables the launcher owns: an inherited value (e.g. from an outer torchrun) would contradict ours.
+// TORCHELASTIC_* is dropped entirely so ranks never assume torchrun's agent hosts the store.
+bool launcher_owns(const std::string& name) {
+  static const char* const kOwned[] = {"RANK",
+                                       "LOCAL_RANK",
+                                       "WORLD_SIZE",
+                                       "LOCAL_WORLD_SIZE",
+                                       "GROUP_RANK",
+                                       "GROUP_WORLD_SIZE",
+                                       "ROLE_RANK",
+                                       "ROLE_WORLD_SIZE",
+                                       "ROLE_NAME",
+                                       "MASTER_ADDR",
+                                       "MASTER_PORT",
+                                       "DTLAB_LAUNCHER",
+                                       "DTLAB_JOB_COMMAND"};
+  for (const char* owned : kOwned) {
+    if (name == owned) return true;
+  }
+  return name.rfind("TORCHELASTIC_", 0) == 0;
+}
+
+}  // namespace
+
+std::vector<std::string> rank_environment(int rank, int world_size, const std::string& master_addr, int master_port) {
+  std::vector<std::string> environment;
+  bool omp_threads_set = false;
+  for (char** entry = environ; entry && *entry; ++entry) {
+    const std::string assignment(*entry);
+    const std::string name = assignment.substr(0, assignment.find('='));
+    if (launcher_owns(name)) continue;
+    if (name == "OMP_NUM_THREADS") omp_threads_set = true;
+    environment.push_back(assignment);
+  }
+  auto set = [&](const char* name, const std::string& value) {
+    environment.push_back(std::string(name) + "=" + value);
+  };
+  set("RANK", std::to_string(rank));
+  set("LOCAL_RANK", std::to_string(rank));
+  set("WORLD_SIZE", std::to_string(world_size));
+  set("LOCAL_WORLD_SIZE", std::to_string(world_size));
+  set("GROUP_RANK", "0");
+  set("MASTER_ADDR", master_addr);
+  set("MASTER_PORT", std::to_string(master_port));
+  set("DTLAB_LAUNCHER", "dtlab");
+  if (const char* job = std::getenv("DTLAB_JOB_COMMAND")) set("DTLAB_JOB_COMMAND", job);  // set by `dtlab launch`
+  // N ranks on a few cores: one OpenMP thread each unless the user chose otherwise.
+  if (!omp_threads_set) set("OMP_NUM_THREADS", "1");
+  return environment;
+}
+
+// Binds 127.0.0.1:0 and returns the port the kernel chose (then closes the socket). The port is free
+// now, not reserved: rank 0's TCPStore binds it moments later, which is the usual launcher race.
+int pick_free_port() {
+  const int sock = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (sock < 0) return -1;
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;
+  int port = -1;
+  socklen_t length = sizeof address;
+  if (::bind(sock, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
+      ::getsockname(sock, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
+    port = ntohs(address.sin_port);
+  }
+  ::close(sock);
+  return port;
+}
+
+}  // namespace dtlab::launch_internal
