@@ -18,7 +18,10 @@ class SpecReader {
 
   [[noreturn]] void fail(const YAML::Node& node, const std::string& key, const std::string& rule) const {
     std::string where = file_.string();
-    if (node.IsDefined() && node.Mark().line >= 0) where += ":" + std::to_string(node.Mark().line + 1);
+    if (node.IsDefined() && node.Mark().line >= 0) {
+      where += ':';
+      where += std::to_string(node.Mark().line + 1);
+    }
     throw StudyError(where + ": study: " + (key.empty() ? "the file" : key) + ": " + rule);
   }
 

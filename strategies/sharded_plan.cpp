@@ -50,6 +50,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "lab/unit_layout.hpp"
 #include "strategies/sharded_plan.hpp"
 
 namespace dtlab {
@@ -81,24 +82,10 @@ std::vector<UnitShape> units_of(const Config& config, int64_t F) {
     model_unit_numel.back().push_back(shapes[i].numel);
   model_unit_name.push_back("head");
 
-  std::vector<std::vector<int64_t>> groups;
-  const std::string& wrap = config.parallel.wrap;
-  if (wrap == "model") {
-    groups.emplace_back();
-    for (int64_t m = 0; m <= L + 1; ++m) groups.back().push_back(m);
-  } else {
-    const int64_t per = wrap == "every_2" ? 2 : wrap == "every_4" ? 4 : 1;
-    groups.push_back({0});
-    for (int64_t l = 0; l < L; l += per) {
-      groups.emplace_back();
-      for (int64_t k = l; k < std::min(L, l + per); ++k) groups.back().push_back(k + 1);
-    }
-    groups.push_back({L + 1});
-  }
   std::vector<UnitShape> units;
-  for (const auto& group : groups) {
+  for (const auto& group : wrap_unit_groups(config.parallel.wrap, static_cast<int>(L))) {
     UnitShape u;
-    for (int64_t m : group) {
+    for (int m : group) {
       u.name += (u.name.empty() ? "" : "+") + model_unit_name[static_cast<size_t>(m)];
       for (int64_t n : model_unit_numel[static_cast<size_t>(m)]) u.numel += n;
     }

@@ -10,32 +10,12 @@
 
 #include "analysis/cost/comm_model.hpp"
 #include "analysis/cost/compute_model.hpp"
+#include "lab/unit_layout.hpp"
 #include "strategies/catalog.hpp"
 #include "strategies/schedule_kit.hpp"
 
 namespace dtlab::analysis {
 namespace {
-
-// The engine's flat units (strategies/fsdp_engine.cpp build_units) as lists of model units: 0 embedding,
-// 1..L blocks, L+1 head.
-std::vector<std::vector<int>> flat_units(const Config& config) {
-  const int L = static_cast<int>(config.model.n_layers);
-  std::vector<std::vector<int>> groups;
-  const std::string& wrap = config.parallel.wrap;
-  if (wrap == "model") {
-    groups.emplace_back();
-    for (int m = 0; m <= L + 1; ++m) groups.back().push_back(m);
-    return groups;
-  }
-  const int per = wrap == "every_2" ? 2 : wrap == "every_4" ? 4 : 1;
-  groups.push_back({0});
-  for (int l = 0; l < L; l += per) {
-    groups.emplace_back();
-    for (int k = l; k < std::min(L, l + per); ++k) groups.back().push_back(k + 1);
-  }
-  groups.push_back({L + 1});
-  return groups;
-}
 
 // Forward and backward ms of one micro-step per flat unit, splitting the compute model's totals by FLOPs.
 struct UnitTimes {
@@ -145,7 +125,7 @@ StepPrediction predict_step(const Config& config, const CostPlan& plan, const Ma
     s.comm_ms += ms;
   }
 
-  const UnitTimes ut = unit_times(config, compute, flat_units(config));
+  const UnitTimes ut = unit_times(config, compute, wrap_unit_groups(config.parallel.wrap, static_cast<int>(config.model.n_layers)));
   const ScheduleInput schedule{.config = config,
                                .plan = plan,
                                .call_ms = call_ms,

@@ -151,6 +151,19 @@ struct LastStep {
   nlohmann::json records;
 };
 
+// result.json's opening keys: schema version, context, config and model.
+nlohmann::json result_header(const Config& config, const Strategy& strategy, const World& world,
+                             const std::string& command, int threads, int64_t parameters) {
+  nlohmann::json result;
+  result[schema::kSchemaVersion] = schema::kVersion;
+  result[schema::kContext] = run_context(world.world_size(), world.launcher(), strategy.id(), command, threads);
+  result[schema::kConfig] = to_json(config);
+  result[schema::kModel] = {{schema::kParams, parameters},
+                            {schema::kFlopsPerToken, model_counts(config.model).flops_per_token},
+                            {schema::kPreset, config.model.preset}};
+  return result;
+}
+
 }  // namespace
 
 std::string format_step_line(const StepRecord& r, int64_t total_steps) {
@@ -210,13 +223,7 @@ TrainOutcome train(const Config& config, Strategy& strategy, World& world, const
   std::map<Comm*, size_t> record_cursor = first_training_seq;
 
   const ModelCounts counts = model_counts(config.model);
-  nlohmann::json result;
-  result[schema::kSchemaVersion] = schema::kVersion;
-  result[schema::kContext] = run_context(world.world_size(), world.launcher(), strategy.id(), options.command, threads);
-  result[schema::kConfig] = to_json(config);
-  result[schema::kModel] = {{schema::kParams, model->parameter_count()},
-                            {schema::kFlopsPerToken, counts.flops_per_token},
-                            {schema::kPreset, config.model.preset}};
+  nlohmann::json result = result_header(config, strategy, world, options.command, threads, model->parameter_count());
   if (world.is_main() && options.print_config) {
     std::printf("%s", format_table(config).c_str());
     std::printf("model: %lld parameters, %.3g training FLOPs/token | strategy %s | world %d | %d threads/rank\n",

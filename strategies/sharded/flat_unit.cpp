@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "lab/memory.hpp"
+#include "lab/unit_layout.hpp"
 
 namespace dtlab {
 
@@ -41,24 +42,6 @@ at::Tensor storage_alias(const at::Tensor& t) {
   at::Tensor alias = at::empty({0}, t.options());
   alias.set_(t.storage(), 0, {t.numel()}, {1});
   return alias;
-}
-
-// The model units (0 embedding, 1..L blocks, L+1 head) of each flat unit, per parallel.wrap.
-std::vector<std::vector<int>> unit_groups(const std::string& wrap, int L) {
-  std::vector<std::vector<int>> groups;
-  if (wrap == "model") {
-    groups.push_back({});
-    for (int m = 0; m <= L + 1; ++m) groups.back().push_back(m);
-  } else {
-    const int per = wrap == "every_2" ? 2 : wrap == "every_4" ? 4 : 1;
-    groups.push_back({0});
-    for (int l = 0; l < L; l += per) {
-      groups.push_back({});
-      for (int k = l; k < std::min(L, l + per); ++k) groups.back().push_back(k + 1);
-    }
-    groups.push_back({L + 1});
-  }
-  return groups;
 }
 
 // A unit's name, parameters and layout in the flat buffer, padded to a multiple of F.
@@ -158,7 +141,7 @@ std::vector<FlatUnit> build_flat_units(GPT& model, const Config& config, Shardin
   auto model_units = model.units();
   const int L = static_cast<int>(model.config().n_layers);
   std::vector<FlatUnit> units;
-  for (const auto& group : unit_groups(config.parallel.wrap, L)) {
+  for (const auto& group : wrap_unit_groups(config.parallel.wrap, L)) {
     FlatUnit unit = describe_unit(model_units, group, config, shard_group_size);
     allocate_params_and_grads(unit, t, precision, shard_rank);
     allocate_buffers_and_bind(unit, t, precision);

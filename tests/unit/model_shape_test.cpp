@@ -1,4 +1,5 @@
-// model_shape_test.cpp: presets and the analytic parameter / FLOP counts of lab/model_shape.hpp.
+// model_shape_test.cpp: presets and the analytic parameter / FLOP counts of lab/model_shape.hpp, and the flat-unit
+// grouping of parallel.wrap (lab/unit_layout.hpp).
 //
 //   ./build/bin/config_tests --gtest_filter='ModelShape*'
 //
@@ -7,10 +8,12 @@
 #include "lab/model_shape.hpp"
 
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
 #include "lab/config.hpp"
+#include "lab/unit_layout.hpp"
 
 namespace dtlab {
 namespace {
@@ -143,6 +146,16 @@ TEST(ModelShape, EveryPresetIsAValidConfig) {
     EXPECT_EQ(c.model.trainable, expected.trainable);
     EXPECT_GT(model_counts(c.model).params, 0);
   }
+}
+
+// The grouping every sharded consumer shares, written out by hand for each wrap policy.
+TEST(UnitLayout, WrapPoliciesGroupEmbeddingBlocksAndHead) {
+  using Groups = std::vector<std::vector<int>>;
+  EXPECT_EQ(wrap_unit_groups("block", 4), (Groups{{0}, {1}, {2}, {3}, {4}, {5}}));
+  EXPECT_EQ(wrap_unit_groups("every_2", 3), (Groups{{0}, {1, 2}, {3}, {4}}));
+  EXPECT_EQ(wrap_unit_groups("every_4", 5), (Groups{{0}, {1, 2, 3, 4}, {5}, {6}}));
+  EXPECT_EQ(wrap_unit_groups("model", 2), (Groups{{0, 1, 2, 3}}));
+  EXPECT_EQ(wrap_unit_groups("block", 0), (Groups{{0}, {1}}));
 }
 
 }  // namespace

@@ -1,0 +1,36 @@
+// unit_layout.hpp: how parallel.wrap groups the model into the sharded strategies' flat units — the one grouping
+// the sharded engine (strategies/sharded/flat_unit.cpp), its cost plan (strategies/sharded_plan.cpp) and the
+// step-time model (analysis/cost/step_model.cpp) share. Torch-free, header-only.
+//
+// Model units are numbered 0 = embedding, 1..n_layers = the blocks, n_layers + 1 = the head (final norm and output).
+//   wrap_unit_groups("block", 4)   -> {0} {1} {2} {3} {4} {5}
+//   wrap_unit_groups("every_2", 3) -> {0} {1,2} {3} {4}
+//   wrap_unit_groups("model", 2)   -> {0,1,2,3}
+#pragma once
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+namespace dtlab {
+
+// The model units of each flat unit, in forward order. `wrap` is a validated parallel.wrap
+// (block | every_2 | every_4 | model).
+inline std::vector<std::vector<int>> wrap_unit_groups(const std::string& wrap, int n_layers) {
+  std::vector<std::vector<int>> groups;
+  if (wrap == "model") {
+    groups.emplace_back();
+    for (int m = 0; m <= n_layers + 1; ++m) groups.back().push_back(m);
+    return groups;
+  }
+  const int per = wrap == "every_2" ? 2 : wrap == "every_4" ? 4 : 1;
+  groups.push_back({0});
+  for (int l = 0; l < n_layers; l += per) {
+    groups.emplace_back();
+    for (int k = l; k < std::min(n_layers, l + per); ++k) groups.back().push_back(k + 1);
+  }
+  groups.push_back({n_layers + 1});
+  return groups;
+}
+
+}  // namespace dtlab
