@@ -7,8 +7,8 @@
 #include <limits>
 #include <set>
 
-#include "lab/stats.hpp"
 #include "lab/results_schema.hpp"
+#include "lab/stats.hpp"
 
 namespace dtlab::analysis {
 namespace {

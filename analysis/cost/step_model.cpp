@@ -125,7 +125,8 @@ StepPrediction predict_step(const Config& config, const CostPlan& plan, const Ma
     s.comm_ms += ms;
   }
 
-  const UnitTimes ut = unit_times(config, compute, wrap_unit_groups(config.parallel.wrap, static_cast<int>(config.model.n_layers)));
+  const UnitTimes ut =
+      unit_times(config, compute, wrap_unit_groups(config.parallel.wrap, static_cast<int>(config.model.n_layers)));
   const ScheduleInput schedule{.config = config,
                                .plan = plan,
                                .call_ms = call_ms,

@@ -21,8 +21,7 @@ Command add_export_reference_command(CLI::App& app) {
   auto* exporter = app.add_subcommand(
       "export-reference", "write init weights, batches and learning rates for an outside reference (tests/reference/)");
   exporter->add_option("--config", args->config_path, "YAML config file")->required();
-  exporter->add_option("--world-size", args->world_size, "ranks the batches are split for")
-      ->check(CLI::PositiveNumber);
+  exporter->add_option("--world-size", args->world_size, "ranks the batches are split for")->check(CLI::PositiveNumber);
   exporter->add_option("--out", args->out, "directory to write")->required();
   exporter->add_option("overrides", args->overrides, "section.key=value overrides");
   return {exporter, [args] {

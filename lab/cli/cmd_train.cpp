@@ -62,8 +62,7 @@ int run_train(const TrainArgs& args, const std::string& command) {
     const auto& summary = outcome.result["summary"];
     std::printf("done: %lld steps | final loss %.4f | median %.1f ms/step | %.0f tok/s | results in %s\n",
                 static_cast<long long>(outcome.steps.size()), summary["final_loss"].get<double>(),
-                summary["step_ms_median"].get<double>(), summary["tokens_per_s"].get<double>(),
-                args.out_dir.c_str());
+                summary["step_ms_median"].get<double>(), summary["tokens_per_s"].get<double>(), args.out_dir.c_str());
   }
   return 0;
 }

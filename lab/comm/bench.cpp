@@ -36,11 +36,11 @@
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
-#include "lab/stats.hpp"
 #include "lab/comm/comm.hpp"
 #include "lab/dist/dist_world.hpp"
 #include "lab/dist/rank_env.hpp"
 #include "lab/launch.hpp"
+#include "lab/stats.hpp"
 
 namespace dtlab {
 
@@ -512,8 +512,7 @@ int run_comm_bench(const CommBenchOptions& options) {
     if (errors.empty())
       say("# model: no rows between 1 KiB and 256 MiB to compare");
     else
-      say(format("# model: median |error| %.1f%% over %zu rows (1 KiB..256 MiB)", median(errors),
-                 errors.size()));
+      say(format("# model: median |error| %.1f%% over %zu rows (1 KiB..256 MiB)", median(errors), errors.size()));
   }
 
   if (main && !options.json_path.empty()) {

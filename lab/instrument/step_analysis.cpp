@@ -8,8 +8,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "lab/stats.hpp"
 #include "lab/results_schema.hpp"
+#include "lab/stats.hpp"
 
 namespace dtlab {
 

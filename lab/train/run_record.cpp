@@ -172,10 +172,10 @@ nlohmann::json run_comm(const std::vector<StepRecord>& steps, const RunTotals& t
       {schema::kCpuUtilPct, totals.cpu_util_pct}};
   return {{schema::kRecords, comm_log.records()},
           {schema::kRecordsTruncated, comm_log.truncated()},
-          {schema::kRanks, every_rank(my_comm,
-                                      {schema::kCommMsPerStep, schema::kExposedMsPerStep, schema::kOverlapPct,
-                                       schema::kCpuUtilPct},
-                                      false, world)}};
+          {schema::kRanks,
+           every_rank(my_comm,
+                      {schema::kCommMsPerStep, schema::kExposedMsPerStep, schema::kOverlapPct, schema::kCpuUtilPct},
+                      false, world)}};
 }
 
 }  // namespace

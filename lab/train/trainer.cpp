@@ -109,8 +109,7 @@ StepOutcome train_step(int64_t step, const Config& config, Strategy& strategy, W
                         std::to_string(out.loss) +
                         "); stopping before the optimizer spreads it into the parameters (lower train.lr, enable "
                         "train.grad_clip, use precision.loss_scale=dynamic for fp16, or check the data)");
-  if (t.grad_clip > 0.0 && out.grad_norm > t.grad_clip)
-    strategy.scale_gradients(t.grad_clip / (out.grad_norm + 1e-6));
+  if (t.grad_clip > 0.0 && out.grad_norm > t.grad_clip) strategy.scale_gradients(t.grad_clip / (out.grad_norm + 1e-6));
   out.lr = learning_rate(t, step);
   inject_delay("before_optimizer", world.rank());
   {
