@@ -1,21 +1,16 @@
 // sharding.hpp: the sharded strategies' modes and what each one does, as one torch-free table that the runtime
 // engine (strategies/sharded/engine.cpp) and the cost plan (strategies/sharded_plan.cpp) both consult.
 //
-//               shard group   parameters                          gradients                            extra
-// full_shard    world         gathered before a unit's forward,   reduce-scattered every micro-step    -
-//                             freed after it, re-gathered for     into fp32 shards
-//                             its backward
-// shard_grad_op world         gathered in forward, kept through   reduce-scattered every micro-step    -
-//                             the unit's backward
-// no_shard      none (F = 1)  full on every rank                  all-reduced (last micro-step)        -
-// hybrid        shard_size    as full_shard inside the group      as full_shard inside the group       all-reduce of
-// the
-//                                                                                                      shards across
-//                                                                                                      replicas
-// zero1         world         full on every rank                  accumulate unsharded, reduce-        all-gather
-// params
-//                                                                 scattered (last micro-step)          after the
-//                                                                 optimizer
+//   full_shard     shard group: world. Parameters gathered before a unit's forward, freed after it, gathered again
+//                  for its backward. Gradients reduce-scattered every micro-step into fp32 shards.
+//   shard_grad_op  shard group: world. Parameters gathered in forward and kept through the unit's backward.
+//                  Gradients reduce-scattered every micro-step.
+//   no_shard       no shard group (F = 1). Full parameters on every rank; gradients all-reduced on the last
+//                  micro-step.
+//   hybrid         shard group: parallel.shard_size ranks, as full_shard inside it; gradient shards then
+//                  all-reduced across the replicas.
+//   zero1          shard group: world. Full parameters on every rank; gradients accumulate unsharded and are
+//                  reduce-scattered on the last micro-step; the updated shards all-gathered after the optimizer.
 #pragma once
 
 #include <cstdint>
