@@ -7,12 +7,14 @@
 
 #include "analysis/html.hpp"
 #include "analysis/report.hpp"
+#include "lab/dtype.hpp"
 
 namespace dtlab::analysis {
 namespace {
 
 bool is_reduced_precision(const std::string& dtype) {
-  return dtype == "bf16" || dtype == "fp16" || dtype == "bfloat16" || dtype == "float16" || dtype == "half";
+  const std::optional<Dtype> d = parse_dtype(dtype);
+  return d && dtlab::is_reduced_precision(*d);
 }
 
 std::string intro_part(SectionContext& ctx) {

@@ -20,6 +20,7 @@
 
 #include "lab/comm/comm.hpp"
 #include "lab/dist/fault_injection.hpp"
+#include "lab/dtype_torch.hpp"
 #include "lab/instrument/step_profiler.hpp"
 #include "lab/memory.hpp"
 #include "lab/train/checkpoint.hpp"
@@ -29,8 +30,6 @@
 #include "strategies/ddp_buckets.hpp"
 
 namespace dtlab {
-
-at::ScalarType dtype_from_name(const std::string& name);
 
 namespace {
 
@@ -67,7 +66,7 @@ class DdpStrategy final : public Strategy {
     world_size_ = world.world_size();
     rank_ = world.rank();
     comm_ = &world.comm();
-    reduce_dtype_ = dtype_from_name(config.precision.reduce_dtype);
+    reduce_dtype_ = scalar_type_named(config.precision.reduce_dtype, "precision.reduce_dtype");
 
     std::vector<bool> decay;
     for (const auto& p : model_->parameters()) {
@@ -231,13 +230,6 @@ class DdpStrategy final : public Strategy {
 void GradReadyHook::operator()(const torch::autograd::Variable&) { strategy->on_grad_ready(index); }
 
 }  // namespace
-
-at::ScalarType dtype_from_name(const std::string& name) {
-  if (name == "fp32") return at::kFloat;
-  if (name == "bf16") return at::kBFloat16;
-  if (name == "fp16") return at::kHalf;
-  throw std::invalid_argument("dtype '" + name + "' is not one of fp32 | bf16 | fp16");
-}
 
 std::unique_ptr<Strategy> make_ddp_strategy() { return std::make_unique<DdpStrategy>(); }
 

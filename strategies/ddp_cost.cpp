@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "lab/dtype.hpp"
 #include "strategies/ddp_buckets.hpp"
 #include "strategies/schedule_kit.hpp"
 #include "strategies/spec.hpp"
@@ -28,10 +29,9 @@ CostPlan ddp_plan(const Config& config, int /*rank*/) {
     numel += p.numel;
   }
   const int world = static_cast<int>(config.world_size);
-  const int64_t wire_bytes_per_element = config.precision.reduce_dtype == "fp32" ? 4 : 2;
-  const std::string wire_dtype = config.precision.reduce_dtype == "fp32"   ? "float32"
-                                 : config.precision.reduce_dtype == "bf16" ? "bfloat16"
-                                                                           : "float16";
+  const Dtype wire = dtype_named(config.precision.reduce_dtype, "precision.reduce_dtype");
+  const int64_t wire_bytes_per_element = bytes_of(wire);
+  const std::string wire_dtype(torch_name(wire));
   for (const auto& p : shapes)  // one in-place broadcast per parameter tensor (ddp.cpp)
     plan.collectives.push_back(
         {"broadcast", "backend", "float32", p.numel * 4, world, "setup", 1, p.name + " from rank 0"});

@@ -8,6 +8,7 @@
 #include <limits>
 #include <memory>
 
+#include "lab/dtype_torch.hpp"
 #include "lab/instrument/step_profiler.hpp"
 #include "lab/memory.hpp"
 #include "lab/train/checkpoint.hpp"
@@ -17,8 +18,6 @@
 #include "strategies/catalog.hpp"
 
 namespace dtlab {
-
-at::ScalarType dtype_from_name(const std::string& name);  // strategies/ddp.cpp
 
 namespace {
 
@@ -43,7 +42,7 @@ class SingleStrategy final : public Strategy {
       decay.push_back(!p.is_norm_or_embedding || config.train.decay_norms_and_embeddings);
     }
     params_ = params;
-    compute_dtype_ = dtype_from_name(config.precision.param_dtype);
+    compute_dtype_ = scalar_type_named(config.precision.param_dtype, "precision.param_dtype");
     if (compute_dtype_ != at::kFloat) {
       // params_ stay the fp32 masters; the model computes with 16-bit leaf copies bound in their place.
       MemoryScope held(MemoryCategory::params);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "lab/dtype.hpp"
 #include "strategies/catalog.hpp"
 
 namespace dtlab::analysis {
@@ -44,12 +45,6 @@ double fsdp_peak_param_elements(const std::vector<int64_t>& unit_numel, int shar
   return sharded + largest;
 }
 
-int64_t dtype_bytes(const std::string& config_dtype) {
-  if (config_dtype == "fp32") return 4;
-  if (config_dtype == "bf16" || config_dtype == "fp16") return 2;
-  throw std::invalid_argument("dtype '" + config_dtype + "' is not one of fp32 | bf16 | fp16");
-}
-
 namespace {
 
 struct Dims {
@@ -58,8 +53,12 @@ struct Dims {
 
 Dims dims_of(const Config& config) {
   const ModelConfig& m = config.model;
-  return {config.train.micro_batch * m.seq_len,     m.d_model, m.ffn_hidden, m.n_heads, m.vocab_size,
-          dtype_bytes(config.precision.param_dtype)};
+  return {config.train.micro_batch * m.seq_len,
+          m.d_model,
+          m.ffn_hidden,
+          m.n_heads,
+          m.vocab_size,
+          bytes_of(dtype_named(config.precision.param_dtype, "precision.param_dtype"))};
 }
 
 enum class BlockMode { none, full, selective };

@@ -78,7 +78,4 @@ struct MemoryPrediction {
 // peak. NCCL gathers in place. REQUIRES: `plan` is cost_plan(config, rank) of the same config.
 MemoryPrediction predict_memory(const Config& config, const CostPlan& plan, const std::string& comm_backend = "gloo");
 
-// Bytes of one element of a config dtype name (fp32 4, bf16 / fp16 2). Throws std::invalid_argument otherwise.
-int64_t dtype_bytes(const std::string& config_dtype);
-
 }  // namespace dtlab::analysis

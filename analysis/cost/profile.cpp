@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "lab/dtype.hpp"
+
 namespace dtlab::analysis {
 namespace {
 
@@ -100,8 +102,7 @@ MachineProfile MachineProfile::from_json(const nlohmann::json& j, const std::str
   const Reader compute = top.object("compute");
   const Reader matmul = compute.object("matmul_tflops");
   for (const auto& [dtype, value] : matmul.json().items()) {
-    if (dtype != "float32" && dtype != "bfloat16" && dtype != "float16")
-      matmul.fail(dtype, "unknown dtype; use float32 | bfloat16 | float16");
+    if (!is_torch_name(dtype)) matmul.fail(dtype, "unknown dtype; use float32 | bfloat16 | float16");
     p.compute.matmul_tflops[dtype] = matmul.positive(dtype);
   }
   if (p.compute.matmul_tflops.empty()) compute.fail("matmul_tflops", "needs at least one dtype (float32 first)");
@@ -112,8 +113,7 @@ MachineProfile MachineProfile::from_json(const nlohmann::json& j, const std::str
   if (compute.has("train_efficiency_by_dtype")) {
     const Reader by_dtype = compute.object("train_efficiency_by_dtype");
     for (const auto& [dtype, value] : by_dtype.json().items()) {
-      if (dtype != "float32" && dtype != "bfloat16" && dtype != "float16")
-        by_dtype.fail(dtype, "unknown dtype; use float32 | bfloat16 | float16");
+      if (!is_torch_name(dtype)) by_dtype.fail(dtype, "unknown dtype; use float32 | bfloat16 | float16");
       const double e = by_dtype.positive(dtype);
       if (e > 1.0) by_dtype.fail(dtype, "is a fraction of the matmul rate, must be <= 1, got " + std::to_string(e));
       p.compute.train_efficiency_by_dtype[dtype] = e;
@@ -167,8 +167,10 @@ void save_profile(const MachineProfile& profile, const std::string& path) {
 }
 
 namespace {
+// The profile's key for a dtype in either spelling; an unknown name stays as given (and finds no entry).
 std::string profile_dtype_name(const std::string& dtype) {
-  return dtype == "fp32" ? "float32" : dtype == "bf16" ? "bfloat16" : dtype == "fp16" ? "float16" : dtype;
+  const std::optional<Dtype> d = parse_dtype(dtype);
+  return d ? std::string(torch_name(*d)) : dtype;
 }
 }  // namespace
 

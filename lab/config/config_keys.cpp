@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "lab/config/config_internal.hpp"
+#include "lab/dtype.hpp"
 #include "lab/model_shape.hpp"
 #include "strategies/catalog.hpp"
 
@@ -142,7 +143,9 @@ const std::vector<KeySpec>& key_table() {
     using P = ParallelConfig;
     using X = PrecisionConfig;
     using I = InstrumentConfig;
-    const Rule dtype = one_of({"fp32", "bf16", "fp16"});
+    std::vector<std::string> dtype_names;  // the config's spelling (lab/dtype.hpp)
+    for (const Dtype d : kDtypes) dtype_names.emplace_back(config_name(d));
+    const Rule dtype = one_of(dtype_names);
     const Rule unit = in_range(0, false, 1, true);  // [0, 1)
     // clang-format off: one key per row reads as a table
     return std::vector<KeySpec>{
@@ -205,7 +208,8 @@ const std::vector<KeySpec>& key_table() {
             one_of({"none", "full", "selective"}), "recompute activations in backward"),
         key("precision.param_dtype", &C::precision, &X::param_dtype, dtype, "dtype of compute parameters"),
         key("precision.reduce_dtype", &C::precision, &X::reduce_dtype, dtype, "dtype of gradient reduction"),
-        key("precision.master_dtype", &C::precision, &X::master_dtype, one_of({"fp32", "bf16"}),
+        key("precision.master_dtype", &C::precision, &X::master_dtype,
+            one_of({std::string(config_name(Dtype::fp32)), std::string(config_name(Dtype::bf16))}),
             "dtype of the optimizer's master weights"),
         key("precision.loss_scale", &C::precision, &X::loss_scale, one_of({"none", "dynamic"}),
             "loss scaling (fp16 only)"),

@@ -11,6 +11,7 @@
 #include <ATen/Parallel.h>
 
 #include "lab/config.hpp"
+#include "lab/dtype_torch.hpp"
 #include "lab/world.hpp"
 
 namespace dtlab {
@@ -81,18 +82,17 @@ std::optional<double> spec_sheet_peak_tflops(const std::string& device_name, con
   };
   for (const Peak& p : kPeaks) {
     if (device_name.find(p.name_part) == std::string::npos) continue;
-    if (dtype == "bfloat16" || dtype == "float16") return p.bf16;
-    if (dtype == "float32") return p.fp32_tf32;
-    return std::nullopt;
+    const std::optional<Dtype> d = parse_dtype(dtype);
+    if (!d) return std::nullopt;
+    return is_reduced_precision(*d) ? p.bf16 : p.fp32_tf32;
   }
   return std::nullopt;
 }
 
 JobPeak job_peak_tflops(const Config& config, World& world, int threads) {
-  const std::string dtype = config.precision.param_dtype == "bf16"   ? "bfloat16"
-                            : config.precision.param_dtype == "fp16" ? "float16"
-                                                                     : "float32";
-  const at::ScalarType st = dtype == "bfloat16" ? at::kBFloat16 : dtype == "float16" ? at::kHalf : at::kFloat;
+  const Dtype compute = dtype_named(config.precision.param_dtype, "precision.param_dtype");
+  const std::string dtype(torch_name(compute));
+  const at::ScalarType st = scalar_type(compute);
   CorePeak mine;
   if (world.local_rank() == 0) mine = measure_core_peak_tflops(st, 0.1);
   const double per_core = world.all_reduce_max(mine.tflops);

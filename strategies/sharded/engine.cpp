@@ -8,6 +8,7 @@
 
 #include "lab/comm/comm.hpp"
 #include "lab/dist/fault_injection.hpp"
+#include "lab/dtype_torch.hpp"
 #include "lab/instrument/step_profiler.hpp"
 #include "lab/train/checkpoint.hpp"
 #include "lab/train/loss_scaler.hpp"
@@ -18,8 +19,6 @@
 #include "strategies/sharded/schedule.hpp"
 
 namespace dtlab {
-
-at::ScalarType dtype_from_name(const std::string& name);  // strategies/ddp.cpp
 
 namespace {
 
@@ -32,9 +31,9 @@ class ShardedEngine final : public Strategy {
   ParallelLayout layout() const override { return {.dp_rank = rank_, .dp_size = world_size_}; }
 
   void wrap(std::shared_ptr<GPT> model, const Config& config, World& world) override {
-    precision_.compute = dtype_from_name(config.precision.param_dtype);
-    precision_.reduce = dtype_from_name(config.precision.reduce_dtype);
-    precision_.master = dtype_from_name(config.precision.master_dtype);
+    precision_.compute = scalar_type_named(config.precision.param_dtype, "precision.param_dtype");
+    precision_.reduce = scalar_type_named(config.precision.reduce_dtype, "precision.reduce_dtype");
+    precision_.master = scalar_type_named(config.precision.master_dtype, "precision.master_dtype");
     scaler_ = LossScaler(config.precision);
     strategy_spec(id_).check(config);  // refusals (check_sharded in strategies/sharded_plan.cpp)
     model_ = std::move(model);
