@@ -50,6 +50,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "lab/dtype.hpp"
 #include "lab/unit_layout.hpp"
 #include "strategies/sharded_plan.hpp"
 
@@ -96,16 +97,14 @@ std::vector<UnitShape> units_of(const Config& config, int64_t F) {
   return units;
 }
 
-struct Dtype {
+struct TypeOnWire {
   std::string name;  // as comm records it: float32 | bfloat16 | float16
   int64_t bytes;
 };
 
-Dtype dtype_of(const std::string& config_name) {
-  if (config_name == "fp32") return {"float32", 4};
-  if (config_name == "bf16") return {"bfloat16", 2};
-  if (config_name == "fp16") return {"float16", 2};
-  throw std::invalid_argument("dtype '" + config_name + "' is not one of fp32 | bf16 | fp16");
+TypeOnWire type_on_wire(const std::string& config_name, std::string_view key) {
+  const Dtype d = dtype_named(config_name, key);
+  return {std::string(torch_name(d)), bytes_of(d)};
 }
 
 }  // namespace
@@ -122,57 +121,72 @@ void check_sharded(std::string_view id, const Config& config) {
                                 "embeddings");
 }
 
-CostPlan sharded_cost_plan(ShardingMode mode, std::string_view id, const Config& config, int rank) {
-  if (rank < 0 || rank >= config.world_size)
-    throw std::invalid_argument(std::string(id) + " cost plan: rank " + std::to_string(rank) +
-                                " is outside world_size=" + std::to_string(config.world_size));
-  const ShardingTraits t = traits(mode);
-  const int64_t F = shard_group_size(mode, config.world_size, config.parallel.shard_size);
-  const int64_t R = config.world_size / F;  // replicas of each shard (hybrid); 1 otherwise
-  const int64_t shard_rank = t.shard_group == ShardGroup::none ? 0 : rank % F;
-  const int64_t A = std::max<int64_t>(1, config.train.accumulation);
-  const auto units = units_of(config, F);
-  const int n = static_cast<int>(units.size());
-  const int f = static_cast<int>(F);
-  const Dtype compute = dtype_of(config.precision.param_dtype), reduce = dtype_of(config.precision.reduce_dtype),
-              master = dtype_of(config.precision.master_dtype);
-  const int64_t c = compute.bytes, r = reduce.bytes, m = master.bytes;
-  const bool separate_copy = config.parallel.offload || compute.name != master.name;
-  const bool dynamic_scaling = config.precision.loss_scale == "dynamic";
+namespace {
 
-  CostPlan plan;
-  plan.strategy = std::string(id);
+// What one rank of a sharded mode works with, derived once from the config: the groups, the units and the types.
+struct ShardedSetting {
+  ShardingTraits t;
+  int64_t F = 1;           // shard group size
+  int64_t R = 1;           // replicas of each shard (hybrid); 1 otherwise
+  int64_t shard_rank = 0;  // this rank's place in its shard group
+  int64_t A = 1;           // micro-steps per step
+  std::vector<UnitShape> units;
+  TypeOnWire compute, reduce, master;
+  bool separate_copy = false;  // an fp32 (or offloaded) master copy apart from the compute parameters
+};
+
+ShardedSetting sharded_setting(ShardingMode mode, const Config& config, int rank) {
+  ShardedSetting s;
+  s.t = traits(mode);
+  s.F = shard_group_size(mode, config.world_size, config.parallel.shard_size);
+  s.R = config.world_size / s.F;
+  s.shard_rank = s.t.shard_group == ShardGroup::none ? 0 : rank % s.F;
+  s.A = std::max<int64_t>(1, config.train.accumulation);
+  s.units = units_of(config, s.F);
+  s.compute = type_on_wire(config.precision.param_dtype, "precision.param_dtype");
+  s.reduce = type_on_wire(config.precision.reduce_dtype, "precision.reduce_dtype");
+  s.master = type_on_wire(config.precision.master_dtype, "precision.master_dtype");
+  s.separate_copy = config.parallel.offload || s.compute.name != s.master.name;
+  return s;
+}
+
+// The collectives of one step, unit by unit, in the order the engine issues them.
+void add_sharded_collectives(const ShardedSetting& s, const Config& config, CostPlan& plan) {
+  const ShardingTraits& t = s.t;
+  const int n = static_cast<int>(s.units.size());
+  const int f = static_cast<int>(s.F);
+  const int64_t c = s.compute.bytes, r = s.reduce.bytes;
   const std::string rs_algorithm = config.parallel.reduce_scatter == "backend" ? "backend" : "ring";
   const std::string rs_note = rs_algorithm == "backend"
                                   ? "; Gloo's backend reduce-scatter is an all-reduce plus a chunk copy: it moves "
                                     "all-reduce volume 2(p-1)/p·S per rank, not (p-1)/p·S"
                                   : "; lab ring over send/recv: (p-1)/p·S per rank";
   auto all_gather = [&](const UnitShape& u, const char* phase, int64_t count, const std::string& what) {
-    plan.collectives.push_back({"all_gather", "backend", compute.name, u.padded * c, f, phase, count,
+    plan.collectives.push_back({"all_gather", "backend", s.compute.name, u.padded * c, f, phase, count,
                                 "unit " + u.name + " parameters (" + what + ")"});
   };
   auto reduce_scatter = [&](const UnitShape& u, int64_t count, const std::string& when) {
-    plan.collectives.push_back({"reduce_scatter", rs_algorithm, reduce.name, u.padded * r, f, "backward", count,
+    plan.collectives.push_back({"reduce_scatter", rs_algorithm, s.reduce.name, u.padded * r, f, "backward", count,
                                 "unit " + u.name + " gradients (" + when + ")" + rs_note});
   };
   auto one_double = [&](int group, const std::string& what) {
     plan.collectives.push_back({"all_reduce", "backend", "float64", 8, group, "after-backward", 1, what});
   };
-  const bool sharded = F > 1;  // F = 1: the engine copies instead of gathering / reduce-scattering
+  const bool sharded = s.F > 1;  // F = 1: the engine copies instead of gathering / reduce-scattering
   for (int u = 0; u < n; ++u) {
-    const UnitShape& unit = units[static_cast<size_t>(u)];
+    const UnitShape& unit = s.units[static_cast<size_t>(u)];
     if (sharded && t.regathers_in_backward()) {
-      all_gather(unit, "forward", A, "forward gather, every micro-step");
-      if (u + 1 < n) all_gather(unit, "backward", A, "backward re-gather, every micro-step");
+      all_gather(unit, "forward", s.A, "forward gather, every micro-step");
+      if (u + 1 < n) all_gather(unit, "backward", s.A, "backward re-gather, every micro-step");
     }
     if (sharded && t.keeps_all_units_gathered())
-      all_gather(unit, "forward", A, "forward gather kept through backward, every micro-step");
+      all_gather(unit, "forward", s.A, "forward gather kept through backward, every micro-step");
     switch (t.grads) {
       case GradReduction::reduce_scatter_every_micro_step:
-        if (sharded) reduce_scatter(unit, A, "every micro-step");
+        if (sharded) reduce_scatter(unit, s.A, "every micro-step");
         break;
       case GradReduction::all_reduce_last_micro_step:
-        plan.collectives.push_back({"all_reduce", "backend", reduce.name, unit.padded * r,
+        plan.collectives.push_back({"all_reduce", "backend", s.reduce.name, unit.padded * r,
                                     static_cast<int>(config.world_size), "backward", 1,
                                     "unit " + unit.name + " gradients (last micro-step)"});
         break;
@@ -181,27 +195,32 @@ CostPlan sharded_cost_plan(ShardingMode mode, std::string_view id, const Config&
         break;
     }
   }
-  if (t.replica_all_reduce && R > 1)
-    for (const auto& unit : units)
-      plan.collectives.push_back({"all_reduce", "backend", reduce.name, unit.shard * r, static_cast<int>(R),
-                                  "after-backward", 1, "unit " + unit.name + " gradient shard across replicas"});
-  if (dynamic_scaling) {
+  const int replicas = static_cast<int>(s.R);
+  if (t.replica_all_reduce && replicas > 1)
+    for (const auto& unit : s.units)
+      plan.collectives.push_back({"all_reduce", "backend", s.reduce.name, unit.shard * r, replicas, "after-backward", 1,
+                                  "unit " + unit.name + " gradient shard across replicas"});
+  if (config.precision.loss_scale == "dynamic") {
     // Over the shard group; with none (F = 1, every rank a replica), over the world.
     one_double(t.shard_group == ShardGroup::none ? static_cast<int>(config.world_size) : f,
                "loss scaling: found inf/nan");
-    if (t.replica_all_reduce && R > 1) one_double(static_cast<int>(R), "loss scaling: found inf/nan across replicas");
+    if (t.replica_all_reduce && replicas > 1) one_double(replicas, "loss scaling: found inf/nan across replicas");
   }
   if (!t.grads_replicated()) one_double(f, "grad-norm sum of squares");
   if (t.gathers_after_optimizer)
-    for (const auto& unit : units) all_gather(unit, "optimizer", 1, "updated shards, after the optimizer step");
+    for (const auto& unit : s.units) all_gather(unit, "optimizer", 1, "updated shards, after the optimizer step");
+}
 
-  // State, term by term as ShardedEngine::state_bytes().
+// The state one rank keeps, term by term as ShardedEngine::state_bytes().
+void add_sharded_state(const ShardedSetting& s, const Config& config, CostPlan& plan) {
+  const ShardingTraits& t = s.t;
+  const int64_t c = s.compute.bytes, r = s.reduce.bytes, m = s.master.bytes;
   int64_t largest = 0, all_units = 0, largest_wire = 0, non_padding = 0;
-  const bool grad_shard_is_full_grad = t.all_reduces_grads() && !separate_copy && reduce.name == "float32";
-  for (const auto& unit : units) {
+  const bool grad_shard_is_full_grad = t.all_reduces_grads() && !s.separate_copy && s.reduce.name == "float32";
+  for (const auto& unit : s.units) {
     largest = std::max(largest, unit.padded * c);
     all_units += unit.padded * c;
-    if (reduce.name != compute.name) largest_wire = std::max(largest_wire, unit.padded * r);
+    if (s.reduce.name != s.compute.name) largest_wire = std::max(largest_wire, unit.padded * r);
     if (!t.params_persist()) {
       plan.state.params += unit.shard * m;
       plan.state.grads += unit.shard * 4;
@@ -209,19 +228,32 @@ CostPlan sharded_cost_plan(ShardingMode mode, std::string_view id, const Config&
     } else {
       plan.state.params += unit.padded * c;
       plan.state.grads += unit.padded * c;
-      if (separate_copy) plan.state.params += unit.shard * m;
+      if (s.separate_copy) plan.state.params += unit.shard * m;
       if (!grad_shard_is_full_grad) plan.state.buffers += unit.shard * 4;
       if (t.reduce_scatters_grads()) plan.state.buffers += unit.shard * r;
     }
-    if (separate_copy) plan.state.buffers += unit.shard * c;
-    if (master.name != "float32") plan.state.buffers += unit.shard * 4;
-    const int64_t begin = shard_rank * unit.shard;
+    if (s.separate_copy) plan.state.buffers += unit.shard * c;
+    if (s.master.name != "float32") plan.state.buffers += unit.shard * 4;
+    const int64_t begin = s.shard_rank * unit.shard;
     non_padding += std::max<int64_t>(0, std::min(begin + unit.shard, unit.numel) - begin);
   }
   if (t.frees_params_after_forward()) plan.state.buffers += largest * (config.parallel.prefetch ? 3 : 2);
   if (t.keeps_all_units_gathered()) plan.state.buffers += all_units + largest;
   plan.state.buffers += largest_wire;
   plan.state.optimizer = non_padding * optimizer_state_bytes_per_element(config.train, 4);
+}
+
+}  // namespace
+
+CostPlan sharded_cost_plan(ShardingMode mode, std::string_view id, const Config& config, int rank) {
+  if (rank < 0 || rank >= config.world_size)
+    throw std::invalid_argument(std::string(id) + " cost plan: rank " + std::to_string(rank) +
+                                " is outside world_size=" + std::to_string(config.world_size));
+  const ShardedSetting setting = sharded_setting(mode, config, rank);
+  CostPlan plan;
+  plan.strategy = std::string(id);
+  add_sharded_collectives(setting, config, plan);
+  add_sharded_state(setting, config, plan);
   return plan;
 }
 

@@ -22,6 +22,7 @@
 #include "analysis/cost/step_model.hpp"
 #include "lab/data.hpp"
 #include "lab/dist/rank_env.hpp"
+#include "lab/dtype_torch.hpp"
 #include "lab/model.hpp"
 #include "lab/model_shape.hpp"
 #include "lab/process.hpp"
@@ -67,17 +68,8 @@ std::vector<double> repeat_ms(const Budget& budget, Fn&& fn) {
   return ms;
 }
 
-at::ScalarType scalar_type(const std::string& dtype) {
-  if (dtype == "float32" || dtype == "fp32") return at::kFloat;
-  if (dtype == "bfloat16" || dtype == "bf16") return at::kBFloat16;
-  if (dtype == "float16" || dtype == "fp16") return at::kHalf;
-  throw std::invalid_argument("calibrate: unknown dtype '" + dtype + "' (float32 | bfloat16 | float16)");
-}
-
-std::string profile_dtype(const std::string& config_dtype) {
-  const at::ScalarType t = scalar_type(config_dtype);
-  return t == at::kFloat ? "float32" : (t == at::kBFloat16 ? "bfloat16" : "float16");
-}
+// The machine profile's key (float32 | bfloat16 | float16) for a dtype in either spelling.
+std::string profile_dtype(const std::string& dtype) { return std::string(torch_name(dtype_named(dtype, "calibrate"))); }
 
 struct Gemm {
   const char* name;
@@ -98,7 +90,7 @@ std::vector<Gemm> model_gemms(const ModelConfig& m) {
 // (grad input, grad weight) as a training step runs them; rate = Σ weight·flops / Σ weight·median time.
 double measure_matmul_tflops(const ModelConfig& m, int64_t tokens, const std::string& dtype, bool quick,
                              json& details) {
-  const at::ScalarType t = scalar_type(dtype);
+  const at::ScalarType t = scalar_type_named(dtype, "calibrate");
   const auto opts = at::TensorOptions().dtype(t);
   double flops = 0, seconds = 0;
   json shapes = json::array();
@@ -265,8 +257,9 @@ ComputeCalibration calibrate_compute(const Config& config, int threads, bool qui
   json gemm_details = json::object();
 
   // 1. GEMMs on the model's shapes
-  for (const std::string dtype : {"float32", "bfloat16", "float16"}) {
-    c.matmul_tflops[dtype] = measure_matmul_tflops(config.model, c.tokens, dtype, quick, gemm_details);
+  for (const Dtype dtype : kDtypes) {
+    const std::string name(torch_name(dtype));
+    c.matmul_tflops[name] = measure_matmul_tflops(config.model, c.tokens, name, quick, gemm_details);
   }
 
   // 2. a training step of one micro-batch (the per-rank work of a data-parallel step), single strategy, in the
@@ -361,7 +354,10 @@ json run_comm_bench_child(int ranks, bool quick, const std::string& json_path) {
   }
 }
 
-int run_calibrate(const CalibrateOptions& options) {
+namespace {
+
+// The config calibrate measures: the given one (or `small` with micro-batch 4) on synthetic tokens, at `ranks`.
+Config calibration_config(const CalibrateOptions& options) {
   if (options.ranks < 2) {
     throw std::invalid_argument("calibrate: --ranks " + std::to_string(options.ranks) +
                                 " must be >= 2 (the communication fit needs a group of at least two)");
@@ -375,26 +371,12 @@ int run_calibrate(const CalibrateOptions& options) {
   std::vector<std::string> overrides = options.overrides;
   if (options.config_path.empty()) overrides.insert(overrides.begin(), {"model.preset=small", "train.micro_batch=4"});
   overrides.push_back("data.source=synthetic");  // timing does not depend on the tokens; no data file needed
-  const Config config = load_config(options.config_path, overrides, options.ranks);
-  const int threads = calibration_threads(config, options.ranks);
+  return load_config(options.config_path, overrides, options.ranks);
+}
 
-  if (options.compute_only) {  // a companion: the same compute measurements, as load beside the measuring process
-    calibrate_compute(config, threads, options.quick, options.make_strategy);
-    return 0;
-  }
-  const fs::path out(options.out_path);
-  const fs::path dir = out.has_parent_path() ? out.parent_path() : fs::path(".");
-  fs::create_directories(dir);
-  const std::string host = host_name();
-  const std::string when = utc_timestamp();
-  std::printf(
-      "calibrate: %s, %u cores, %d thread%s per rank (a rank of a %d-rank job), model %s, %lld tokens per "
-      "micro-batch%s\n",
-      host.c_str(), std::thread::hardware_concurrency(), threads, threads == 1 ? "" : "s", options.ranks,
-      config.model.preset.c_str(), static_cast<long long>(config.train.micro_batch * config.model.seq_len),
-      options.quick ? " (--quick: fewer repeats)" : "");
-  std::fflush(stdout);
-
+// The compute figures, measured while ranks - 1 companion processes do the same work.
+ComputeCalibration measure_compute_alongside_companions(const Config& config, int threads,
+                                                        const CalibrateOptions& options) {
   // The studies run `ranks` ranks at once, which share cores, caches and memory bandwidth; so the compute
   // figures are measured with ranks - 1 companion processes doing the same work at the same time.
   Companions companions;
@@ -406,16 +388,20 @@ int run_calibrate(const CalibrateOptions& options) {
     args.insert(args.end(), options.overrides.begin(), options.overrides.end());
     companions.pids.push_back(start_child(args));
   }
-  const ComputeCalibration compute = calibrate_compute(config, threads, options.quick, options.make_strategy);
+  ComputeCalibration compute = calibrate_compute(config, threads, options.quick, options.make_strategy);
   if (!companions.wait_all()) throw std::runtime_error("calibrate: a companion compute process failed");
+  return compute;
+}
+
+void print_compute(const ComputeCalibration& compute, int ranks) {
   std::printf("  GEMM on the model's shapes: float32 %.1f, bfloat16 %.1f, float16 %.1f GFLOP/s\n",
               1e3 * compute.matmul_tflops.at("float32"), 1e3 * compute.matmul_tflops.at("bfloat16"),
               1e3 * compute.matmul_tflops.at("float16"));
   std::printf(
       "  training step (single, %s, %d companion(s) alongside): forward+backward %.1f ms = %.1f GFLOP/s of model "
       "FLOPs -> train_efficiency %.2f; whole step %.1f ms\n",
-      compute.train_dtype.c_str(), options.ranks - 1, compute.fwd_bwd_ms, 1e3 * compute.model_tflops,
-      compute.train_efficiency, compute.step_ms);
+      compute.train_dtype.c_str(), ranks - 1, compute.fwd_bwd_ms, 1e3 * compute.model_tflops, compute.train_efficiency,
+      compute.step_ms);
   for (const auto& [dtype, e] : compute.train_efficiency_by_dtype)
     std::printf("  train_efficiency %s %.2f\n", dtype.c_str(), e);
   std::printf(
@@ -424,11 +410,24 @@ int run_calibrate(const CalibrateOptions& options) {
       compute.elementwise_ms, compute.elementwise_bytes / 1e6, compute.memory_GBps, compute.adamw_ms,
       compute.copy_GBps);
   std::fflush(stdout);
+}
 
-  const std::string bench_path = (dir / "comm_bench.json").string();
-  const json bench = run_comm_bench_child(options.ranks, options.quick, bench_path);
-  const analysis::CommModel comm = analysis::fit_comm_model(bench);
+void print_comm(const analysis::CommModel& comm, int ranks) {
+  std::printf("  communication (%s, %d ranks), fitted:\n", comm.backend.c_str(), ranks);
+  const auto rate = [](double us_per_byte) {  // 1/β as GB/s; "–" for a zero coefficient
+    char buf[32];
+    if (us_per_byte > 0) std::snprintf(buf, sizeof buf, "%.2f GB/s", 1e-3 / us_per_byte);
+    return us_per_byte > 0 ? std::string(buf) : std::string("–");
+  };
+  for (const auto& [key, cost] : comm.ops) {
+    std::printf("    %-24s alpha %8.1f us   1/beta %-12s 1/gamma %s\n", key.c_str(), cost.alpha_us,
+                rate(cost.beta_us_per_byte).c_str(), rate(cost.gamma_us_per_byte).c_str());
+  }
+}
 
+// The machine profile document (analysis/cost/profile.hpp's format) from what was measured.
+json profile_document(const CalibrateOptions& options, const Config& config, const ComputeCalibration& compute,
+                      const analysis::CommModel& comm, const std::string& host, const std::string& when) {
   json profile = {
       {"name", host + "_cpu"},
       {"kind", "measured"},
@@ -465,6 +464,39 @@ int run_calibrate(const CalibrateOptions& options) {
     profile["notes"].push_back("train_efficiency capped at 1: the training step ran faster than the GEMM benchmark");
   }
 
+  return profile;
+}
+
+}  // namespace
+
+int run_calibrate(const CalibrateOptions& options) {
+  const Config config = calibration_config(options);
+  const int threads = calibration_threads(config, options.ranks);
+
+  if (options.compute_only) {  // a companion: the same compute measurements, as load beside the measuring process
+    calibrate_compute(config, threads, options.quick, options.make_strategy);
+    return 0;
+  }
+  const fs::path out(options.out_path);
+  const fs::path dir = out.has_parent_path() ? out.parent_path() : fs::path(".");
+  fs::create_directories(dir);
+  const std::string host = host_name();
+  const std::string when = utc_timestamp();
+  std::printf(
+      "calibrate: %s, %u cores, %d thread%s per rank (a rank of a %d-rank job), model %s, %lld tokens per "
+      "micro-batch%s\n",
+      host.c_str(), std::thread::hardware_concurrency(), threads, threads == 1 ? "" : "s", options.ranks,
+      config.model.preset.c_str(), static_cast<long long>(config.train.micro_batch * config.model.seq_len),
+      options.quick ? " (--quick: fewer repeats)" : "");
+  std::fflush(stdout);
+
+  const ComputeCalibration compute = measure_compute_alongside_companions(config, threads, options);
+  print_compute(compute, options.ranks);
+  const std::string bench_path = (dir / "comm_bench.json").string();
+  const json bench = run_comm_bench_child(options.ranks, options.quick, bench_path);
+  const analysis::CommModel comm = analysis::fit_comm_model(bench);
+
+  const json profile = profile_document(options, config, compute, comm, host, when);
   // Validate through the loader the predictions use, then write with its writer.
   const analysis::MachineProfile validated = analysis::MachineProfile::from_json(profile, options.out_path);
   analysis::save_profile(validated, options.out_path);
@@ -475,16 +507,7 @@ int run_calibrate(const CalibrateOptions& options) {
                        {"comm_bench", bench_path}};
   write_file_atomic((dir / "calibration.json").string(), record.dump(1) + "\n");
 
-  std::printf("  communication (%s, %d ranks), fitted:\n", comm.backend.c_str(), options.ranks);
-  const auto rate = [](double us_per_byte) {  // 1/β as GB/s; "–" for a zero coefficient
-    char buf[32];
-    if (us_per_byte > 0) std::snprintf(buf, sizeof buf, "%.2f GB/s", 1e-3 / us_per_byte);
-    return us_per_byte > 0 ? std::string(buf) : std::string("–");
-  };
-  for (const auto& [key, cost] : comm.ops) {
-    std::printf("    %-24s alpha %8.1f us   1/beta %-12s 1/gamma %s\n", key.c_str(), cost.alpha_us,
-                rate(cost.beta_us_per_byte).c_str(), rate(cost.gamma_us_per_byte).c_str());
-  }
+  print_comm(comm, options.ranks);
   std::printf("wrote %s (kind measured) and, next to it, comm_bench.json and calibration.json\n",
               options.out_path.c_str());
   return 0;
