@@ -1,0 +1,74 @@
+// collective.hpp: comm-bench's collectives, one small description each (as nccl-tests has one file per collective):
+// which algorithms it has, what runs under each name, and a case that owns one size's buffers in one placement,
+// fills them with the check pattern, runs one call and counts the wrong elements. The driver (lab/comm/bench.cpp)
+// owns everything else: the sweep, timing, ranks, printing.
+//
+// Out-of-place vs in-place, given what c10d and lab/comm offer (nccl-tests' meaning: out-of-place writes the result
+// into a buffer other than the input; in-place reuses the input's memory):
+//   all_reduce/backend      c10d's all-reduce is in place only. in-place = that call; out-of-place = the input
+//                           copied into a separate output buffer, then all-reduced there; the copy is timed.
+//   all_reduce/ring         composed from the lab's ring reduce-scatter and ring all-gather (lab/comm has no ring
+//                           all-reduce call). out-of-place: input -> a chunk buffer -> a separate output;
+//                           in-place: the chunk is this rank's slice of the buffer itself.
+//   all_gather/*            out-of-place: a separate input chunk; in-place: the input is this rank's slice of the
+//                           output (nccl-tests' layout). The lab's ring copies the input into its slice first,
+//                           which in place is a copy onto itself (timed, cheap).
+//   reduce_scatter/*        out-of-place: a separate output chunk; in-place: the output is this rank's slice of the
+//                           input. Gloo's backend runs an all-reduce and copies the chunk out; the lab's ring clones
+//                           the input before reducing (both timed: they are what the lab runs).
+//   broadcast/backend       c10d's broadcast is in place only. in-place = that call (root 0); out-of-place = the
+//                           root copies its input into the output buffer first (timed), then broadcasts.
+// Check pattern: element i of rank r is ((131 i + 17 r) mod 13) - 6, small integers whose sums are exact in float32
+// and bfloat16; outputs start as 99 (no sum can be 99 for fewer than 17 ranks), so an element never written is
+// counted wrong.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "lab/comm/comm.hpp"
+
+namespace dtlab::comm_bench {
+
+// One collective at one size in one placement.
+class CollectiveCase {
+ public:
+  virtual ~CollectiveCase() = default;
+  virtual void fill() = 0;            // the check pattern into the inputs, the sentinel where only results go
+  virtual void run() = 0;             // one call of the collective, waited for
+  virtual int64_t wrong() const = 0;  // elements of this rank's result that differ from the closed form
+
+ protected:
+  CollectiveCase(Comm& comm, const std::string& algorithm, int64_t count, at::ScalarType type, bool in_place);
+  at::TensorOptions options() const { return at::TensorOptions().dtype(type_); }
+  int64_t offset() const { return comm_.rank() * chunk_; }  // this rank's chunk in the full buffer
+
+  Comm& comm_;
+  CommAlgorithm algorithm_;
+  int64_t count_, chunk_;  // elements: the full buffer, and one rank's share
+  at::ScalarType type_;
+  bool in_place_;
+};
+
+struct CollectiveSpec {
+  std::string op;                       // all_reduce | all_gather | reduce_scatter | broadcast
+  std::vector<std::string> algorithms;  // backend, and ring where the lab has one
+  // What runs under `algorithm`, one line for the table's series header.
+  std::string (*what_runs)(const std::string& algorithm);
+  std::unique_ptr<CollectiveCase> (*make_case)(Comm&, const std::string& algorithm, int64_t count, at::ScalarType,
+                                               bool in_place);
+};
+
+// Every collective comm-bench knows, in the order it runs them.
+const std::vector<CollectiveSpec>& collectives();
+// The one named `op`; std::invalid_argument naming it and the choices otherwise.
+const CollectiveSpec& collective(const std::string& op);
+
+// Check pattern of `rank` for global element indices [begin, begin + n).
+at::Tensor pattern(int rank, int64_t begin, int64_t n, at::ScalarType type);
+
+}  // namespace dtlab::comm_bench

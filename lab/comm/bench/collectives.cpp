@@ -1,0 +1,181 @@
+// collectives.cpp: the four collectives comm-bench runs, one small description each (see collective.hpp for the
+// placements and the check pattern).
+#include "lab/comm/bench/collective.hpp"
+
+#include <stdexcept>
+
+namespace dtlab::comm_bench {
+namespace {
+
+constexpr double kSentinel = 99;
+constexpr const char* kWho = "comm-bench";
+
+// Sum over ranks 0..p-1 of the pattern, computed exactly in integers.
+at::Tensor pattern_sum(int p, int64_t begin, int64_t n, at::ScalarType type) {
+  at::Tensor sum = at::zeros({n}, at::kLong);
+  const at::Tensor i = at::arange(begin, begin + n, at::kLong);
+  for (int r = 0; r < p; ++r) sum += (i * 131 + r * 17).remainder(13) - 6;
+  return sum.to(type);
+}
+
+// The layout all_reduce, reduce_scatter and broadcast share: every rank's input is the full pattern; in place the
+// result lands in the same buffer.
+class FullInputCase : public CollectiveCase {
+ public:
+  FullInputCase(Comm& comm, const std::string& algorithm, int64_t count, at::ScalarType type, bool in_place,
+                int64_t output_count)
+      : CollectiveCase(comm, algorithm, count, type, in_place) {
+    if (in_place_) {
+      buffer_ = at::empty({count_}, options());
+      slice_ = buffer_.narrow(0, offset(), chunk_);
+      return;
+    }
+    input_ = at::empty({count_}, options());
+    output_ = at::empty({output_count}, options());
+  }
+  void fill() override {
+    if (in_place_) {
+      buffer_.copy_(pattern(comm_.rank(), 0, count_, type_));
+      return;
+    }
+    input_.copy_(pattern(comm_.rank(), 0, count_, type_));
+    output_.fill_(kSentinel);
+  }
+
+ protected:
+  at::Tensor input_, output_;  // out-of-place
+  at::Tensor buffer_, slice_;  // in-place: the one buffer, and this rank's chunk of it
+};
+
+// --- all_reduce: the sum of every rank's buffer, on every rank.
+class AllReduceCase final : public FullInputCase {
+ public:
+  AllReduceCase(Comm& comm, const std::string& algorithm, int64_t count, at::ScalarType type, bool in_place)
+      : FullInputCase(comm, algorithm, count, type, in_place, count) {
+    if (!in_place_ && algorithm_ == CommAlgorithm::ring) slice_ = at::empty({chunk_}, options());  // the middle
+  }
+  void run() override {
+    at::Tensor& source = in_place_ ? buffer_ : input_;
+    at::Tensor& result = in_place_ ? buffer_ : output_;
+    if (algorithm_ == CommAlgorithm::ring) {
+      comm_.reduce_scatter(slice_, source, CommAlgorithm::ring, kWho).wait();
+      comm_.all_gather(result, slice_, CommAlgorithm::ring, kWho).wait();
+      return;
+    }
+    if (!in_place_) output_.copy_(input_);
+    comm_.all_reduce(result, kWho).wait();
+  }
+  int64_t wrong() const override {
+    return (in_place_ ? buffer_ : output_).ne(pattern_sum(comm_.size(), 0, count_, type_)).sum().item<int64_t>();
+  }
+};
+
+std::string all_reduce_runs(const std::string& algorithm) {
+  return algorithm == "ring" ? "lab ring reduce-scatter + lab ring all-gather, composed (no copy)"
+                             : "Gloo ring all-reduce; out-of-place = input copy + in-place all-reduce (copy timed)";
+}
+
+// --- reduce_scatter: rank r keeps chunk r of the sum.
+class ReduceScatterCase final : public FullInputCase {
+ public:
+  ReduceScatterCase(Comm& comm, const std::string& algorithm, int64_t count, at::ScalarType type, bool in_place)
+      : FullInputCase(comm, algorithm, count, type, in_place, count / comm.size()) {}
+  void run() override {
+    comm_.reduce_scatter(in_place_ ? slice_ : output_, in_place_ ? buffer_ : input_, algorithm_, kWho).wait();
+  }
+  int64_t wrong() const override {
+    const at::Tensor expected = pattern_sum(comm_.size(), offset(), chunk_, type_);
+    return (in_place_ ? slice_ : output_).ne(expected).sum().item<int64_t>();
+  }
+};
+
+std::string reduce_scatter_runs(const std::string& algorithm) {
+  return algorithm == "ring" ? "lab ring reduce-scatter over Gloo send/recv (input clone timed)"
+                             : "Gloo: all-reduce + chunk copy (~2x the bytes of a ring)";
+}
+
+// --- broadcast: rank 0's buffer on every rank.
+class BroadcastCase final : public FullInputCase {
+ public:
+  BroadcastCase(Comm& comm, const std::string& algorithm, int64_t count, at::ScalarType type, bool in_place)
+      : FullInputCase(comm, algorithm, count, type, in_place, count) {}
+  void run() override {
+    if (!in_place_ && comm_.rank() == 0) output_.copy_(input_);
+    comm_.broadcast(in_place_ ? buffer_ : output_, 0, kWho).wait();
+  }
+  int64_t wrong() const override {
+    return (in_place_ ? buffer_ : output_).ne(pattern(0, 0, count_, type_)).sum().item<int64_t>();
+  }
+};
+
+std::string broadcast_runs(const std::string&) {
+  return "Gloo binomial tree from root 0; out-of-place = root's input copy + in-place broadcast (copy timed)";
+}
+
+// --- all_gather: every rank's chunk, concatenated in rank order, on every rank.
+class AllGatherCase final : public CollectiveCase {
+ public:
+  AllGatherCase(Comm& comm, const std::string& algorithm, int64_t count, at::ScalarType type, bool in_place)
+      : CollectiveCase(comm, algorithm, count, type, in_place) {
+    output_ = at::empty({count_}, options());
+    input_ = in_place_ ? output_.narrow(0, offset(), chunk_) : at::empty({chunk_}, options());
+  }
+  void fill() override {
+    output_.fill_(kSentinel);
+    input_.copy_(pattern(comm_.rank(), offset(), chunk_, type_));
+  }
+  void run() override { comm_.all_gather(output_, input_, algorithm_, kWho).wait(); }
+  int64_t wrong() const override {
+    std::vector<at::Tensor> chunks;
+    for (int c = 0; c < comm_.size(); ++c) chunks.push_back(pattern(c, c * chunk_, chunk_, type_));
+    return output_.ne(at::cat(chunks)).sum().item<int64_t>();
+  }
+
+ private:
+  at::Tensor output_, input_;  // in place, the input is this rank's slice of the output
+};
+
+std::string all_gather_runs(const std::string& algorithm) {
+  return algorithm == "ring" ? "lab ring all-gather over Gloo send/recv" : "Gloo ring all-gather (_allgather_base)";
+}
+
+template <class Case>
+std::unique_ptr<CollectiveCase> make(Comm& comm, const std::string& algorithm, int64_t count, at::ScalarType type,
+                                     bool in_place) {
+  return std::make_unique<Case>(comm, algorithm, count, type, in_place);
+}
+
+}  // namespace
+
+CollectiveCase::CollectiveCase(Comm& comm, const std::string& algorithm, int64_t count, at::ScalarType type,
+                               bool in_place)
+    : comm_(comm),
+      algorithm_(algorithm == "ring" ? CommAlgorithm::ring : CommAlgorithm::backend),
+      count_(count),
+      chunk_(count / comm.size()),
+      type_(type),
+      in_place_(in_place) {}
+
+at::Tensor pattern(int rank, int64_t begin, int64_t n, at::ScalarType type) {
+  const at::Tensor i = at::arange(begin, begin + n, at::kLong);
+  return ((i * 131 + rank * 17).remainder(13) - 6).to(type);
+}
+
+const std::vector<CollectiveSpec>& collectives() {
+  static const std::vector<CollectiveSpec> kCollectives = {
+      {"all_reduce", {"backend", "ring"}, all_reduce_runs, make<AllReduceCase>},
+      {"all_gather", {"backend", "ring"}, all_gather_runs, make<AllGatherCase>},
+      {"reduce_scatter", {"backend", "ring"}, reduce_scatter_runs, make<ReduceScatterCase>},
+      {"broadcast", {"backend"}, broadcast_runs, make<BroadcastCase>},
+  };
+  return kCollectives;
+}
+
+const CollectiveSpec& collective(const std::string& op) {
+  for (const CollectiveSpec& spec : collectives())
+    if (spec.op == op) return spec;
+  throw std::invalid_argument("comm-bench: --op " + op +
+                              " is not one of all_reduce | all_gather | reduce_scatter | broadcast | all");
+}
+
+}  // namespace dtlab::comm_bench
