@@ -229,15 +229,21 @@ AccuracySummary evaluate_accuracy(const std::vector<Scenario>& scenarios, const 
   return s;
 }
 
-bool print_accuracy(const AccuracySummary& s, std::ostream& out) {
-  std::set<std::string> profiles;
+namespace {
+
+// The run-name column: the longest run id and two spaces.
+std::size_t run_column_width(const AccuracySummary& s) {
   std::size_t width = 0;
-  for (const RunComparison& c : s.runs) {
+  for (const RunComparison& c : s.runs) width = std::max(width, run_id(c).size());
+  return width + 2;
+}
+
+// The first lines: how many runs, which profiles, which runs were left out. False when there is nothing to judge.
+bool print_accuracy_header(const AccuracySummary& s, std::ostream& out) {
+  std::set<std::string> profiles;
+  for (const RunComparison& c : s.runs)
     profiles.insert(c.profile.empty() ? "none"
                                       : c.profile + " (" + (c.profile_kind.empty() ? "?" : c.profile_kind) + ")");
-    width = std::max(width, run_id(c).size());
-  }
-  width += 2;
   std::string profile_list;
   for (const std::string& p : profiles) profile_list += (profile_list.empty() ? "" : ", ") + p;
   out << "dtlab accuracy: predicted vs measured over " << s.runs.size() << " run" << (s.runs.size() == 1 ? "" : "s")
@@ -259,21 +265,11 @@ bool print_accuracy(const AccuracySummary& s, std::ostream& out) {
     out << "nothing to judge: no result.json carries \"prediction\" (set instrument.profile, rerun the studies)\n";
     return false;
   }
+  return true;
+}
 
-  int met = 0, missed = 0, not_judged = 0;
-  std::vector<std::string> missed_names;
-  auto tally = [&](std::optional<bool> ok, const std::string& name) {
-    if (!ok)
-      ++not_judged;
-    else if (*ok)
-      ++met;
-    else {
-      ++missed;
-      missed_names.push_back(name);
-    }
-  };
-
-  // 1. kept state exact
+// Target 1: the kept state (params, grads, optimizer) exact. Nullopt when no run could be judged.
+std::optional<bool> print_state_bytes(const AccuracySummary& s, std::size_t width, std::ostream& out) {
   out << "\nState bytes (target: params, grads, optimizer bytes exact)\n";
   std::optional<bool> state_ok;
   for (const RunComparison& c : s.runs) {
@@ -293,9 +289,11 @@ bool print_accuracy(const AccuracySummary& s, std::ostream& out) {
     out << (run_ok ? verdict(*run_ok) : "not judged") << "\n";
     if (run_ok) state_ok = state_ok.value_or(true) && *run_ok;
   }
-  tally(state_ok, "state bytes exact");
+  return state_ok;
+}
 
-  // 2. peak memory
+// Target 2: peak memory within kPeakMemoryTargetPct per run.
+std::optional<bool> print_peak_memory(const AccuracySummary& s, std::size_t width, std::ostream& out) {
   out << "\nPeak memory (target: within " << fmt("%.0f", kPeakMemoryTargetPct) << "% per run)\n";
   std::optional<bool> peak_ok;
   for (const RunComparison& c : s.runs) {
@@ -309,9 +307,11 @@ bool print_accuracy(const AccuracySummary& s, std::ostream& out) {
         << verdict(ok) << "\n";
   }
   if (!peak_ok) out << "  no run has both a predicted and a measured peak (memory.tensor_peak_bytes)\n";
-  tally(peak_ok, "peak memory");
+  return peak_ok;
+}
 
-  // 3. step time
+// Target 3: the median step-time error over the study, with each run's error and, outside the bound, why.
+std::optional<bool> print_step_time(const AccuracySummary& s, std::size_t width, std::ostream& out) {
   out << "\nStep time (target: median |error| within " << fmt("%.0f", kStepTimeTargetPct) << "% over the "
       << (s.study == "all" ? "runs found" : s.study + " study") << "; per run shown against the same bound)\n";
   bool any_time = false;
@@ -345,9 +345,11 @@ bool print_accuracy(const AccuracySummary& s, std::ostream& out) {
         << s.study_step_errors_pct.size() << " runs): " << fmt("%.1f", *s.median_abs_step_error_pct) << "%   "
         << verdict(*step_ok) << "\n";
   }
-  tally(step_ok, "step time median");
+  return step_ok;
+}
 
-  // 4. ranking
+// Target 4: pairs of runs ranked in the measured order.
+std::optional<bool> print_ranking(const AccuracySummary& s, std::ostream& out) {
   out << "\nRanking by step time (target: >= " << fmt("%.0f", kRankingTargetPct) << "% of pairs in the same order)\n";
   std::optional<bool> rank_ok;
   if (s.pairs.empty()) {
@@ -367,7 +369,30 @@ bool print_accuracy(const AccuracySummary& s, std::ostream& out) {
           << "\n";
     }
   }
-  tally(rank_ok, "ranking");
+  return rank_ok;
+}
+
+}  // namespace
+
+bool print_accuracy(const AccuracySummary& s, std::ostream& out) {
+  if (!print_accuracy_header(s, out)) return false;
+  const std::size_t width = run_column_width(s);
+  int met = 0, missed = 0, not_judged = 0;
+  std::vector<std::string> missed_names;
+  auto tally = [&](std::optional<bool> ok, const std::string& name) {
+    if (!ok)
+      ++not_judged;
+    else if (*ok)
+      ++met;
+    else {
+      ++missed;
+      missed_names.push_back(name);
+    }
+  };
+  tally(print_state_bytes(s, width, out), "state bytes exact");
+  tally(print_peak_memory(s, width, out), "peak memory");
+  tally(print_step_time(s, width, out), "step time median");
+  tally(print_ranking(s, out), "ranking");
 
   out << "\ntargets: " << met << " met, " << missed << " missed";
   if (!missed_names.empty()) {
