@@ -2,7 +2,11 @@
 #include "lab/process.hpp"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/wait.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 #include <unistd.h>
 
 #include <cerrno>
@@ -28,6 +32,9 @@ struct ChildPlan {
   int stdio_fds[3] = {kInherit, kInherit, kInherit};  // resolved: kInherit or a real descriptor
   const char* exec_error_before = "";
   const char* exec_error_after = "";
+  int network_namespace_fd = -1;  // opened before fork; -1 = stay
+  int parent_death_signal = 0;
+  pid_t parent = 0;
 };
 
 void write_all(int fd, const char* text) {
@@ -43,6 +50,12 @@ void write_all(int fd, const char* text) {
 
 // Runs in the child between fork and exec: only async-signal-safe calls.
 [[noreturn]] void exec_child(const ChildPlan& plan) {
+#ifdef __linux__
+  if (plan.parent_death_signal != 0) {
+    prctl(PR_SET_PDEATHSIG, plan.parent_death_signal, 0, 0, 0);
+    if (getppid() != plan.parent) _exit(128 + plan.parent_death_signal);  // the parent died before prctl
+  }
+#endif
   if (plan.new_session) setsid();  // new session and process group, pgid = pid
   if (plan.default_signals) {
     struct sigaction default_action {};
@@ -63,6 +76,13 @@ void write_all(int fd, const char* text) {
       dup2(fd, target);  // dup2 clears close-on-exec on the target only
   }
   if (plan.working_directory && chdir(plan.working_directory) != 0) _exit(126);
+  if (plan.network_namespace_fd >= 0 && setns(plan.network_namespace_fd, CLONE_NEWNET) != 0) {
+    const int setns_errno = errno;
+    for (const char* part : {"cannot enter the network namespace for ", static_cast<const char*>(plan.argv[0]), ": ",
+                             static_cast<const char*>(strerror(setns_errno)), "\n"})
+      write_all(STDERR_FILENO, part);
+    _exit(126);
+  }
 
   const char* program = plan.argv[0];
   if (plan.search_path)
@@ -120,21 +140,32 @@ pid_t spawn(const ProcessSpec& spec) {
   plan.default_signals = spec.default_signals;
   plan.exec_error_before = spec.exec_error_before.c_str();
   plan.exec_error_after = spec.exec_error_after.c_str();
-  std::vector<int> null_fds;
+  plan.parent_death_signal = spec.parent_death_signal;
+  plan.parent = ::getpid();
+  std::vector<int> fds_to_close;
+  if (!spec.network_namespace.empty()) {
+    plan.network_namespace_fd = ::open(spec.network_namespace.c_str(), O_RDONLY | O_CLOEXEC);
+    if (plan.network_namespace_fd < 0) {
+      const int open_errno = errno;
+      throw ProcessError("cannot open network namespace " + spec.network_namespace + ": " + std::strerror(open_errno),
+                         open_errno);
+    }
+    fds_to_close.push_back(plan.network_namespace_fd);
+  }
   const int requested[3] = {spec.stdin_fd, spec.stdout_fd, spec.stderr_fd};
   for (int target = 0; target < 3; ++target) {
     plan.stdio_fds[target] = requested[target];
     if (requested[target] != kNullDevice) continue;
     const int null_fd = open_null_device(target == STDIN_FILENO ? O_RDONLY : O_WRONLY);
     plan.stdio_fds[target] = null_fd < 0 ? kInherit : null_fd;  // no /dev/null: keep the parent's stream
-    if (null_fd >= 0) null_fds.push_back(null_fd);
+    if (null_fd >= 0) fds_to_close.push_back(null_fd);
   }
 
   std::fflush(nullptr);  // buffered output of ours must come before the child's
   const pid_t pid = ::fork();
   const int fork_errno = errno;
   if (pid == 0) exec_child(plan);
-  for (int fd : null_fds) ::close(fd);
+  for (int fd : fds_to_close) ::close(fd);
   if (pid < 0) throw ProcessError(std::string("fork() failed: ") + std::strerror(fork_errno), fork_errno);
   return pid;
 }

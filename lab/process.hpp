@@ -41,13 +41,20 @@ struct ProcessSpec {
   // ignores some of them (SIG_IGN survives exec) must not hand that on.
   bool default_signals = false;
   int stdin_fd = kInherit, stdout_fd = kInherit, stderr_fd = kInherit;  // dup2()ed onto 0, 1, 2
+  // A network namespace to enter before exec: its file, e.g. "/run/netns/dtlab-123-n0" (`ip netns add` makes one);
+  // "" = this process's. When it cannot be opened spawn() throws ProcessError (nothing is started); when setns()
+  // fails in the child, the child reports it like an exec failure and exits 126.
+  std::string network_namespace{};
+  // Linux: the signal the child gets when this process dies (PR_SET_PDEATHSIG), e.g. SIGKILL so that no rank outlives a
+  // killed launcher; 0 = none. NOTE: "dies" is the thread that called spawn() exiting.
+  int parent_death_signal = 0;
   // When exec fails the child writes exec_error_before + argv[0] + exec_error_after + strerror(errno) + "\n" to
   // its stderr, e.g. {"dtlab launch: cannot execute '", "': "}; nothing when both are empty.
   std::string exec_error_before{}, exec_error_after{};
 };
 
 // Starts the child (after flushing this process's stdio buffers) and returns its pid; the caller must reap it.
-// Throws ProcessError if fork fails (nothing was started).
+// Throws ProcessError if fork fails or the network namespace cannot be opened (nothing was started).
 pid_t spawn(const ProcessSpec& spec);
 
 // Waits for child `pid` (retrying on EINTR): its exit code, or 128 + signal if a signal killed it; -1 if `pid` is
