@@ -20,6 +20,8 @@ DEB_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   zlib1g-dev             # trace.json.gz (lab/instrument/trace.cpp)
   libgloo-dev            # headers only: the wheel does not ship gloo/*.h (see docs/architecture.md)
+  iproute2               # ip and tc build the emulated cluster (lab/launch/cluster.cpp)
+  util-linux             # setpriv drops capabilities in the cluster tests' no-privilege case
   gnuplot-nox clang-format clang-tidy
   clang                  # clang++ builds clang-tidy's PCH of the LibTorch headers (cmake/tidy_cached.py)
 )

@@ -104,12 +104,13 @@ DistWorld::DistWorld(const RankEnv& env, const RendezvousOptions& options) : opt
   // The store listens on `master` itself when it is loopback (127.0.0.2 must not listen on 127.0.0.1,
   // or no client reaches it); the IPv4 listener serves the names localhost and ::1 as 127.0.0.1.
   const std::string master = env.master_addr == "localhost" || env.master_addr == "::1" ? "127.0.0.1" : env.master_addr;
-  if (!loopback && options.bind_addr.empty() && !env.agent_store)
+  // On an emulated cluster (dtlab launch --nodes) each rank binds to its node's address unless told otherwise.
+  const std::string bind_addr = options.bind_addr.empty() ? env.node_addr : options.bind_addr;
+  if (!loopback && bind_addr.empty() && !env.agent_store)
     throw RendezvousError("rendezvous: MASTER_ADDR=" + env.master_addr +
                           " is not a loopback address; choose the interface rank 0's store listens on explicitly "
                           "with `dtlab train --bind ADDR` (e.g. that host's address, or 0.0.0.0 for all)");
-  gloo_host_ = loopback ? "127.0.0.1"
-                        : (options.bind_addr.empty() || options.bind_addr == "0.0.0.0" ? master : options.bind_addr);
+  gloo_host_ = loopback ? "127.0.0.1" : (bind_addr.empty() || bind_addr == "0.0.0.0" ? master : bind_addr);
 
   c10d::TCPStoreOptions so;
   so.port = static_cast<uint16_t>(env.master_port);
@@ -123,7 +124,7 @@ DistWorld::DistWorld(const RankEnv& env, const RendezvousOptions& options) : opt
     throw RendezvousError("rendezvous: rank " + std::to_string(rank_) + " could not reach the rendezvous store at " +
                           master + ":" + std::to_string(env.master_port) + " within " + seconds_text(options.timeout) +
                           " (is rank 0 running? are MASTER_ADDR/MASTER_PORT right?)");
-  if (so.isServer) so.masterListenFd = listen_socket(loopback ? master : options.bind_addr, env.master_port);
+  if (so.isServer) so.masterListenFd = listen_socket(loopback ? master : bind_addr, env.master_port);
   try {
     store_ = c10::make_intrusive<c10d::TCPStore>(master, so);
   } catch (const std::exception& e) {

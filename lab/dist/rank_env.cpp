@@ -119,6 +119,7 @@ RankEnv discover_rank_env(const RankArgs& args, const EnvMap& env) {
                          "): RANK and WORLD_SIZE are set but MASTER_ADDR/MASTER_PORT are not; set both "
                          "(dtlab launch and torchrun do)");
     master_from_env(env, r);
+    if (r.launcher == "dtlab") r.node_addr = get(env, "DTLAB_NODE_ADDR").value_or("");
     const auto agent = get(env, "TORCHELASTIC_USE_AGENT_STORE");
     if (agent && (*agent == "True" || *agent == "true" || *agent == "1")) {
       r.agent_store = true;

@@ -3,7 +3,8 @@
 // First match wins:
 //   1. command line   (--rank/--world-size[/--local-rank/--master-addr/--master-port] of `dtlab train`)
 //   2. torchrun / dtlab launch  RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT
-//                     (dtlab launch adds DTLAB_LAUNCHER=dtlab; torchrun sets TORCHELASTIC_RUN_ID; with
+//                     (dtlab launch adds DTLAB_LAUNCHER=dtlab, and on an emulated cluster DTLAB_NODE_ADDR, the
+//                      address this rank's node has and binds to; torchrun sets TORCHELASTIC_RUN_ID; with
 //                      TORCHELASTIC_USE_AGENT_STORE=True the agent hosts the store and every rank is a
 //                      client under the prefix /worker/attempt_<TORCHELASTIC_RESTART_COUNT>)
 //   3. Open MPI       OMPI_COMM_WORLD_RANK / _SIZE / _LOCAL_RANK / _LOCAL_SIZE
@@ -34,6 +35,7 @@ struct RankEnv {
   std::string launcher = "none";  // none | cli | dtlab | torchrun | openmpi | pmi | slurm
   bool agent_store = false;       // torchrun's agent hosts the TCPStore: every rank is a client
   std::string store_prefix;       // key prefix for the agent store ("/worker/attempt_0")
+  std::string node_addr;          // dtlab launch --nodes: this rank's node address (DTLAB_NODE_ADDR); "" otherwise
 };
 
 // Values given on the command line (unset = not given).

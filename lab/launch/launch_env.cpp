@@ -29,8 +29,12 @@ bool launcher_owns(const std::string& name) {
                                        "ROLE_NAME",
                                        "MASTER_ADDR",
                                        "MASTER_PORT",
+                                       "NODE_RANK",
                                        "DTLAB_LAUNCHER",
-                                       "DTLAB_JOB_COMMAND"};
+                                       "DTLAB_JOB_COMMAND",
+                                       "DTLAB_NODE_ADDR",
+                                       "DTLAB_INTER_LINK",
+                                       "DTLAB_INTRA_LINK"};
   for (const char* owned : kOwned) {
     if (name == owned) return true;
   }
@@ -39,13 +43,16 @@ bool launcher_owns(const std::string& name) {
 
 }  // namespace
 
-std::vector<std::string> rank_environment(int rank, int world_size, const std::string& master_addr, int master_port) {
+std::vector<std::string> rank_environment(int rank, const JobLayout& layout) {
+  const bool cluster = !layout.node_addresses.empty();
+  const int node = rank / layout.ranks_per_node;
   std::vector<std::string> environment;
   bool omp_threads_set = false;
   for (char** entry = environ; entry && *entry; ++entry) {
     const std::string assignment(*entry);
     const std::string name = assignment.substr(0, assignment.find('='));
     if (launcher_owns(name)) continue;
+    if (cluster && name == "GLOO_SOCKET_IFNAME") continue;  // the host's interface names mean nothing in a node
     if (name == "OMP_NUM_THREADS") omp_threads_set = true;
     environment.push_back(assignment);
   }
@@ -53,13 +60,21 @@ std::vector<std::string> rank_environment(int rank, int world_size, const std::s
     environment.push_back(std::string(name) + "=" + value);
   };
   set("RANK", std::to_string(rank));
-  set("LOCAL_RANK", std::to_string(rank));
-  set("WORLD_SIZE", std::to_string(world_size));
-  set("LOCAL_WORLD_SIZE", std::to_string(world_size));
-  set("GROUP_RANK", "0");
-  set("MASTER_ADDR", master_addr);
-  set("MASTER_PORT", std::to_string(master_port));
+  set("LOCAL_RANK", std::to_string(rank % layout.ranks_per_node));
+  set("WORLD_SIZE", std::to_string(layout.world_size()));
+  set("LOCAL_WORLD_SIZE", std::to_string(layout.ranks_per_node));
+  set("GROUP_RANK", std::to_string(node));
+  set("NODE_RANK", std::to_string(node));
+  set("GROUP_WORLD_SIZE", std::to_string(layout.nodes));
+  set("MASTER_ADDR", layout.master_addr);
+  set("MASTER_PORT", std::to_string(layout.master_port));
   set("DTLAB_LAUNCHER", "dtlab");
+  if (cluster) {
+    set("DTLAB_NODE_ADDR", layout.node_addresses[static_cast<size_t>(node)]);
+    set("GLOO_SOCKET_IFNAME", layout.node_interfaces[static_cast<size_t>(node)]);
+    set("DTLAB_INTER_LINK", layout.inter_link);
+    set("DTLAB_INTRA_LINK", layout.intra_link);
+  }
   if (const char* job = std::getenv("DTLAB_JOB_COMMAND")) set("DTLAB_JOB_COMMAND", job);  // set by `dtlab launch`
   // N ranks on a few cores: one OpenMP thread each unless the user chose otherwise.
   if (!omp_threads_set) set("OMP_NUM_THREADS", "1");

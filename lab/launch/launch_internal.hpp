@@ -4,7 +4,8 @@
 //   rank_output.cpp  the launcher's messages and each rank's output relayed line by line with "[rank r] "
 //   signals.cpp      stop signals (INT, TERM, HUP) and SIGCHLD waking the supervisor; signal names
 //   supervisor.cpp   starts the ranks and supervises them until every one is gone
-//   launch.cpp       run_launch: checks the options, picks the port, runs the supervisor
+//   cluster.cpp      the emulated cluster of --nodes M (its own header, cluster.hpp)
+//   launch.cpp       run_launch: checks the options, builds the cluster, picks the port, runs the supervisor
 #pragma once
 
 #include <csignal>
@@ -17,11 +18,29 @@
 
 namespace dtlab::launch_internal {
 
+// ---- the job's layout ----
+
+// Where the ranks run and what they are told. One node: the launcher's own namespace, loopback rendezvous. An
+// emulated cluster: rank r runs in node r / ranks_per_node's namespace.
+struct JobLayout {
+  int nodes = 1;
+  int ranks_per_node = 1;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;
+  std::vector<std::string> node_namespace_paths;         // per node; empty = the launcher's own namespace
+  std::vector<std::string> node_addresses;               // per node; empty on one node
+  std::vector<std::string> node_interfaces;              // per node; empty on one node
+  std::string inter_link = "none", intra_link = "none";  // told to the ranks: tc's rate text, or "none"
+  int world_size() const { return nodes * ranks_per_node; }
+};
+
 // ---- environment (launch_env.cpp) ----
 
 // The environment of rank `rank`: ours without the variables the launcher owns, plus RANK, LOCAL_RANK, WORLD_SIZE,
-// LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT, DTLAB_LAUNCHER=dtlab and OMP_NUM_THREADS=1 unless set.
-std::vector<std::string> rank_environment(int rank, int world_size, const std::string& master_addr, int master_port);
+// LOCAL_WORLD_SIZE, GROUP_RANK, NODE_RANK, GROUP_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, DTLAB_LAUNCHER=dtlab and
+// OMP_NUM_THREADS=1 unless set; on an emulated cluster also DTLAB_NODE_ADDR, GLOO_SOCKET_IFNAME, DTLAB_INTER_LINK and
+// DTLAB_INTRA_LINK (see lab/launch.hpp).
+std::vector<std::string> rank_environment(int rank, const JobLayout& layout);
 
 // A loopback port that is free now (not reserved); -1 with errno set if none could be found.
 int pick_free_port();
@@ -75,8 +94,9 @@ class SignalScope {
 
 // ---- supervision (supervisor.cpp) ----
 
-// Starts options.nproc ranks of options.command (already without a leading "--") and supervises them; returns the
-// exit code of `dtlab launch`. REQUIRES: a SignalScope is alive.
-int supervise_job(const LaunchOptions& options, int master_port);
+// Starts layout.world_size() ranks of options.command (already without a leading "--") where the layout says, and
+// supervises them; returns the exit code of `dtlab launch`. A stop signal received since reset_stop_signals() stops
+// the job at once. REQUIRES: a SignalScope is alive.
+int supervise_job(const LaunchOptions& options, const JobLayout& layout);
 
 }  // namespace dtlab::launch_internal

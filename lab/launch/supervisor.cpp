@@ -47,7 +47,7 @@ struct Rank {
 
 class Supervisor {
  public:
-  Supervisor(const LaunchOptions& options, int master_port) : options_(options), master_port_(master_port) {}
+  Supervisor(const LaunchOptions& options, const JobLayout& layout) : options_(options), layout_(layout) {}
 
   ~Supervisor() {
     for (Rank& rank : ranks_) {
@@ -67,15 +67,14 @@ class Supervisor {
     }
     wakeup_read_fd_ = wakeup_fds[0];
     wakeup_write_fd_ = wakeup_fds[1];
-    set_wakeup_fd(wakeup_write_fd_);
-    reset_stop_signals();
+    set_wakeup_fd(wakeup_write_fd_);  // stop signals since run_launch began count: it reset them
 #ifdef __linux__
     // Orphaned grandchildren come to us, so we can reap them and know they are gone.
     prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
 #endif
 
     start_time_ = monotonic_seconds();
-    for (int r = 0; r < options_.nproc; ++r) {
+    for (int r = 0; r < layout_.world_size(); ++r) {
       if (!start_rank(r)) {
         exit_code_ = 1;
         begin_stop();
@@ -91,12 +90,17 @@ class Supervisor {
 
  private:
   // Rank `index`: its own session and process group, default signal handling, stdin empty (ranks live in
-  // background process groups: reading a terminal would stop them), stdout and stderr into the launcher's pipes.
+  // background process groups: reading a terminal would stop them), stdout and stderr into the launcher's pipes,
+  // its node's network namespace on an emulated cluster, and SIGKILL should the launcher die (a SIGKILLed launcher
+  // cannot stop its ranks itself).
   ProcessSpec rank_spec(int index, int stdout_fd, int stderr_fd) const {
     ProcessSpec spec;
     spec.argv = options_.command;
     spec.search_path = true;
-    spec.environment = rank_environment(index, options_.nproc, options_.master_addr, master_port_);
+    spec.environment = rank_environment(index, layout_);
+    if (!layout_.node_namespace_paths.empty())
+      spec.network_namespace = layout_.node_namespace_paths[static_cast<size_t>(index / layout_.ranks_per_node)];
+    spec.parent_death_signal = SIGKILL;
     spec.new_session = true;
     spec.default_signals = true;  // the launcher ignores SIGPIPE and handles INT, TERM, HUP, CHLD
     spec.stdin_fd = kNullDevice;
@@ -123,7 +127,7 @@ class Supervisor {
     try {
       pid = spawn(rank_spec(index, out_pipe[1], err_pipe[1]));
     } catch (const ProcessError& e) {
-      launcher_message("rank %d: fork failed: %s", index, strerror(e.error_number));
+      launcher_message("rank %d: %s", index, e.what());
       for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) ::close(fd);
       return false;
     }
@@ -310,7 +314,7 @@ class Supervisor {
   static constexpr double kDrainSeconds = 2.0;
 
   const LaunchOptions& options_;
-  const int master_port_;
+  const JobLayout& layout_;
   std::vector<Rank> ranks_;
   int wakeup_read_fd_ = -1, wakeup_write_fd_ = -1;
   double start_time_ = 0.0;
@@ -323,8 +327,8 @@ class Supervisor {
 
 }  // namespace
 
-int supervise_job(const LaunchOptions& options, int master_port) {
-  Supervisor supervisor(options, master_port);
+int supervise_job(const LaunchOptions& options, const JobLayout& layout) {
+  Supervisor supervisor(options, layout);
   return supervisor.run();
 }
 
