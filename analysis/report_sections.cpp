@@ -101,19 +101,34 @@ std::string table_part(SectionContext& ctx) {
   std::set<std::string> dtypes;
   for (const RunResult& r : sc.runs) dtypes.insert(r.param_dtype());
   const bool show_precision = dtypes.size() > 1 || !dtypes.count("fp32");
+  const bool show_links = std::any_of(sc.runs.begin(), sc.runs.end(), [](const RunResult& r) { return r.nodes > 1; });
+  // "4 (2 nodes × 2)" for a job across nodes; the links it crossed in a column of their own.
+  const auto world_cell = [](const RunResult& r) {
+    std::string cell = std::to_string(r.world_size);
+    if (r.nodes > 1)
+      cell += " <span class=\"range\">(" + std::to_string(r.nodes) + " nodes &times; " +
+              std::to_string(r.ranks_per_node) + ")</span>";
+    return cell;
+  };
+  const auto links_cell = [](const RunResult& r) {
+    if (r.nodes <= 1) return std::string("one node");
+    return "between nodes " + html_escape(r.inter_link.empty() ? "unknown" : r.inter_link) + ", inside " +
+           html_escape(r.intra_link.empty() ? "unknown" : r.intra_link);
+  };
 
   std::ostringstream h;
   h << "<h3>Runs</h3>\n<div class=\"table-wrap\"><table class=\"runs\">\n<thead><tr>"
     << "<th>run</th><th>strategy</th><th class=\"num\">world size</th><th>preset</th>"
-    << (show_precision ? "<th>precision</th>" : "")
+    << (show_precision ? "<th>precision</th>" : "") << (show_links ? "<th>links</th>" : "")
     << "<th class=\"num\">params</th><th class=\"num\">steps (timed)</th><th class=\"num\">final loss</th>"
     << "<th class=\"num\">step ms median <span class=\"range\">(min–max)</span></th>"
     << "<th class=\"num\">tokens/s</th><th class=\"num\">TFLOPS</th>" << (any_mfu ? "<th class=\"num\">MFU %</th>" : "")
     << "</tr></thead>\n<tbody>\n";
   for (const RunResult& r : sc.runs) {
     h << "<tr><td>" << html_escape(r.name) << "</td><td><code>" << html_escape(r.strategy) << "</code></td>"
-      << "<td class=\"num\">" << r.world_size << "</td><td>" << html_escape(r.preset.empty() ? "–" : r.preset)
-      << "</td>" << (show_precision ? "<td>" + html_escape(r.param_dtype()) + "</td>" : "") << "<td class=\"num\">"
+      << "<td class=\"num\">" << world_cell(r) << "</td><td>" << html_escape(r.preset.empty() ? "–" : r.preset)
+      << "</td>" << (show_precision ? "<td>" + html_escape(r.param_dtype()) + "</td>" : "")
+      << (show_links ? "<td>" + links_cell(r) + "</td>" : "") << "<td class=\"num\">"
       << html_escape(fmt_params(r.params)) << "</td>"
       << "<td class=\"num\">" << r.chart_steps().size() << " <span class=\"range\">(" << r.measured_steps
       << ")</span></td>"

@@ -213,6 +213,11 @@ RunResult parse_result(const json& doc, const std::string& source) {
   r.started_at = ctx.str(k::kStartedAt);
   r.threads = ctx.has(k::kThreads) ? static_cast<int>(ctx.integer(k::kThreads)) : 0;
   r.command = ctx.str_or(k::kCommand, "");
+  r.nodes = ctx.has(k::kNodes) ? static_cast<int>(ctx.integer(k::kNodes)) : 1;
+  r.ranks_per_node = ctx.has(k::kRanksPerNode) ? static_cast<int>(ctx.integer(k::kRanksPerNode)) : 0;
+  r.inter_link = ctx.str_or(k::kInterLink, "");
+  r.intra_link = ctx.str_or(k::kIntraLink, "");
+  r.inter_link_bps = ctx.opt_num(k::kInterLinkBps);
   std::string config_strategy = "unknown";
   if (r.config.contains(k::kConfigParallel)) {
     const json& par = r.config.at(k::kConfigParallel);

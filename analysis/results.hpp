@@ -58,6 +58,11 @@ struct RunResult {
   int threads = 0;         // optional; 0 when not recorded
   std::string strategy;    // context.strategy, else config.parallel.strategy, else "unknown"
   std::string command;     // optional; empty when not recorded
+  // optional topology (older results: one node, links not recorded)
+  int nodes = 1;
+  int ranks_per_node = 0;                // 0 when not recorded
+  std::string inter_link, intra_link;    // "1 Gbit/s" | "unshaped" | "unknown"; "" when not recorded or one node
+  std::optional<double> inter_link_bps;  // the set inter-node rate; nullopt = one node, unknown; 0 = unshaped
 
   nlohmann::json config;  // the resolved config exactly as stored
 

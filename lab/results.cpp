@@ -4,17 +4,21 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <stdexcept>
+#include <utility>
 
 #include <torch/version.h>
 
+#include "lab/launch/cluster.hpp"
 #include "lab/results_schema.hpp"
 
 #ifndef DTLAB_VERSION
@@ -52,20 +56,52 @@ std::string git_sha() {
   return sha;
 }
 
-nlohmann::json run_context(int world_size, const std::string& launcher, const std::string& strategy,
+namespace {
+
+// One link of the topology as {text, bits per second}: the launcher's rate ("1000000000bit"), "none" = unshaped; a
+// launcher that does not say leaves it unknown.
+std::pair<nlohmann::json, nlohmann::json> link_facts(const char* variable, bool dtlab_launcher) {
+  const char* value = std::getenv(variable);
+  if (!dtlab_launcher || value == nullptr || *value == '\0') return {"unknown", nullptr};
+  if (std::string(value) == "none") return {"unshaped", 0.0};
+  try {
+    const LinkRate rate = parse_link_rate(value, variable);
+    return {describe_rate(rate.bits_per_s), rate.bits_per_s};
+  } catch (const std::invalid_argument&) {
+    return {"unknown", nullptr};
+  }
+}
+
+}  // namespace
+
+nlohmann::json run_context(int world_size, int ranks_per_node, const std::string& launcher, const std::string& strategy,
                            const std::string& command, int threads) {
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
-  return {{schema::kDtlabVersion, dtlab_version()},
-          {schema::kGitSha, git_sha()},
-          {schema::kTorchVersion, TORCH_VERSION},
-          {schema::kHost, host},
-          {schema::kWorldSize, world_size},
-          {schema::kLauncher, launcher},
-          {schema::kStrategy, strategy},
-          {schema::kStartedAt, utc_timestamp()},
-          {schema::kThreads, threads},
-          {schema::kCommand, command}};
+  ranks_per_node = std::max(1, std::min(ranks_per_node, world_size));
+  const int nodes = (world_size + ranks_per_node - 1) / ranks_per_node;
+  const bool dtlab_launcher = launcher == "dtlab";
+  nlohmann::json context = {{schema::kDtlabVersion, dtlab_version()},
+                            {schema::kGitSha, git_sha()},
+                            {schema::kTorchVersion, TORCH_VERSION},
+                            {schema::kHost, host},
+                            {schema::kWorldSize, world_size},
+                            {schema::kNodes, nodes},
+                            {schema::kRanksPerNode, ranks_per_node},
+                            {schema::kLauncher, launcher},
+                            {schema::kStrategy, strategy},
+                            {schema::kStartedAt, utc_timestamp()},
+                            {schema::kThreads, threads},
+                            {schema::kCommand, command}};
+  // Between nodes only; inside a node, one machine's loopback is unshaped unless the launcher shaped it.
+  using LinkFacts = std::pair<nlohmann::json, nlohmann::json>;
+  const LinkFacts inter = nodes > 1 ? link_facts("DTLAB_INTER_LINK", dtlab_launcher) : LinkFacts{nullptr, nullptr};
+  const LinkFacts intra = nodes > 1 ? link_facts("DTLAB_INTRA_LINK", dtlab_launcher) : LinkFacts{"unshaped", 0.0};
+  context[schema::kInterLink] = inter.first;
+  context[schema::kInterLinkBps] = inter.second;
+  context[schema::kIntraLink] = intra.first;
+  context[schema::kIntraLinkBps] = intra.second;
+  return context;
 }
 
 void write_file_atomic(const std::string& path, const std::string& text) {

@@ -10,8 +10,9 @@
 
 namespace dtlab {
 
-// Facts about the software and machine, recorded in result.json "context".
-nlohmann::json run_context(int world_size, const std::string& launcher, const std::string& strategy,
+// Facts about the software, the machine and the job's topology, recorded in result.json "context". The link rates
+// come from the environment `dtlab launch --nodes` gives its ranks (DTLAB_INTER_LINK, DTLAB_INTRA_LINK).
+nlohmann::json run_context(int world_size, int ranks_per_node, const std::string& launcher, const std::string& strategy,
                            const std::string& command, int threads);
 std::string utc_timestamp();  // 2026-11-21T20:41:20Z
 std::string dtlab_version();

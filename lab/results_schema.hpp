@@ -31,6 +31,15 @@ inline constexpr const char* kStartedAt = "started_at";
 inline constexpr const char* kCommand = "command";  // the exact command line that reproduces the run
 inline constexpr const char* kThreads = "threads";
 inline constexpr const char* kStrategy = "strategy";
+// The job's topology: nodes (1 on one machine; M on `dtlab launch --nodes M`), ranks per node, and the link rates:
+// inter_link / intra_link as text ("1 Gbit/s", "unshaped"; "unknown" under a launcher that does not say; inter_link is
+// null on one node), inter_link_bps / intra_link_bps in bits per second (0 = unshaped; null = unknown or one node).
+inline constexpr const char* kNodes = "nodes";
+inline constexpr const char* kRanksPerNode = "ranks_per_node";
+inline constexpr const char* kInterLink = "inter_link";
+inline constexpr const char* kInterLinkBps = "inter_link_bps";
+inline constexpr const char* kIntraLink = "intra_link";
+inline constexpr const char* kIntraLinkBps = "intra_link_bps";
 
 // model
 inline constexpr const char* kParams = "params";

@@ -155,7 +155,8 @@ nlohmann::json result_header(const Config& config, const Strategy& strategy, con
                              const std::string& command, int threads, int64_t parameters) {
   nlohmann::json result;
   result[schema::kSchemaVersion] = schema::kVersion;
-  result[schema::kContext] = run_context(world.world_size(), world.launcher(), strategy.id(), command, threads);
+  result[schema::kContext] =
+      run_context(world.world_size(), world.local_world_size(), world.launcher(), strategy.id(), command, threads);
   result[schema::kConfig] = to_json(config);
   result[schema::kModel] = {{schema::kParams, parameters},
                             {schema::kFlopsPerToken, model_counts(config.model).flops_per_token},
