@@ -70,7 +70,11 @@ Command add_comm_bench_command(CLI::App& app, const CommandLine& line) {
                          "backend | ring | all (all_reduce ring = lab ring reduce-scatter + ring all-gather)");
   comm_bench->add_option("--dtype", bench.dtype, "float32 | bfloat16");
   comm_bench->add_option("--json", bench.json_path, "also write the results as JSON (input of dtlab calibrate)");
-  comm_bench->add_option("--ranks", bench.ranks, "ranks to start when not already a rank of a job");
+  comm_bench->add_option("--ranks", bench.ranks, "ranks (per node) to start when not already a rank of a job");
+  comm_bench->add_option("--nodes", bench.nodes,
+                         "start them on an emulated cluster of this many nodes (dtlab launch --nodes; needs root)");
+  comm_bench->add_option("--inter-link", bench.inter_link, "with --nodes: the inter-node rate (200mbit, 1gbit, ...)");
+  comm_bench->add_option("--intra-link", bench.intra_link, "with --nodes: the intra-node rate (default unshaped)");
   comm_bench->add_option("-c,--check", args->check, "1 = count wrong elements in a separate pass, 0 = skip");
   comm_bench->add_option("--model", args->model_path,
                          "comm model or machine profile JSON: adds predicted time and error % per row");

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <stdexcept>
@@ -23,6 +24,7 @@
 #include "lab/dist/rank_env.hpp"
 #include "lab/dtype_torch.hpp"
 #include "lab/launch.hpp"
+#include "lab/launch/cluster.hpp"
 #include "lab/stats.hpp"
 
 namespace dtlab {
@@ -84,17 +86,55 @@ Figure measure(const comm_bench::CollectiveSpec& spec, Comm& comm, World& world,
   return f;
 }
 
-// Gloo send/recv between ranks 0 and 1, both directions at once; other ranks wait. Time per exchange, us.
-double measure_p2p(Comm& comm, World& world, at::ScalarType type, const CommBenchOptions& options) {
+// Gloo send/recv between ranks `a` and `b`, both directions at once; other ranks wait. Time per exchange, us.
+double measure_p2p(Comm& comm, World& world, at::ScalarType type, const CommBenchOptions& options, int a, int b) {
   const int64_t count = kP2pBytes / static_cast<int64_t>(c10::elementSize(type));
   at::Tensor send = comm_bench::pattern(comm.rank(), 0, count, type), recv = at::empty({count}, send.options());
-  const bool pair = comm.rank() < 2;
-  const int peer = 1 - comm.rank();
+  const bool pair = comm.rank() == a || comm.rank() == b;
+  const int peer = comm.rank() == a ? b : a;
   return time_calls(
       [&] {
         if (pair) comm.exchange(send, peer, recv, peer);
       },
       world, comm, options);
+}
+
+// The nodes this job's ranks span, and the rates `dtlab launch --nodes` set (DTLAB_INTER_LINK / DTLAB_INTRA_LINK);
+// nullopt on one node.
+std::optional<comm_bench::ClusterFacts> cluster_facts(const RankEnv& env) {
+  if (env.local_world_size >= env.world_size || env.world_size % env.local_world_size != 0) return std::nullopt;
+  comm_bench::ClusterFacts facts;
+  facts.ranks_per_node = env.local_world_size;
+  facts.nodes = env.world_size / env.local_world_size;
+  const auto link = [&](const char* variable, double* bps) -> std::string {
+    const char* value = std::getenv(variable);
+    if (env.launcher != "dtlab" || value == nullptr) return "unknown";
+    if (std::string(value) == "none") return "unshaped";
+    try {
+      const LinkRate rate = parse_link_rate(value, variable);
+      if (bps) *bps = rate.bits_per_s;
+      return describe_rate(rate.bits_per_s);
+    } catch (const std::invalid_argument&) {
+      return "unknown";
+    }
+  };
+  facts.inter_link = link("DTLAB_INTER_LINK", &facts.inter_link_bps);
+  facts.intra_link = link("DTLAB_INTRA_LINK", nullptr);
+  return facts;
+}
+
+// all_reduce's rows at the point-to-point size against what the inter-node link allows (see LinkBound).
+std::vector<comm_bench::LinkBound> link_bounds(const std::vector<Row>& rows, const comm_bench::ClusterFacts& cluster,
+                                               int ranks, int64_t element) {
+  std::vector<comm_bench::LinkBound> bounds;
+  if (cluster.inter_link_bps <= 0) return bounds;
+  const double m = cluster.nodes;
+  for (const Row& row : rows) {
+    if (row.op != "all_reduce" || std::llabs(row.bytes - kP2pBytes) >= ranks * element) continue;
+    const double bound_us = 2.0 * (m - 1.0) / m * static_cast<double>(row.bytes) * 8.0 / cluster.inter_link_bps * 1e6;
+    bounds.push_back({row.algorithm, row.bytes, bound_us, row.in_place.time_us});
+  }
+  return bounds;
 }
 
 std::vector<int64_t> sweep(const CommBenchOptions& o) {
@@ -196,6 +236,9 @@ int relaunch(const CommBenchOptions& options) {
   if (ec) throw std::runtime_error("comm-bench: cannot find this program (/proc/self/exe): " + ec.message());
   LaunchOptions launch;
   launch.nproc = options.ranks;
+  launch.nodes = options.nodes;
+  launch.inter_link = options.inter_link;
+  launch.intra_link = options.intra_link;
   launch.command = {self.string(), "comm-bench"};
   launch.command.insert(launch.command.end(), options.relaunch_args.begin(), options.relaunch_args.end());
   launch.command.insert(launch.command.end(), {"--report-fd", std::to_string(report_fd)});
@@ -314,8 +357,18 @@ int run_comm_bench(const CommBenchOptions& options) {
   }
 
   std::optional<double> p2p_us;
-  if (p >= 2) p2p_us = measure_p2p(comm, world, type, options);
-  const BenchSummary summary = summarize(rows, options.check, p2p_us, p, element, options.model.has_value());
+  if (p >= 2) p2p_us = measure_p2p(comm, world, type, options, 0, 1);
+  BenchSummary summary = summarize(rows, options.check, p2p_us, p, element, options.model.has_value());
+  if ((summary.cluster = cluster_facts(env))) {
+    const int first_of_node_1 = summary.cluster->ranks_per_node;
+    if (first_of_node_1 == 1) {
+      summary.p2p_inter = summary.p2p;  // ranks 0 and 1 are on different nodes already
+    } else {
+      const double us = measure_p2p(comm, world, type, options, 0, first_of_node_1);
+      summary.p2p_inter = comm_bench::P2pFigure{kP2pBytes, us, static_cast<double>(kP2pBytes) / us * 1e-3};
+    }
+    summary.link_bounds = link_bounds(rows, *summary.cluster, p, element);
+  }
   report([&](Reporter& r) { r.end(summary); });
   return summary.total_wrong.value_or(0) == 0 ? 0 : 1;
 }

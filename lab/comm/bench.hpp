@@ -3,6 +3,7 @@
 //   dtlab comm-bench -b 1K -e 256M -f 4 -n 10 -w 3              # 2 local ranks, every op and algorithm
 //   dtlab comm-bench --op all_reduce --algorithm ring --json out.json --model profile.json
 //   dtlab launch -n 4 dtlab comm-bench -b 1M -e 64M              # inside a job: uses that job's ranks
+//   dtlab comm-bench --nodes 2 --ranks 2 --inter-link 1gbit      # on an emulated cluster of 2 nodes x 2 ranks
 //
 // From a plain shell (no launcher's environment) it re-launches itself as --ranks N ranks through
 // `dtlab launch`'s machinery; rank 0 then writes the report to the shell's own stdout (an inherited
@@ -18,6 +19,9 @@
 // The footer: "# Avg bus bandwidth" (mean busbw over every row, out-of-place and in-place, as nccl-tests), a
 // point-to-point line (Gloo send/recv between ranks 0 and 1 at 64 MiB, both directions at once — one ring
 // step), and all_reduce's busbw at 64 MiB as a percentage of it (target >= 80%) when 64 MiB was measured.
+// When the ranks span nodes (dtlab launch --nodes M, or --nodes here): the cluster, the inter-node point-to-point
+// rate (ranks 0 <-> first rank of node 1) against the set rate, and all_reduce at 64 MiB against the link bound
+// (every node must send 2(M-1)/M of the buffer over its link: time / bound, 1.0 = the physical limit).
 // Exit status 1 when any element was wrong.
 #pragma once
 
@@ -52,7 +56,9 @@ struct CommBenchOptions {
   std::vector<std::string> algorithms;  // subset of backend, ring (broadcast has backend only)
   std::string dtype = "float32";        // float32 | bfloat16
   std::string json_path;                // "" = no JSON
-  int ranks = 2;                        // when not already a rank of a job: ranks to re-launch as
+  int ranks = 2;                        // when not already a rank of a job: ranks (per node) to re-launch as
+  int nodes = 1;                        // ... on this many nodes of an emulated cluster (dtlab launch --nodes)
+  std::string inter_link, intra_link;   // ... with these link rates ("1gbit"; "" = unshaped)
   bool check = true;                    // the #wrong pass
   double timeout_s = 300;               // rendezvous and each collective
   std::optional<CommBenchModel> model;

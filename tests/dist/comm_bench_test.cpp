@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/cost/fit.hpp"
+#include "lab/launch/cluster.hpp"
 #include "tests/strategy/job.hpp"
 
 namespace {
@@ -220,6 +221,43 @@ TEST_F(CommBench, CheckOffSaysNotChecked) {
   EXPECT_EQ(count_matching(lines, R"(# Wrong elements       : not checked \(--check 0\))"), 1) << job.output;
   EXPECT_EQ(count_matching(lines, R"(# time = the smallest of 2 repeats of the timed loop.*)"), 1) << job.output;
   EXPECT_TRUE(read_json(json)["results"][0]["in_place"]["wrong"].is_null());
+}
+
+// On an emulated cluster (root or CAP_NET_ADMIN): the cluster line, the inter-node point-to-point figure against the
+// set rate, the flat all_reduce against the link bound; the same facts in the JSON. The rate itself is a benchmark
+// figure (docs/performance.md), not checked here.
+TEST_F(CommBench, OnAnEmulatedClusterItReportsTheLinks) {
+  std::string why;
+  if (!dtlab::can_build_clusters(&why)) GTEST_SKIP() << why;
+  const fs::path json = dir_ / "cluster.json";
+  const auto job = run_job(
+      {kDtlab, "comm-bench", "--nodes", "2", "--ranks", "2", "--inter-link", "4gbit",      "-b",     "64M",
+       "-e",   "64M",        "-n",      "1", "-w",      "0", "--op",         "all_reduce", "--json", json.string()},
+      240);
+  ASSERT_EQ(job.exit_code, 0) << job.output;
+  const auto lines = lines_of(job.output);
+  EXPECT_EQ(count_matching(lines, R"(# Cluster +: 2 nodes x 2 ranks, inter-node link 4 Gbit/s, intra-node unshaped)"),
+            1)
+      << job.output;
+  EXPECT_EQ(count_matching(lines, R"(# Point-to-point +: .* ranks 0 <-> 1 inside node 0, .*)"), 1) << job.output;
+  EXPECT_EQ(
+      count_matching(lines,
+                     R"(# Inter-node p2p +: .* Mbit/s per direction \(ranks 0 <-> 2, .*\), [0-9.]+% of the set rate)"),
+      1)
+      << job.output;
+  EXPECT_EQ(count_matching(lines, R"(# all_reduce busbw at 64 MiB = [0-9.]+% of inter-node point-to-point .*)"), 1)
+      << job.output;
+  EXPECT_EQ(count_matching(lines, R"(# Link bound +: all_reduce 64 MiB \((backend|ring), in-place\) .*x the bound .*)"),
+            2)
+      << job.output;
+  const nlohmann::json doc = read_json(json);
+  EXPECT_EQ(doc["cluster"]["nodes"], 2);
+  EXPECT_EQ(doc["cluster"]["ranks_per_node"], 2);
+  EXPECT_EQ(doc["cluster"]["inter_link_bps"], 4e9);
+  EXPECT_EQ(doc["p2p_inter"]["peer"], 2);
+  ASSERT_EQ(doc["link_bounds"].size(), 2u);
+  // 64 MiB across 2 nodes: each node sends 2(M-1)/M = 1 buffer at 4 Gbit/s.
+  EXPECT_NEAR(doc["link_bounds"][0]["bound_us"].get<double>(), 67108864 * 8 / 4e9 * 1e6, 1.0);
 }
 
 TEST_F(CommBench, BadFlagsAreNamed) {

@@ -1,5 +1,6 @@
 // json_reporter.cpp: comm-bench's JSON document (the input of `dtlab calibrate`): the header's settings, every row's
-// out-of-place and in-place figures, the mean bus bandwidth and the point-to-point figure.
+// out-of-place and in-place figures, the mean bus bandwidth and the point-to-point figure; on a cluster also the
+// nodes and link rates, the inter-node point-to-point figure and all_reduce against the link bound.
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
@@ -46,6 +47,27 @@ class JsonReporter final : public Reporter {
                           {"avg_busbw_GBps", s.avg_busbw_GBps},
                           {"p2p", nullptr}};
     if (s.p2p) doc["p2p"] = {{"bytes", s.p2p->bytes}, {"time_us", s.p2p->time_us}, {"GBps", s.p2p->GBps}};
+    if (s.cluster) {
+      const ClusterFacts& c = *s.cluster;
+      doc["cluster"] = {{"nodes", c.nodes},
+                        {"ranks_per_node", c.ranks_per_node},
+                        {"inter_link", c.inter_link},
+                        {"intra_link", c.intra_link},
+                        {"inter_link_bps", c.inter_link_bps}};
+      if (s.p2p_inter)
+        doc["p2p_inter"] = {{"bytes", s.p2p_inter->bytes},
+                            {"time_us", s.p2p_inter->time_us},
+                            {"GBps", s.p2p_inter->GBps},
+                            {"peer", c.ranks_per_node}};
+      doc["link_bounds"] = nlohmann::json::array();
+      for (const LinkBound& b : s.link_bounds)
+        doc["link_bounds"].push_back({{"op", "all_reduce"},
+                                      {"algorithm", b.algorithm},
+                                      {"bytes", b.bytes},
+                                      {"time_us", b.time_us},
+                                      {"bound_us", b.bound_us},
+                                      {"ratio", b.time_us / b.bound_us}});
+    }
     const std::filesystem::path path(path_);
     if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
     std::ofstream out(path);

@@ -47,11 +47,29 @@ struct P2pFigure {
   double time_us = 0, GBps = 0;
 };
 
+// The nodes the ranks span (dtlab launch --nodes, or another launcher's LOCAL_WORLD_SIZE < WORLD_SIZE).
+struct ClusterFacts {
+  int nodes = 1, ranks_per_node = 1;
+  std::string inter_link, intra_link;  // "1 Gbit/s" | "unshaped" | "unknown"
+  double inter_link_bps = 0;           // the set rate; 0 = unshaped or unknown
+};
+
+// all_reduce at the point-to-point size against the physical limit of the links: every node must send (and
+// receive) at least 2(M-1)/M of the buffer over its one link, so no algorithm beats bound_us at the set rate.
+struct LinkBound {
+  std::string algorithm;
+  int64_t bytes = 0;
+  double bound_us = 0, time_us = 0;  // time_us: the in-place figure
+};
+
 // What every report closes with.
 struct BenchSummary {
   std::optional<int64_t> total_wrong;  // empty when --check 0
   double avg_busbw_GBps = 0;
-  std::optional<P2pFigure> p2p;                 // with 2 or more ranks
+  std::optional<ClusterFacts> cluster;          // when the ranks span nodes
+  std::optional<P2pFigure> p2p;                 // with 2 or more ranks: ranks 0 <-> 1
+  std::optional<P2pFigure> p2p_inter;           // on a cluster: ranks 0 <-> ranks_per_node (node 0 <-> node 1)
+  std::vector<LinkBound> link_bounds;           // on a cluster with a set inter-node rate, when measured
   const Row* all_reduce_at_p2p_size = nullptr;  // all_reduce's row at the point-to-point size, when measured
   std::optional<double> model_median_error_pct;
   size_t model_rows = 0;  // rows the median is over (with --model)

@@ -83,6 +83,28 @@ class TableReporter final : public Reporter {
 
   void note(const std::string& text) override { line(text); }
 
+  // The nodes, the inter-node rate against the set one, and all_reduce against the link bound.
+  void cluster_lines(const BenchSummary& s) {
+    const ClusterFacts& c = *s.cluster;
+    line(format("# Cluster              : %d nodes x %d ranks, inter-node link %s, intra-node %s", c.nodes,
+                c.ranks_per_node, c.inter_link.c_str(), c.intra_link.c_str()));
+    if (s.p2p_inter) {
+      const double gbit_per_s = s.p2p_inter->GBps * 8;
+      std::string versus_set;
+      if (c.inter_link_bps > 0)
+        versus_set = format(", %.1f%% of the set rate", gbit_per_s * 1e9 / c.inter_link_bps * 100);
+      line(
+          format("# Inter-node p2p       : %.4f GB/s = %.1f Mbit/s per direction (ranks 0 <-> %d, both directions at "
+                 "once, 64 MiB, %.1f us)%s",
+                 s.p2p_inter->GBps, gbit_per_s * 1e3, c.ranks_per_node, s.p2p_inter->time_us, versus_set.c_str()));
+    }
+    for (const LinkBound& b : s.link_bounds)
+      line(format(
+          "# Link bound           : all_reduce 64 MiB (%s, in-place) %.0f us = %.2fx the bound %.0f us (each node "
+          "sends 2(M-1)/M of the buffer at the set rate)",
+          b.algorithm.c_str(), b.time_us, b.time_us / b.bound_us, b.bound_us));
+  }
+
   void end(const BenchSummary& s) override {
     line("#");
     line(s.total_wrong ? format("# Wrong elements       : %lld %s", static_cast<long long>(*s.total_wrong),
@@ -90,16 +112,21 @@ class TableReporter final : public Reporter {
                        : std::string("# Wrong elements       : not checked (--check 0)"));
     line(format("# Avg bus bandwidth    : %.4f", s.avg_busbw_GBps));
     if (s.p2p) {
+      // On an emulated cluster ranks 0 and 1 share a node; the flat ring's slowest hop is the inter-node one.
+      const bool inside_a_node = s.cluster && s.cluster->ranks_per_node > 1;
       line(
-          format("# Point-to-point       : %.4f GB/s per direction (Gloo send/recv, ranks 0 <-> 1, both directions "
+          format("# Point-to-point       : %.4f GB/s per direction (Gloo send/recv, ranks 0 <-> 1%s, both directions "
                  "at once, 64 MiB, %.1f us)",
-                 s.p2p->GBps, s.p2p->time_us));
+                 s.p2p->GBps, inside_a_node ? " inside node 0" : "", s.p2p->time_us));
+      const P2pFigure& slowest = s.p2p_inter ? *s.p2p_inter : *s.p2p;
       if (const Row* r = s.all_reduce_at_p2p_size)
         line(
-            format("# all_reduce busbw at 64 MiB = %.1f%% of point-to-point (target >= 80%%; %s, in-place: %.4f "
+            format("# all_reduce busbw at 64 MiB = %.1f%% of %spoint-to-point (target >= 80%%; %s, in-place: %.4f "
                    "GB/s)",
-                   r->in_place.busbw_GBps / s.p2p->GBps * 100, r->algorithm.c_str(), r->in_place.busbw_GBps));
+                   r->in_place.busbw_GBps / slowest.GBps * 100, s.p2p_inter ? "inter-node " : "", r->algorithm.c_str(),
+                   r->in_place.busbw_GBps));
     }
+    if (s.cluster) cluster_lines(s);
     if (!with_model_) return;
     line(s.model_median_error_pct ? format("# model: median |error| %.1f%% over %zu rows (1 KiB..256 MiB)",
                                            *s.model_median_error_pct, s.model_rows)
