@@ -67,7 +67,8 @@ Command add_comm_bench_command(CLI::App& app, const CommandLine& line) {
   comm_bench->add_option("--repeats", bench.repeats, "timed loops per size; the fastest counts (1 = nccl-tests)");
   comm_bench->add_option("--op", args->op, "all_reduce | all_gather | reduce_scatter | broadcast | all");
   comm_bench->add_option("--algorithm", args->algorithm,
-                         "backend | ring | all (all_reduce ring = lab ring reduce-scatter + ring all-gather)");
+                         "backend | ring | hierarchical | all (all_reduce ring = lab ring reduce-scatter + ring "
+                         "all-gather; hierarchical = all_reduce in two levels, on a job across nodes)");
   comm_bench->add_option("--dtype", bench.dtype, "float32 | bfloat16");
   comm_bench->add_option("--json", bench.json_path, "also write the results as JSON (input of dtlab calibrate)");
   comm_bench->add_option("--ranks", bench.ranks, "ranks (per node) to start when not already a rank of a job");

@@ -20,6 +20,7 @@
 #include "lab/comm/bench/collective.hpp"
 #include "lab/comm/bench/reporter.hpp"
 #include "lab/comm/comm.hpp"
+#include "lab/comm/hierarchical.hpp"
 #include "lab/dist/dist_world.hpp"
 #include "lab/dist/rank_env.hpp"
 #include "lab/dtype_torch.hpp"
@@ -41,7 +42,7 @@ using comm_bench::Row;
 constexpr int64_t kP2pBytes = int64_t{64} << 20;
 constexpr int64_t kModelMinBytes = 1024, kModelMaxBytes = int64_t{256} << 20;  // the accuracy target's range
 
-const std::vector<std::string> kAlgorithms = {"backend", "ring"};
+const std::vector<std::string> kAlgorithms = {"backend", "ring", "hierarchical"};
 
 // float32 | bfloat16 (either spelling): the types whose check-pattern sums are exact and that Gloo reduces.
 Dtype bench_dtype(const std::string& name) {
@@ -71,9 +72,10 @@ double time_calls(const std::function<void()>& call, World& world, Comm& comm, c
 }
 
 // One row's figure in one placement: the check pass (wrong elements summed over ranks), then the timed calls.
-Figure measure(const comm_bench::CollectiveSpec& spec, Comm& comm, World& world, const Row& row, at::ScalarType type,
-               bool in_place, const CommBenchOptions& options) {
-  const std::unique_ptr<comm_bench::CollectiveCase> c = spec.make_case(comm, row.algorithm, row.count, type, in_place);
+Figure measure(const comm_bench::CollectiveSpec& spec, const comm_bench::CaseComms& comms, World& world, const Row& row,
+               at::ScalarType type, bool in_place, const CommBenchOptions& options) {
+  Comm& comm = comms.world;
+  const std::unique_ptr<comm_bench::CollectiveCase> c = spec.make_case(comms, row.algorithm, row.count, type, in_place);
   Figure f;
   if (options.check) {
     c->fill();
@@ -284,7 +286,8 @@ std::vector<std::string> resolve_comm_bench_ops(const std::string& op) {
 std::vector<std::string> resolve_comm_bench_algorithms(const std::string& algorithm) {
   if (algorithm == "all") return kAlgorithms;
   if (std::find(kAlgorithms.begin(), kAlgorithms.end(), algorithm) == kAlgorithms.end())
-    throw std::invalid_argument("comm-bench: --algorithm " + algorithm + " is not one of backend | ring | all");
+    throw std::invalid_argument("comm-bench: --algorithm " + algorithm +
+                                " is not one of backend | ring | hierarchical | all");
   return {algorithm};
 }
 
@@ -292,15 +295,31 @@ int run_comm_bench(const CommBenchOptions& options) {
   const Dtype dtype = bench_dtype(options.dtype);
   const at::ScalarType type = scalar_type(dtype);
   check_options(options);
-  const auto series = series_to_run(options);
+  auto series = series_to_run(options);
 
   const RankEnv env = discover_rank_env({}, current_environment());
   if (env.launcher == "none" && env.world_size == 1) return relaunch(options);
+
+  // Hierarchical collectives need nodes: on one node they are left out of --algorithm all, and asking for them
+  // alone is an error.
+  const std::optional<comm_bench::ClusterFacts> cluster = cluster_facts(env);
+  if (!cluster) {
+    const auto hierarchical = [](const auto& s) { return s.second == "hierarchical"; };
+    const bool only_hierarchical = std::all_of(series.begin(), series.end(), hierarchical);
+    series.erase(std::remove_if(series.begin(), series.end(), hierarchical), series.end());
+    if (only_hierarchical)
+      throw std::invalid_argument(
+          "comm-bench: --algorithm hierarchical needs a job across nodes (--nodes 2 or more, or a launcher that sets "
+          "LOCAL_WORLD_SIZE below WORLD_SIZE)");
+  }
 
   RendezvousOptions rendezvous;
   rendezvous.timeout = std::chrono::milliseconds(static_cast<int64_t>(options.timeout_s * 1000));
   DistWorld world(env, rendezvous);
   Comm& comm = world.comm();
+  std::unique_ptr<HierarchicalComm> two_level;
+  if (cluster) two_level = std::make_unique<HierarchicalComm>(world, cluster->ranks_per_node);
+  const comm_bench::CaseComms comms{comm, two_level.get()};
   const int p = world.world_size();
   const bool main = world.is_main();
   std::vector<std::unique_ptr<Reporter>> reporters;  // rank 0's
@@ -340,8 +359,8 @@ int run_comm_bench(const CommBenchOptions& options) {
       row.algorithm = algorithm;
       row.count = std::max<int64_t>(p, requested / element / p * p);  // whole elements, divisible by p
       row.bytes = row.count * element;
-      row.out_of_place = measure(*spec, comm, world, row, type, false, options);
-      row.in_place = measure(*spec, comm, world, row, type, true, options);
+      row.out_of_place = measure(*spec, comms, world, row, type, false, options);
+      row.in_place = measure(*spec, comms, world, row, type, true, options);
       if (main && options.model) {
         try {
           row.model_us = options.model->time_us(op, algorithm, row.bytes, p);
@@ -359,7 +378,7 @@ int run_comm_bench(const CommBenchOptions& options) {
   std::optional<double> p2p_us;
   if (p >= 2) p2p_us = measure_p2p(comm, world, type, options, 0, 1);
   BenchSummary summary = summarize(rows, options.check, p2p_us, p, element, options.model.has_value());
-  if ((summary.cluster = cluster_facts(env))) {
+  if ((summary.cluster = cluster)) {
     const int first_of_node_1 = summary.cluster->ranks_per_node;
     if (first_of_node_1 == 1) {
       summary.p2p_inter = summary.p2p;  // ranks 0 and 1 are on different nodes already

@@ -36,6 +36,12 @@ void CommHandle::wait() {
   fn();
 }
 
+CommHandle CommHandle::deferred(std::function<void()> finish) {
+  CommHandle handle;
+  handle.wait_fn_ = std::move(finish);
+  return handle;
+}
+
 Comm::Comm(c10::intrusive_ptr<c10d::Backend> backend, std::string group_name, int rank, int size, int global_rank)
     : backend_(std::move(backend)),
       group_name_(std::move(group_name)),
@@ -73,6 +79,7 @@ std::shared_ptr<Comm::LiveRecord> Comm::start_record(const std::string& op, cons
   r.bytes = bytes;
   r.group_size = size_;
   r.group = group_name_;
+  r.level = level_;
   r.tag = tag;
   std::lock_guard<std::mutex> lock(mutex_);
   r.seq = next_seq_++;

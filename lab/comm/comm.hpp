@@ -52,6 +52,7 @@ struct CollectiveRecord {
   int64_t bytes = 0;
   int group_size = 1;
   std::string group;  // "world", "shard.0", ...
+  std::string level;  // which links it crosses: "world" (every rank, flat), "intra" (one node), "inter" (across nodes)
   std::string tag;    // caller's label, e.g. "ddp.bucket.3"
   double start_us = 0;
   double end_us = 0;  // 0 until completed
@@ -69,6 +70,8 @@ class CommHandle {
   // Blocks until done; rethrows the backend's failure with the op and group named.
   void wait();
   bool valid() const { return static_cast<bool>(wait_fn_); }
+  // A handle whose wait() runs `finish` (composed collectives: wait for one part, then run the next).
+  static CommHandle deferred(std::function<void()> finish);
 
  private:
   friend class Comm;
@@ -84,6 +87,9 @@ class Comm {
   int rank() const { return rank_; }
   int size() const { return size_; }
   const std::string& group_name() const { return group_name_; }
+  // The links this group's traffic crosses, written into each record ("world" unless set).
+  void set_level(std::string level) { level_ = std::move(level); }
+  const std::string& level() const { return level_; }
 
   CommHandle all_reduce(at::Tensor& tensor, const std::string& tag = "");  // sum, in place
   CommHandle broadcast(at::Tensor& tensor, int root, const std::string& tag = "");
@@ -133,6 +139,7 @@ class Comm {
 
   c10::intrusive_ptr<c10d::Backend> backend_;
   std::string group_name_;
+  std::string level_ = "world";
   int rank_, size_, global_rank_;
   mutable std::mutex mutex_;
   std::deque<std::shared_ptr<LiveRecord>> records_;

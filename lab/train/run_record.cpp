@@ -50,11 +50,12 @@ nlohmann::json collective_summary(World& world, int64_t steps, const std::map<Co
       auto start = first_seq.find(comm);
       if (start != first_seq.end() && r.seq < static_cast<int64_t>(start->second)) continue;
       if (r.tag == "metric" || r.tag == "full_state") continue;
-      const std::string key = r.op + "|" + r.group + "|" + r.algorithm + "|" + r.dtype;
+      const std::string key = r.op + "|" + r.group + "|" + r.level + "|" + r.algorithm + "|" + r.dtype;
       totals[key].first += 1;
       totals[key].second += r.bytes;
       keys[key] = {{"op", r.op},
                    {"group", r.group},
+                   {"level", r.level},
                    {"group_size", r.group_size},
                    {"algorithm", r.algorithm},
                    {"dtype", r.dtype}};

@@ -9,6 +9,11 @@
 //     the size divides;
 //   * ring reduce_scatter on random fp32 matches all_reduce within rtol 1e-6 (the ring adds in another
 //     order than Gloo's all-reduce, so only rounding may differ);
+// at world 4 (2 nodes x 2) and 6 (2 nodes x 3, uneven chunks) the hierarchical all-reduce (lab/comm/hierarchical.hpp)
+//   == the flat all-reduce and the closed-form sum on integer-valued fp32 (bit-exact: those sums are exact in any
+//   order), ~= the flat one on random fp32 (rtol 1e-6: it adds inside the node first, so only rounding differs),
+//   and records each level's part on its own group: reduce_scatter and all_gather at level "intra" on node.<n>,
+//   all_reduce of the 1/K chunk at level "inter" on cross.<l>;
 // then the recorded collectives (one record per call: op, algorithm, bytes, group size, times) and
 // the replica check (identical tensors pass; one element changed on rank 1 fails on every rank,
 // naming rank 1 and the parameter).
@@ -25,6 +30,7 @@
 #include <ATen/ATen.h>
 
 #include "lab/comm/comm.hpp"
+#include "lab/comm/hierarchical.hpp"
 #include "lab/dist/dist_world.hpp"
 #include "lab/dist/rank_env.hpp"
 #include "lab/dist/replica_check.hpp"
@@ -236,6 +242,62 @@ void check_replicas(Comm& comm, Checks& checks) {
   }
 }
 
+// The hierarchical all-reduce at `ranks_per_node` against the flat one, for every size; then its records.
+void check_hierarchical(dtlab::DistWorld& world, Checks& checks, int ranks_per_node) {
+  dtlab::HierarchicalComm two_level(world, ranks_per_node);
+  Comm& flat = world.comm();
+  const int p = flat.size(), r = flat.rank(), k = ranks_per_node;
+  const std::string shape = std::to_string(p / k) + " nodes x " + std::to_string(k);
+  const size_t intra_first = two_level.intra().record_count(), inter_first = two_level.inter().record_count();
+  for (int64_t n : kSizes) {
+    const std::string label = size_label("hierarchical all_reduce", n, p) + " on " + shape;
+    at::Tensor mine = integer_input(r, n);
+    two_level.all_reduce(mine, "test.hier").wait();
+    at::Tensor reference = integer_input(r, n);
+    flat.all_reduce(reference, "test.hier.reference").wait();
+    std::string diff = bit_difference(mine, reference);
+    checks.verdict(diff.empty(), label + ": == flat all_reduce (bit-exact)", diff);
+    diff = bit_difference(mine, integer_sum(p, n));
+    checks.verdict(diff.empty(), label + ": == closed-form sum (bit-exact)", diff);
+
+    at::manual_seed(1000 + r);
+    at::Tensor random = at::randn({n});
+    at::Tensor random_reference = random.clone();
+    two_level.all_reduce(random, "test.hier.random").wait();
+    flat.all_reduce(random_reference, "test.hier.random.reference").wait();
+    const bool close = at::allclose(random, random_reference, 1e-6, 1e-6);
+    checks.verdict(
+        close,
+        size_label("hierarchical all_reduce random fp32", n, p) + " on " + shape + ": ~= flat all_reduce (rtol 1e-6)",
+        close ? "" : "max abs difference " + std::to_string((random - random_reference).abs().max().item<float>()));
+  }
+  // Per call: reduce_scatter + all_gather inside the node, one all_reduce of this rank's chunk across nodes.
+  const auto intra = two_level.intra().records_since(intra_first);
+  const auto inter = two_level.inter().records_since(inter_first);
+  const size_t calls = 2 * kSizes.size();
+  checks.verdict(intra.size() == 2 * calls && inter.size() == calls, "hierarchical records: 2 intra + 1 inter per call",
+                 std::to_string(intra.size()) + " intra, " + std::to_string(inter.size()) + " inter for " +
+                     std::to_string(calls) + " calls");
+  int bad = 0;
+  const std::string node_group = "node." + std::to_string(r / k), cross_group = "cross." + std::to_string(r % k);
+  for (size_t i = 0; i < intra.size() && i / 2 < calls; ++i) {
+    const int64_t n = kSizes[i / 4];
+    const bool scatter = i % 2 == 0;
+    const auto& rec = intra[i];
+    bad += rec.op != (scatter ? "reduce_scatter" : "all_gather") || rec.level != "intra" || rec.group != node_group ||
+           rec.group_size != k || rec.bytes != n * 4 || rec.algorithm != "ring";
+  }
+  for (size_t i = 0; i < inter.size(); ++i) {
+    const int64_t n = kSizes[i / 2];
+    const auto bounds = Comm::chunk_bounds(n, k)[static_cast<size_t>(r % k)];
+    const auto& rec = inter[i];
+    bad += rec.op != "all_reduce" || rec.level != "inter" || rec.group != cross_group || rec.group_size != p / k ||
+           rec.bytes != (bounds.second - bounds.first) * 4;
+  }
+  checks.verdict(bad == 0, "hierarchical records: op, level, group, size and bytes per level",
+                 std::to_string(bad) + " records differ");
+}
+
 int run() {
   const dtlab::RankEnv env = dtlab::discover_rank_env({}, dtlab::current_environment());
   if (env.world_size < 2) {
@@ -257,6 +319,8 @@ int run() {
   for (int64_t n : kSizes) check_size(comm, checks, n, expected);
   check_records(comm, checks, first_record, expected);
   check_replicas(comm, checks);
+  if (comm.size() == 4) check_hierarchical(world, checks, 2);  // 2 nodes x 2
+  if (comm.size() == 6) check_hierarchical(world, checks, 3);  // 2 nodes x 3: uneven chunks
 
   // Agree on the verdict so every rank exits alike.
   const double failures_everywhere = world.all_reduce_sum(checks.failures());

@@ -10,6 +10,9 @@
 //   all_reduce/ring         composed from the lab's ring reduce-scatter and ring all-gather (lab/comm has no ring
 //                           all-reduce call). out-of-place: input -> a chunk buffer -> a separate output;
 //                           in-place: the chunk is this rank's slice of the buffer itself.
+//   all_reduce/hierarchical on a cluster of M nodes x K ranks (lab/comm/hierarchical.hpp): ring reduce-scatter
+//                           inside the node, backend all-reduce of the 1/K chunk across nodes, ring all-gather
+//                           inside the node. out-of-place: the input copied into the output first (timed).
 //   all_gather/*            out-of-place: a separate input chunk; in-place: the input is this rank's slice of the
 //                           output (nccl-tests' layout). The lab's ring copies the input into its slice first,
 //                           which in place is a copy onto itself (timed, cheap).
@@ -32,7 +35,17 @@
 
 #include "lab/comm/comm.hpp"
 
+namespace dtlab {
+class HierarchicalComm;
+}
+
 namespace dtlab::comm_bench {
+
+// The groups a case may run on: the whole job, and its nodes and cross-node groups when it spans several nodes.
+struct CaseComms {
+  Comm& world;
+  HierarchicalComm* two_level = nullptr;  // null on one node
+};
 
 // One collective at one size in one placement.
 class CollectiveCase {
@@ -56,11 +69,11 @@ class CollectiveCase {
 
 struct CollectiveSpec {
   std::string op;                       // all_reduce | all_gather | reduce_scatter | broadcast
-  std::vector<std::string> algorithms;  // backend, and ring where the lab has one
+  std::vector<std::string> algorithms;  // backend, ring where the lab has one, hierarchical (all_reduce, clusters)
   // What runs under `algorithm`, one line for the table's series header.
   std::string (*what_runs)(const std::string& algorithm);
-  std::unique_ptr<CollectiveCase> (*make_case)(Comm&, const std::string& algorithm, int64_t count, at::ScalarType,
-                                               bool in_place);
+  std::unique_ptr<CollectiveCase> (*make_case)(const CaseComms&, const std::string& algorithm, int64_t count,
+                                               at::ScalarType, bool in_place);
 };
 
 // Every collective comm-bench knows, in the order it runs them.

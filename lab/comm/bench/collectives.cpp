@@ -2,6 +2,8 @@
 // placements and the check pattern).
 #include "lab/comm/bench/collective.hpp"
 
+#include "lab/comm/hierarchical.hpp"
+
 #include <stdexcept>
 
 namespace dtlab::comm_bench {
@@ -50,13 +52,21 @@ class FullInputCase : public CollectiveCase {
 // --- all_reduce: the sum of every rank's buffer, on every rank.
 class AllReduceCase final : public FullInputCase {
  public:
-  AllReduceCase(Comm& comm, const std::string& algorithm, int64_t count, at::ScalarType type, bool in_place)
-      : FullInputCase(comm, algorithm, count, type, in_place, count) {
-    if (!in_place_ && algorithm_ == CommAlgorithm::ring) slice_ = at::empty({chunk_}, options());  // the middle
+  AllReduceCase(const CaseComms& comms, const std::string& algorithm, int64_t count, at::ScalarType type, bool in_place)
+      : FullInputCase(comms.world, algorithm, count, type, in_place, count),
+        two_level_(algorithm == "hierarchical" ? comms.two_level : nullptr) {
+    if (algorithm == "hierarchical" && two_level_ == nullptr)
+      throw std::invalid_argument("comm-bench: all_reduce/hierarchical needs a job across nodes (--nodes 2 or more)");
+    if (!in_place_ && algorithm_ == CommAlgorithm::ring && !two_level_) slice_ = at::empty({chunk_}, options());
   }
   void run() override {
     at::Tensor& source = in_place_ ? buffer_ : input_;
     at::Tensor& result = in_place_ ? buffer_ : output_;
+    if (two_level_) {
+      if (!in_place_) output_.copy_(input_);
+      two_level_->all_reduce(result, kWho).wait();
+      return;
+    }
     if (algorithm_ == CommAlgorithm::ring) {
       comm_.reduce_scatter(slice_, source, CommAlgorithm::ring, kWho).wait();
       comm_.all_gather(result, slice_, CommAlgorithm::ring, kWho).wait();
@@ -68,9 +78,15 @@ class AllReduceCase final : public FullInputCase {
   int64_t wrong() const override {
     return (in_place_ ? buffer_ : output_).ne(pattern_sum(comm_.size(), 0, count_, type_)).sum().item<int64_t>();
   }
+
+ private:
+  HierarchicalComm* two_level_;  // set for the hierarchical algorithm
 };
 
 std::string all_reduce_runs(const std::string& algorithm) {
+  if (algorithm == "hierarchical")
+    return "lab ring reduce-scatter in the node + Gloo all-reduce of the 1/K chunk across nodes + lab ring all-gather "
+           "in the node";
   return algorithm == "ring" ? "lab ring reduce-scatter + lab ring all-gather, composed (no copy)"
                              : "Gloo ring all-reduce; out-of-place = input copy + in-place all-reduce (copy timed)";
 }
@@ -78,8 +94,9 @@ std::string all_reduce_runs(const std::string& algorithm) {
 // --- reduce_scatter: rank r keeps chunk r of the sum.
 class ReduceScatterCase final : public FullInputCase {
  public:
-  ReduceScatterCase(Comm& comm, const std::string& algorithm, int64_t count, at::ScalarType type, bool in_place)
-      : FullInputCase(comm, algorithm, count, type, in_place, count / comm.size()) {}
+  ReduceScatterCase(const CaseComms& comms, const std::string& algorithm, int64_t count, at::ScalarType type,
+                    bool in_place)
+      : FullInputCase(comms.world, algorithm, count, type, in_place, count / comms.world.size()) {}
   void run() override {
     comm_.reduce_scatter(in_place_ ? slice_ : output_, in_place_ ? buffer_ : input_, algorithm_, kWho).wait();
   }
@@ -97,8 +114,8 @@ std::string reduce_scatter_runs(const std::string& algorithm) {
 // --- broadcast: rank 0's buffer on every rank.
 class BroadcastCase final : public FullInputCase {
  public:
-  BroadcastCase(Comm& comm, const std::string& algorithm, int64_t count, at::ScalarType type, bool in_place)
-      : FullInputCase(comm, algorithm, count, type, in_place, count) {}
+  BroadcastCase(const CaseComms& comms, const std::string& algorithm, int64_t count, at::ScalarType type, bool in_place)
+      : FullInputCase(comms.world, algorithm, count, type, in_place, count) {}
   void run() override {
     if (!in_place_ && comm_.rank() == 0) output_.copy_(input_);
     comm_.broadcast(in_place_ ? buffer_ : output_, 0, kWho).wait();
@@ -115,8 +132,8 @@ std::string broadcast_runs(const std::string&) {
 // --- all_gather: every rank's chunk, concatenated in rank order, on every rank.
 class AllGatherCase final : public CollectiveCase {
  public:
-  AllGatherCase(Comm& comm, const std::string& algorithm, int64_t count, at::ScalarType type, bool in_place)
-      : CollectiveCase(comm, algorithm, count, type, in_place) {
+  AllGatherCase(const CaseComms& comms, const std::string& algorithm, int64_t count, at::ScalarType type, bool in_place)
+      : CollectiveCase(comms.world, algorithm, count, type, in_place) {
     output_ = at::empty({count_}, options());
     input_ = in_place_ ? output_.narrow(0, offset(), chunk_) : at::empty({chunk_}, options());
   }
@@ -140,9 +157,9 @@ std::string all_gather_runs(const std::string& algorithm) {
 }
 
 template <class Case>
-std::unique_ptr<CollectiveCase> make(Comm& comm, const std::string& algorithm, int64_t count, at::ScalarType type,
-                                     bool in_place) {
-  return std::make_unique<Case>(comm, algorithm, count, type, in_place);
+std::unique_ptr<CollectiveCase> make(const CaseComms& comms, const std::string& algorithm, int64_t count,
+                                     at::ScalarType type, bool in_place) {
+  return std::make_unique<Case>(comms, algorithm, count, type, in_place);
 }
 
 }  // namespace
@@ -150,7 +167,7 @@ std::unique_ptr<CollectiveCase> make(Comm& comm, const std::string& algorithm, i
 CollectiveCase::CollectiveCase(Comm& comm, const std::string& algorithm, int64_t count, at::ScalarType type,
                                bool in_place)
     : comm_(comm),
-      algorithm_(algorithm == "ring" ? CommAlgorithm::ring : CommAlgorithm::backend),
+      algorithm_(algorithm == "ring" ? CommAlgorithm::ring : CommAlgorithm::backend),  // hierarchical: its own
       count_(count),
       chunk_(count / comm.size()),
       type_(type),
@@ -163,7 +180,7 @@ at::Tensor pattern(int rank, int64_t begin, int64_t n, at::ScalarType type) {
 
 const std::vector<CollectiveSpec>& collectives() {
   static const std::vector<CollectiveSpec> kCollectives = {
-      {"all_reduce", {"backend", "ring"}, all_reduce_runs, make<AllReduceCase>},
+      {"all_reduce", {"backend", "ring", "hierarchical"}, all_reduce_runs, make<AllReduceCase>},
       {"all_gather", {"backend", "ring"}, all_gather_runs, make<AllGatherCase>},
       {"reduce_scatter", {"backend", "ring"}, reduce_scatter_runs, make<ReduceScatterCase>},
       {"broadcast", {"backend"}, broadcast_runs, make<BroadcastCase>},
