@@ -76,7 +76,10 @@ struct ParallelConfig {
   int64_t shard_size = 0;  // fsdp_hybrid: ranks per shard group (must divide world size); 0 = world
   bool prefetch = true;
   std::string reduce_scatter = "ring";  // ring | backend: Gloo's own reduce-scatter is an all-reduce (2x bytes)
-  std::string wrap = "block";           // FSDP units: block (one per transformer block) | every_2 | every_4 | model
+  // DDP's gradient all-reduce: flat (one ring over every rank) | hierarchical (inside the node, then across nodes;
+  // lab/comm/hierarchical.hpp) | auto (hierarchical when the job spans nodes with more than one rank on each)
+  std::string collectives = "auto";
+  std::string wrap = "block";  // FSDP units: block (one per transformer block) | every_2 | every_4 | model
   bool offload = false;
   std::string activation_checkpointing = "none";  // none | full | selective
   int64_t checkpoint_every = 1;                   // full: checkpoint blocks 0, k, 2k, ... (1 = every block)

@@ -19,6 +19,7 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include "lab/comm/comm.hpp"
+#include "lab/comm/hierarchical.hpp"
 #include "lab/dist/fault_injection.hpp"
 #include "lab/dtype_torch.hpp"
 #include "lab/instrument/step_profiler.hpp"
@@ -66,6 +67,7 @@ class DdpStrategy final : public Strategy {
     world_size_ = world.world_size();
     rank_ = world.rank();
     comm_ = &world.comm();
+    two_level_ = two_level_for(config.parallel.collectives, world);
     reduce_dtype_ = scalar_type_named(config.precision.reduce_dtype, "precision.reduce_dtype");
 
     std::vector<bool> decay;
@@ -204,16 +206,27 @@ class DdpStrategy final : public Strategy {
     const std::string tag = "ddp.bucket." + std::to_string(b);
     if (b == 0 && inject_nonfinite(steps_seen_ + 1, rank_)) bucket.buffer[0] = nonfinite_injection_value();
     if (b == 0 && mutation("skip_bucket")) return;  // the deliberate bug: this bucket's gradients stay local
-    if (bucket.wire.defined()) {
-      bucket.wire.copy_(bucket.buffer);
-      bucket.handle = comm_->all_reduce(bucket.wire, tag);
-    } else {
-      bucket.handle = comm_->all_reduce(bucket.buffer, tag);
-    }
+    at::Tensor& sent = bucket.wire.defined() ? bucket.wire : bucket.buffer;
+    if (bucket.wire.defined()) bucket.wire.copy_(bucket.buffer);
+    bucket.handle = two_level_ ? two_level_->all_reduce(sent, tag) : comm_->all_reduce(sent, tag);
   }
 
   std::shared_ptr<GPT> model_;
+  // parallel.collectives: the hierarchical all-reduce when asked for, or (auto) when the job spans nodes with more
+  // than one rank on each; null = one flat all-reduce over the world.
+  static std::unique_ptr<HierarchicalComm> two_level_for(const std::string& collectives, World& world) {
+    const int k = world.local_world_size(), w = world.world_size();
+    const bool spans_nodes = k >= 1 && k < w && w % k == 0;
+    if (collectives == "hierarchical" && !spans_nodes)
+      throw std::invalid_argument("ddp: parallel.collectives=hierarchical needs a job across nodes (LOCAL_WORLD_SIZE " +
+                                  std::to_string(k) + " < WORLD_SIZE " + std::to_string(w) +
+                                  ", e.g. dtlab launch --nodes 2); use flat or auto");
+    if (collectives == "flat" || !spans_nodes || (collectives == "auto" && k == 1)) return nullptr;
+    return std::make_unique<HierarchicalComm>(world, k);
+  }
+
   Comm* comm_ = nullptr;
+  std::unique_ptr<HierarchicalComm> two_level_;
   int world_size_ = 1, rank_ = 0;
   at::ScalarType reduce_dtype_ = at::kFloat;
   std::vector<at::Tensor> params_;

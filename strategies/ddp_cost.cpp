@@ -95,7 +95,8 @@ extern const StrategySpec ddp_spec;
 const StrategySpec ddp_spec{
     .id = "ddp",
     .doc = "full replicas; gradients all-reduced in buckets that overlap the backward pass",
-    .keys = {"parallel.bucket_cap_mb", "parallel.activation_checkpointing", "parallel.checkpoint_every"},
+    .keys = {"parallel.bucket_cap_mb", "parallel.collectives", "parallel.activation_checkpointing",
+             "parallel.checkpoint_every"},
     .check = &check,
     .plan = &ddp_plan,
     .exposed_comm_ms = &bucket_overlap,

@@ -110,6 +110,11 @@ TypeOnWire type_on_wire(const std::string& config_name, std::string_view key) {
 }  // namespace
 
 void check_sharded(std::string_view id, const Config& config) {
+  // Their reduce-scatter / all-gather have no hierarchical form yet; running them flat would mislabel a study.
+  if (config.parallel.collectives == "hierarchical")
+    throw std::invalid_argument("parallel.strategy=" + std::string(id) +
+                                " with parallel.collectives=hierarchical: only ddp's all-reduce has a hierarchical "
+                                "form so far; use flat or auto");
   if (config.precision.master_dtype != "fp32" && config.precision.param_dtype == "fp32")
     throw std::invalid_argument("precision.master_dtype=" + config.precision.master_dtype +
                                 " with precision.param_dtype=fp32: the master copy cannot be narrower than the "

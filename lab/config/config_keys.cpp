@@ -199,6 +199,8 @@ const std::vector<KeySpec>& key_table() {
         key("parallel.prefetch", &C::parallel, &P::prefetch, any(), "FSDP: prefetch the next unit's parameters"),
         key("parallel.reduce_scatter", &C::parallel, &P::reduce_scatter, one_of({"ring", "backend"}),
             "reduce-scatter algorithm on Gloo: the lab's ring, or the backend's (all-reduce + chunk)"),
+        key("parallel.collectives", &C::parallel, &P::collectives, one_of({"auto", "flat", "hierarchical"}),
+            "DDP gradient all-reduce: flat, hierarchical (node, then across nodes), auto (hierarchical across nodes)"),
         key("parallel.checkpoint_every", &C::parallel, &P::checkpoint_every, at_least(1),
             "activation_checkpointing=full: checkpoint every k-th block (1 = all)"),
         key("parallel.wrap", &C::parallel, &P::wrap, one_of({"block", "every_2", "every_4", "model"}),

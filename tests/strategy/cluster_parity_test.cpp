@@ -1,7 +1,8 @@
 // cluster_parity_test.cpp: every strategy on a 2-node emulated cluster (`dtlab launch --nodes 2`, network namespaces
-// joined by a 1 Gbit/s shaped link) against the single-process reference: the same check as parity_test.cpp (loss,
-// grad norm and every parameter at every step, fp32 tolerance), with the ranks' traffic crossing real, shaped links
-// between namespaces instead of loopback. Skips with the reason without CAP_NET_ADMIN / CAP_SYS_ADMIN.
+// joined by a 1 Gbit/s shaped link; DDP with the flat and the hierarchical all-reduce) against the single-process
+// reference: the same check as parity_test.cpp (loss, grad norm and every parameter at every step, fp32 tolerance),
+// with the ranks' traffic crossing real, shaped links between namespaces instead of loopback. Skips with the reason
+// without CAP_NET_ADMIN / CAP_SYS_ADMIN.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -23,12 +24,16 @@ struct ClusterCase {
 
 void PrintTo(const ClusterCase& c, std::ostream* os) {
   *os << c.strategy << " on " << c.nodes << " nodes x " << c.ranks_per_node << " accumulation " << c.accumulation;
+  for (const std::string& setting : c.extra) *os << " " << setting;
 }
 
 std::string case_name(const ::testing::TestParamInfo<ClusterCase>& info) {
   const ClusterCase& c = info.param;
-  return c.strategy + "_" + std::to_string(c.nodes) + "x" + std::to_string(c.ranks_per_node) + "_acc" +
-         std::to_string(c.accumulation);
+  std::string name = c.strategy + "_" + std::to_string(c.nodes) + "x" + std::to_string(c.ranks_per_node) + "_acc" +
+                     std::to_string(c.accumulation);
+  for (const std::string& setting : c.extra)  // "parallel.collectives=flat" -> "_flat"
+    name += "_" + setting.substr(setting.find('=') + 1);
+  return name;
 }
 
 class ClusterParity : public ::testing::TestWithParam<ClusterCase> {
@@ -68,8 +73,10 @@ TEST_P(ClusterParity, LossGradNormAndEveryParameterMatchTheReferenceAtEveryStep)
 }
 
 INSTANTIATE_TEST_SUITE_P(Cluster, ClusterParity,
-                         ::testing::Values(ClusterCase{"ddp", 2, 2, 1}, ClusterCase{"ddp", 2, 1, 2},
-                                           ClusterCase{"zero1", 2, 2, 1}, ClusterCase{"fsdp_full_shard", 2, 2, 1},
+                         ::testing::Values(ClusterCase{"ddp", 2, 2, 1, {"parallel.collectives=hierarchical"}},
+                                           ClusterCase{"ddp", 2, 2, 1, {"parallel.collectives=flat"}},
+                                           ClusterCase{"ddp", 2, 1, 2}, ClusterCase{"zero1", 2, 2, 1},
+                                           ClusterCase{"fsdp_full_shard", 2, 2, 1},
                                            ClusterCase{"fsdp_shard_grad_op", 2, 2, 1},
                                            ClusterCase{"fsdp_no_shard", 2, 2, 1},
                                            ClusterCase{"fsdp_hybrid", 2, 2, 1, {"parallel.shard_size=2"}}),

@@ -282,6 +282,7 @@ INSTANTIATE_TEST_SUITE_P(Rules, ConfigRule, ::testing::Values(
     RuleCase{{"parallel.shard_size=-1"}, 1, {"parallel.shard_size=-1", ">= 0"}},
     RuleCase{{"parallel.shard_size=3", "train.global_batch=16"}, 4,
              {"parallel.shard_size=3 does not divide world_size=4", "divisor of 4"}},
+    RuleCase{{"parallel.collectives=tree"}, 1, {"parallel.collectives=tree", "one of auto | flat | hierarchical"}},
     RuleCase{{"parallel.activation_checkpointing=some"}, 1,
              {"parallel.activation_checkpointing=some", "one of none | full | selective"}},
     RuleCase{{"precision.param_dtype=fp8"}, 1, {"precision.param_dtype=fp8", "one of fp32 | bf16 | fp16"}},

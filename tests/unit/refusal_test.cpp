@@ -83,6 +83,10 @@ INSTANTIATE_TEST_SUITE_P(
                 {"parallel.strategy=zero1", "model.tie_embeddings=true"},
                 2,
                 {"parallel.strategy=zero1", "model.tie_embeddings=true"}},
+        Refusal{"hierarchical_sharded",
+                {"parallel.strategy=fsdp_full_shard", "parallel.collectives=hierarchical"},
+                2,
+                {"parallel.strategy=fsdp_full_shard", "parallel.collectives=hierarchical", "use flat or auto"}},
         Refusal{"single_in_a_job", {"parallel.strategy=single"}, 2, {"parallel.strategy=single", "world_size=2"}}),
     [](const auto& info) { return info.param.label; });
 
