@@ -225,7 +225,8 @@ TEST_F(CommBench, CheckOffSaysNotChecked) {
 
 // On an emulated cluster (root or CAP_NET_ADMIN): the cluster line, the inter-node point-to-point figure against the
 // set rate, the flat all_reduce against the link bound; the same facts in the JSON. The rate itself is a benchmark
-// figure (docs/performance.md), not checked here.
+// figure (docs/performance.md), not checked here. --algorithm all includes the hierarchical all-reduce on a cluster
+// (and only there: the golden test above runs without it).
 TEST_F(CommBench, OnAnEmulatedClusterItReportsTheLinks) {
   std::string why;
   if (!dtlab::can_build_clusters(&why)) GTEST_SKIP() << why;
@@ -250,12 +251,19 @@ TEST_F(CommBench, OnAnEmulatedClusterItReportsTheLinks) {
   EXPECT_EQ(count_matching(lines, R"(# Link bound +: all_reduce 64 MiB \((backend|ring), in-place\) .*x the bound .*)"),
             2)
       << job.output;
+  EXPECT_EQ(
+      count_matching(
+          lines, R"(# Link bound +: all_reduce 64 MiB \(hierarchical, in-place\) .*x the bound .*; target <= 1.25x)"),
+      1)
+      << job.output;
+  EXPECT_EQ(count_matching(lines, R"(# all_reduce/hierarchical: lab ring reduce-scatter in the node .*)"), 1)
+      << job.output;
   const nlohmann::json doc = read_json(json);
   EXPECT_EQ(doc["cluster"]["nodes"], 2);
   EXPECT_EQ(doc["cluster"]["ranks_per_node"], 2);
   EXPECT_EQ(doc["cluster"]["inter_link_bps"], 4e9);
   EXPECT_EQ(doc["p2p_inter"]["peer"], 2);
-  ASSERT_EQ(doc["link_bounds"].size(), 2u);
+  ASSERT_EQ(doc["link_bounds"].size(), 3u);  // backend, ring, hierarchical
   // 64 MiB across 2 nodes: each node sends 2(M-1)/M = 1 buffer at 4 Gbit/s.
   EXPECT_NEAR(doc["link_bounds"][0]["bound_us"].get<double>(), 67108864 * 8 / 4e9 * 1e6, 1.0);
 }
@@ -270,6 +278,9 @@ TEST_F(CommBench, BadFlagsAreNamed) {
   job = run_job({kDtlab, "comm-bench", "--op", "broadcast", "--algorithm", "ring"}, 30);
   EXPECT_NE(job.exit_code, 0);
   EXPECT_NE(job.output.find("broadcast has only the backend algorithm"), std::string::npos) << job.output;
+  job = run_job({kDtlab, "comm-bench", "--op", "all_reduce", "--algorithm", "hierarchical"}, 30);
+  EXPECT_NE(job.exit_code, 0);
+  EXPECT_NE(job.output.find("--algorithm hierarchical needs a job across nodes"), std::string::npos) << job.output;
 }
 
 }  // namespace
