@@ -73,7 +73,8 @@ struct ParallelConfig {
       "single";  // single | ddp | fsdp_full_shard | fsdp_shard_grad_op | fsdp_no_shard | fsdp_hybrid | zero1
   std::string backend = "auto";  // auto | gloo | nccl
   double bucket_cap_mb = 25.0;
-  int64_t shard_size = 0;  // fsdp_hybrid: ranks per shard group (must divide world size); 0 = world
+  int64_t shard_size =
+      0;  // fsdp_hybrid: ranks per shard group (must divide world size); 0 = the node across nodes, else the world
   bool prefetch = true;
   std::string reduce_scatter = "ring";  // ring | backend: Gloo's own reduce-scatter is an all-reduce (2x bytes)
   // DDP's gradient all-reduce: flat (one ring over every rank) | hierarchical (inside the node, then across nodes;
@@ -112,6 +113,9 @@ struct Config {
   PrecisionConfig precision;
   InstrumentConfig instrument;
   int64_t world_size = 1;  // from the launcher, not the file; used by the batch rule
+  // From the launcher (LOCAL_WORLD_SIZE), not the file: ranks per node when the job spans nodes (it divides
+  // world_size and is smaller); 0 = unknown or one node. HYBRID's default shard group is the node.
+  int64_t ranks_per_node = 0;
 };
 
 // Loads `path` (may be empty: defaults only), applies overrides in order ("section.key=value", value

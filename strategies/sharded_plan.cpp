@@ -143,7 +143,7 @@ struct ShardedSetting {
 ShardedSetting sharded_setting(ShardingMode mode, const Config& config, int rank) {
   ShardedSetting s;
   s.t = traits(mode);
-  s.F = shard_group_size(mode, config.world_size, config.parallel.shard_size);
+  s.F = shard_group_size(mode, config.world_size, config.parallel.shard_size, config.ranks_per_node);
   s.R = config.world_size / s.F;
   s.shard_rank = s.t.shard_group == ShardGroup::none ? 0 : rank % s.F;
   s.A = std::max<int64_t>(1, config.train.accumulation);

@@ -50,7 +50,8 @@ std::unique_ptr<World> make_world(const TrainArgs& args, const std::string& back
 int run_train(const TrainArgs& args, const std::string& command) {
   const RankEnv env = discover_rank_env(args.rank, current_environment());
   // Validate before any rendezvous, so a bad config (or machine profile) fails fast on every rank alike.
-  const Config config = load_config(args.config_path, args.overrides, env.world_size);
+  Config config = load_config(args.config_path, args.overrides, env.world_size);
+  config.ranks_per_node = env.local_world_size;
   TrainOptions options;
   options.out_dir = args.out_dir;
   options.command = command;

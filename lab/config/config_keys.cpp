@@ -195,7 +195,7 @@ const std::vector<KeySpec>& key_table() {
         key("parallel.backend", &C::parallel, &P::backend, one_of({"auto", "gloo", "nccl"}), "collective backend"),
         key("parallel.bucket_cap_mb", &C::parallel, &P::bucket_cap_mb, positive(), "DDP gradient bucket size (MiB)"),
         key("parallel.shard_size", &C::parallel, &P::shard_size, at_least(0),
-            "hybrid sharding: ranks per shard group; 0 = world"),
+            "hybrid sharding: ranks per shard group; 0 = the node across nodes, else the world"),
         key("parallel.prefetch", &C::parallel, &P::prefetch, any(), "FSDP: prefetch the next unit's parameters"),
         key("parallel.reduce_scatter", &C::parallel, &P::reduce_scatter, one_of({"ring", "backend"}),
             "reduce-scatter algorithm on Gloo: the lab's ring, or the backend's (all-reduce + chunk)"),

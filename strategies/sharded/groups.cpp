@@ -22,7 +22,8 @@ ShardGroups make_shard_groups(ShardingMode mode, const Config& config, World& wo
       groups.size = 1;
       break;
     case ShardGroup::shard_size: {
-      const int f = static_cast<int>(shard_group_size(mode, world_size, config.parallel.shard_size));
+      const int f =
+          static_cast<int>(shard_group_size(mode, world_size, config.parallel.shard_size, config.ranks_per_node));
       groups.size = f;
       std::vector<std::vector<int>> shard_groups(static_cast<size_t>(world_size / f)),
           replica_groups(static_cast<size_t>(f));

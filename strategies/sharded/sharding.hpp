@@ -83,14 +83,16 @@ constexpr ShardingTraits traits(ShardingMode mode) {
   throw std::invalid_argument("unknown ShardingMode");
 }
 
-// F, the shard group size of `mode` in a world of `world_size` ranks (`shard_size`: parallel.shard_size).
+// F, the shard group size of `mode` in a world of `world_size` ranks (`shard_size`: parallel.shard_size; 0 = the
+// node's ranks when the job spans nodes of `ranks_per_node` ranks, else the world).
 // Throws std::invalid_argument when shard groups of that size cannot tile the world.
-inline int64_t shard_group_size(ShardingMode mode, int64_t world_size, int64_t shard_size) {
+inline int64_t shard_group_size(ShardingMode mode, int64_t world_size, int64_t shard_size, int64_t ranks_per_node = 0) {
   switch (traits(mode).shard_group) {
     case ShardGroup::none:
       return 1;
     case ShardGroup::shard_size: {
-      const int64_t f = shard_size > 0 ? shard_size : world_size;
+      const bool spans_nodes = ranks_per_node > 0 && ranks_per_node < world_size && world_size % ranks_per_node == 0;
+      const int64_t f = shard_size > 0 ? shard_size : spans_nodes ? ranks_per_node : world_size;
       if (world_size % f != 0)
         throw std::invalid_argument("parallel.shard_size=" + std::to_string(f) +
                                     " does not divide world_size=" + std::to_string(world_size));

@@ -79,7 +79,8 @@ INSTANTIATE_TEST_SUITE_P(Cluster, ClusterParity,
                                            ClusterCase{"fsdp_full_shard", 2, 2, 1},
                                            ClusterCase{"fsdp_shard_grad_op", 2, 2, 1},
                                            ClusterCase{"fsdp_no_shard", 2, 2, 1},
-                                           ClusterCase{"fsdp_hybrid", 2, 2, 1, {"parallel.shard_size=2"}}),
+                                           ClusterCase{"fsdp_hybrid", 2, 2, 1, {"parallel.shard_size=2"}},
+                                           ClusterCase{"fsdp_hybrid", 2, 2, 1}),
                          case_name);
 
 }  // namespace

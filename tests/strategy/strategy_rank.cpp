@@ -102,7 +102,8 @@ int main(int argc, char** argv) {
   const Args args = parse(argc, argv);
   try {
     const dtlab::RankEnv env = dtlab::discover_rank_env({}, dtlab::current_environment());
-    const dtlab::Config config = dtlab::load_config("", with_defaults(args.overrides), env.world_size);
+    dtlab::Config config = dtlab::load_config("", with_defaults(args.overrides), env.world_size);
+    config.ranks_per_node = env.local_world_size;
     const bool main_rank = env.rank == 0;
 
     // 1. The single-process reference, trained locally on every rank.

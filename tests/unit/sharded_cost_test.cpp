@@ -242,6 +242,11 @@ TEST(ShardedCost, TraitsTableMatchesTheSchedules) {
   EXPECT_EQ(shard_group_size(ShardingMode::hybrid, 4, 2), 2);
   EXPECT_EQ(shard_group_size(ShardingMode::hybrid, 4, 0), 4);
   EXPECT_THROW(shard_group_size(ShardingMode::hybrid, 4, 3), std::invalid_argument);
+  // Across nodes, hybrid's default shard group is the node; an explicit shard_size still wins; one node = the world.
+  EXPECT_EQ(shard_group_size(ShardingMode::hybrid, 6, 0, 3), 3);
+  EXPECT_EQ(shard_group_size(ShardingMode::hybrid, 8, 4, 2), 4);
+  EXPECT_EQ(shard_group_size(ShardingMode::hybrid, 4, 0, 4), 4);
+  EXPECT_EQ(shard_group_size(ShardingMode::full_shard, 4, 0, 2), 4);
 }
 
 }  // namespace
