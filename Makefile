@@ -19,7 +19,7 @@ CTEST_FLAGS := --output-on-failure --no-tests=error -j $(JOBS) --timeout 600
 export CCACHE_BASEDIR   := $(CURDIR)
 export CCACHE_SLOPPINESS := pch_defines,time_macros,include_file_mtime,include_file_ctime
 
-.PHONY: setup configure build build-cuda test test-cuda benchmark calibrate bench-micro bench-peer report fixtures format check \
+.PHONY: setup configure build build-cuda test test-cuda benchmark calibrate bench-micro bench-peer bench-links report fixtures format check \
         clean
 
 setup:
@@ -64,6 +64,18 @@ bench-peer: build
 	  --work $(BUILD)/peer-work/ddp --out $(RESULTS)/peer/ddp_vs_pytorch.json
 	@$(VENV_PY) tests/reference/compare_fsdp.py --dtlab $(DTLAB) --repeats $(PEER_REPEATS) \
 	  --work $(BUILD)/peer-work/fsdp --out $(RESULTS)/peer/fsdp_vs_pytorch.json
+
+# The emulated cluster's links (needs root or CAP_NET_ADMIN): 2 nodes x 2 ranks at three inter-node rates; per rate
+# the inter-node point-to-point rate against the set rate and the 64 MiB all_reduce against the link bound.
+LINK_RATES ?= 200mbit 1gbit 4gbit
+bench-links: build
+	@mkdir -p $(RESULTS)/links
+	@for r in $(LINK_RATES); do echo "== inter-node link $$r"; \
+	  $(DTLAB) comm-bench --nodes 2 --ranks 2 --inter-link $$r -b 64M -e 64M -n 2 -w 1 --op all_reduce \
+	    --algorithm all --json $(RESULTS)/links/all_reduce_$$r.json > $(RESULTS)/links/all_reduce_$$r.txt || \
+	    { cat $(RESULTS)/links/all_reduce_$$r.txt; exit 1; }; \
+	  grep -E '^# (Cluster|Point-to-point|Inter-node|Link bound|all_reduce busbw)' $(RESULTS)/links/all_reduce_$$r.txt; \
+	done
 
 # Google Benchmark: GEMM on the model's shapes vs one training step of `small` (the MFU ratio).
 bench-micro: build

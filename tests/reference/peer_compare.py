@@ -13,6 +13,10 @@ Two phases:
 Each dtlab rank runs in its own session (setsid -w), as torchrun's ranks do: under Linux autogroup scheduling
 a session is a scheduling group, and without this the two dtlab ranks would share one group's CPU while each
 PyTorch rank had its own (--rank-sessions launcher measures `dtlab launch` as is).
+With --nodes M (M > 1) both sides run on the same emulated cluster, started by the same command:
+`dtlab launch --nodes M -n W/M --inter-link RATE PROGRAM` (network namespaces joined by shaped links; needs root or
+CAP_NET_ADMIN; docs/launch.md), with the PyTorch script as PROGRAM instead of torchrun's; both sides' ranks are then
+started alike, so no setsid is added.
 Exit status of main(): 0 when the figures were measured (whether or not the target is met); 1 on any failed
 command, on a tiny-phase loss outside fp32 tolerance, or on a timed-phase loss differing by more than 1e-3.
 """
@@ -133,14 +137,21 @@ def phase(spec, name, args, overrides, repeats):
     for i in range(repeats):
         torch_json = os.path.join(work, f"torch_{i}.json")
         dtlab_out = os.path.join(work, f"dtlab_{i}")
-        torch_cmd = [torchrun, "--standalone", f"--nproc-per-node={W}", os.path.join(HERE, spec.peer_script),
-                     "--export", export_dir, "--out", torch_json, "--zero-grad", args.zero_grad]
+        peer_args = [os.path.join(HERE, spec.peer_script), "--export", export_dir, "--out", torch_json,
+                     "--zero-grad", args.zero_grad]
+        torch_cmd = [torchrun, "--standalone", f"--nproc-per-node={W}", *peer_args]
         # torchrun starts every rank in a new session (Popen(start_new_session=True)); with Linux autogroup
         # scheduling each session is one scheduling group, so on a busy machine each PyTorch rank competes
         # with other sessions as a group of its own, while `dtlab launch`'s ranks (setpgid only) share one
         # group. `setsid -w` gives each dtlab rank its own session too, so both sides are scheduled alike.
         session = ["setsid", "-w"] if args.rank_sessions == "own" else []
-        dtlab_cmd = [args.dtlab, "launch", "-n", W, *session, args.dtlab, "train", "--config", args.config,
+        launch = [args.dtlab, "launch", "-n", W]
+        if args.nodes > 1:  # the same emulated cluster, started the same way, for both sides
+            launch = [args.dtlab, "launch", "--nodes", str(args.nodes), "-n", str(args.world_size // args.nodes),
+                      "--inter-link", args.inter_link, "--intra-link", args.intra_link]
+            torch_cmd = [*launch, sys.executable, *peer_args]
+            session = []
+        dtlab_cmd = [*launch, *session, args.dtlab, "train", "--config", args.config,
                      *overrides, f"parallel.strategy={spec.strategy}", "--out", dtlab_out]
         order = [("torch", torch_cmd), ("dtlab", dtlab_cmd)]
         if i % 2:
@@ -183,6 +194,8 @@ def phase(spec, name, args, overrides, repeats):
                                             "vocab_size", "seq_len", "tie_embeddings")},
         "params": manifest["param_count"],
         "world_size": args.world_size,
+        "cluster": ({"nodes": args.nodes, "ranks_per_node": args.world_size // args.nodes,
+                     "inter_link": args.inter_link, "intra_link": args.intra_link} if args.nodes > 1 else None),
         "steps": manifest["steps"],
         "global_batch": manifest["global_batch"],
         "micro_batch": manifest["micro_batch"],
@@ -215,7 +228,10 @@ def phase(spec, name, args, overrides, repeats):
 def print_phase(spec, rec, timed):
     tps, lc, m = rec["tokens_per_s"], rec["losses"], rec["model"]
     width = max(14, len(spec.dtlab_label) + 1, len(spec.peer_label) + 1)
-    print(f"\n== {rec['name']}: preset {m['preset']} ({rec['params']:,} params), world {rec['world_size']}, "
+    c = rec.get("cluster")
+    where = (f"{c['nodes']} nodes x {c['ranks_per_node']} (inter-node link {c['inter_link']}, intra {c['intra_link']})"
+             if c else "one node")
+    print(f"\n== {rec['name']}: preset {m['preset']} ({rec['params']:,} params), world {rec['world_size']} on {where}, "
           f"{rec['steps']} steps, global batch {rec['global_batch']} x seq {m['seq_len']}, micro {rec['micro_batch']} "
           f"(accumulation {rec['accumulation']}), {rec['optimizer']}, threads/rank {rec['threads_per_rank']['dtlab']}")
     print(f"  {'':<{width}}{'tokens/s':>12}{'step ms (median)':>19}")
@@ -247,7 +263,11 @@ def parse_args(spec):
                                  epilog="Positional section.key=value overrides apply to both phases.")
     ap.add_argument("--dtlab", default=os.path.join(REPO, "build", "bin", "dtlab"), help="the dtlab binary")
     ap.add_argument("--config", default=os.path.join(HERE, "peer_ddp.yaml"), help="dtlab YAML config")
-    ap.add_argument("--world-size", type=int, default=2)
+    ap.add_argument("--world-size", type=int, default=2, help="ranks in all (nodes x ranks per node)")
+    ap.add_argument("--nodes", type=int, default=1,
+                    help="> 1: both sides on an emulated cluster of this many nodes (dtlab launch --nodes)")
+    ap.add_argument("--inter-link", default="1gbit", help="with --nodes: the inter-node rate (200mbit, 1gbit, ...)")
+    ap.add_argument("--intra-link", default="none", help="with --nodes: the intra-node rate (default unshaped)")
     ap.add_argument("--repeats", type=int, default=spec.default_repeats,
                     help="alternating runs per side in the timed phase (median)")
     ap.add_argument("--zero-grad", choices=["none", "zero"], default="none",
@@ -264,6 +284,8 @@ def parse_args(spec):
     args = ap.parse_args()
     if not spec.skip_timed_flag:
         args.skip_timed = False
+    if args.nodes < 1 or args.world_size % args.nodes != 0:
+        ap.error(f"--nodes {args.nodes} must be >= 1 and divide --world-size {args.world_size}")
     args.dtlab = os.path.abspath(args.dtlab)
     args.config = os.path.abspath(args.config)
     return args
