@@ -1,14 +1,19 @@
 // cluster_test.cpp: end-to-end tests of `dtlab launch --nodes M` — the emulated cluster. The real dtlab binary runs
-// /bin/sh ranks that report what they see (namespace, addresses, routes, qdiscs); every test snapshots the machine's
+// /bin/sh ranks that report what they see (namespace, addresses, routes, qdiscs), and once a small `dtlab train`
+// whose result.json and report must show the topology; every test snapshots the machine's
 // `ip netns list` and `ip -o link` before and checks they are the same after, whichever way the job ended. The tests
 // need CAP_NET_ADMIN and CAP_SYS_ADMIN (root) and skip with that reason without them. They share the ctest
 // resource lock "netns", so no other cluster is built while one snapshots.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
 #include <regex>
 #include <set>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "lab/launch/cluster.hpp"
 #include "lab/process.hpp"
@@ -249,6 +254,47 @@ TEST_F(ClusterTest, BadOptionsAreRefusedWithTheRule) {
   const LaunchRun too_many = run_dtlab({"launch", "--nodes", "251", "-n", "1", "/bin/true"});
   EXPECT_EQ(too_many.exit_code, 2);
   EXPECT_NE(too_many.err.find("--nodes must be between 1 and 250"), std::string::npos) << too_many.err;
+}
+
+// A training job across nodes records its topology in result.json's context, and the report shows it: the runs
+// table's "2 (2 nodes × 1)" and its links column.
+TEST_F(ClusterTest, ATrainingRunRecordsTheTopologyAndTheReportShowsIt) {
+  const std::string config = std::string(DTLAB_SOURCE_DIR) + "/scenarios/configs/baseline.yaml";
+  const LaunchRun train = run_dtlab({"launch",
+                                     "--nodes",
+                                     "2",
+                                     "-n",
+                                     "1",
+                                     "--inter-link",
+                                     "1gbit",
+                                     kDtlab,
+                                     "train",
+                                     "--config",
+                                     config,
+                                     "--out",
+                                     path("runs/ddp"),
+                                     "parallel.strategy=ddp",
+                                     "model.preset=tiny",
+                                     "train.steps=4",
+                                     "train.warmup_steps=1",
+                                     "instrument.warmup_steps=1",
+                                     "train.micro_batch=4",
+                                     "data.source=synthetic"});
+  ASSERT_EQ(train.exit_code, 0) << train.err;
+  std::ifstream result_file(path("runs/ddp/result.json"));
+  const nlohmann::json context = nlohmann::json::parse(result_file).at("context");
+  EXPECT_EQ(context.at("nodes"), 2) << context.dump(2);
+  EXPECT_EQ(context.at("ranks_per_node"), 1) << context.dump(2);
+  EXPECT_EQ(context.at("inter_link"), "1 Gbit/s") << context.dump(2);
+  EXPECT_EQ(context.at("inter_link_bps"), 1e9) << context.dump(2);
+  EXPECT_EQ(context.at("intra_link"), "unshaped") << context.dump(2);
+  const LaunchRun report = run_dtlab({"report", path("runs"), "-o", path("report")});
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  std::ifstream html_file(path("report/index.html"));
+  const std::string html((std::istreambuf_iterator<char>(html_file)), std::istreambuf_iterator<char>());
+  EXPECT_NE(html.find("<th>links</th>"), std::string::npos);
+  EXPECT_NE(html.find(R"(2 <span class="range">(2 nodes &times; 1)</span>)"), std::string::npos);
+  EXPECT_NE(html.find("<td>between nodes 1 Gbit/s, inside unshaped</td>"), std::string::npos);
 }
 
 // Without the capabilities: one message naming them and the way out, exit 2, nothing built. setpriv drops them from
