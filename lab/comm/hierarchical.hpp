@@ -14,10 +14,13 @@
 // Results equal the flat all-reduce's within fp32 rounding, not bit for bit: the sum is added up in another order
 // (inside each node first, then across nodes).
 //
-// all_reduce returns once step 1 is done and step 2 is issued; wait() waits for step 2 and runs step 3, so the
-// slow inter-node part overlaps whatever the caller does in between (DDP: the rest of backward).
+// Buffers over kPieceBytes go in pieces, pipelined: piece i+1's reduce-scatter runs while piece i crosses the
+// nodes, and piece i's all-gather while later pieces still cross. all_reduce returns once every piece's step 1 is
+// done and its step 2 issued; wait() waits for each piece's step 2 and runs its step 3, so the slow inter-node part
+// overlaps whatever the caller does in between (DDP: the rest of backward).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -39,6 +42,8 @@ class HierarchicalComm {
   int ranks_per_node() const { return ranks_per_node_; }
   Comm& intra() { return *intra_; }
   Comm& inter() { return *inter_; }
+
+  static constexpr int64_t kPieceBytes = int64_t{16} << 20;  // the pipeline's piece (16 MiB)
 
   // Sum in place across every rank of the world. `tensor` must be 1-D and contiguous.
   CommHandle all_reduce(at::Tensor& tensor, const std::string& tag = "");

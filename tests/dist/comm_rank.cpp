@@ -13,7 +13,8 @@
 //   == the flat all-reduce and the closed-form sum on integer-valued fp32 (bit-exact: those sums are exact in any
 //   order), ~= the flat one on random fp32 (rtol 1e-6: it adds inside the node first, so only rounding differs),
 //   and records each level's part on its own group: reduce_scatter and all_gather at level "intra" on node.<n>,
-//   all_reduce of the 1/K chunk at level "inter" on cross.<l>;
+//   all_reduce of the 1/K chunk at level "inter" on cross.<l>; and a buffer over the pipeline's piece size (three
+//   pieces, the last uneven) == the closed-form sum;
 // then the recorded collectives (one record per call: op, algorithm, bytes, group size, times) and
 // the replica check (identical tensors pass; one element changed on rank 1 fails on every rank,
 // naming rank 1 and the parameter).
@@ -296,6 +297,20 @@ void check_hierarchical(dtlab::DistWorld& world, Checks& checks, int ranks_per_n
   }
   checks.verdict(bad == 0, "hierarchical records: op, level, group, size and bytes per level",
                  std::to_string(bad) + " records differ");
+
+  // Over kPieceBytes the buffer goes in pipelined pieces: 2 whole pieces and an uneven rest, 3 of each record.
+  const int64_t piece = dtlab::HierarchicalComm::kPieceBytes / 4, n = 2 * piece + 5;
+  const size_t inter_before = two_level.inter().record_count();
+  at::Tensor mine = integer_input(r, n);
+  two_level.all_reduce(mine, "test.hier.pieces").wait();
+  const std::string diff = bit_difference(mine, integer_sum(p, n));
+  checks.verdict(
+      diff.empty(),
+      size_label("hierarchical all_reduce", n, p) + " in 3 pieces on " + shape + ": == closed-form sum (bit-exact)",
+      diff);
+  const auto piece_records = two_level.inter().records_since(inter_before);
+  checks.verdict(piece_records.size() == 3, "hierarchical pieces: one inter-node all_reduce per piece",
+                 std::to_string(piece_records.size()) + " records");
 }
 
 int run() {
