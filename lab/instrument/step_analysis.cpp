@@ -51,7 +51,7 @@ StepComm analyse_step_comm(const std::vector<PhaseSpan>& spans, const std::vecto
                            {"bytes", r.bytes},
                            {"group_size", r.group_size},
                            {"group", r.group},
-                   {"level", r.level},
+                           {"level", r.level},
                            {"tag", r.tag},
                            {k::kStartUs, r.start_us},
                            {k::kEndUs, end_us},
