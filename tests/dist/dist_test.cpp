@@ -229,13 +229,14 @@ TEST_P(CommRankJob, RingMatchesBackendRecordsAndReplicaCheck) {
   EXPECT_EQ(job.exit_code, 0) << job.describe();
   EXPECT_EQ(count_of(job.output, "comm_rank: all checks passed"), world) << job.describe();
   EXPECT_EQ(count_of(job.output, "FAIL"), 0) << job.describe();
-  // Every rank ran the uneven and n < p sizes (the size list always has both for W <= 4).
+  // Every rank ran the uneven and n < p sizes (the size list always has both for W <= 6).
   EXPECT_GE(count_of(job.output, "(uneven)"), world) << job.describe();
   EXPECT_GE(count_of(job.output, "(n < p)"), world) << job.describe();
   // At 4 and 6 ranks, the hierarchical all-reduce as 2 nodes x 2 and 2 nodes x 3.
-  if (world == 4 || world == 6)
+  if (world == 4 || world == 6) {
     EXPECT_EQ(count_of(job.output, "ok   hierarchical records: op, level, group, size and bytes per level"), world)
         << job.describe();
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(World, CommRankJob, ::testing::Values(2, 3, 4, 6),
