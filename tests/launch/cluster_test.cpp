@@ -256,15 +256,15 @@ TEST_F(ClusterTest, BadOptionsAreRefusedWithTheRule) {
   EXPECT_NE(too_many.err.find("--nodes must be between 1 and 250"), std::string::npos) << too_many.err;
 }
 
-// A training job across nodes records its topology in result.json's context, and the report shows it: the runs
-// table's "2 (2 nodes × 1)" and its links column.
+// A training job across nodes records its topology in result.json's context, DDP's gradients take the hierarchical
+// all-reduce (auto), and the report shows the topology: the runs table's "4 (2 nodes × 2)" and its links column.
 TEST_F(ClusterTest, ATrainingRunRecordsTheTopologyAndTheReportShowsIt) {
   const std::string config = std::string(DTLAB_SOURCE_DIR) + "/scenarios/configs/baseline.yaml";
   const LaunchRun train = run_dtlab({"launch",
                                      "--nodes",
                                      "2",
                                      "-n",
-                                     "1",
+                                     "2",
                                      "--inter-link",
                                      "1gbit",
                                      kDtlab,
@@ -278,22 +278,31 @@ TEST_F(ClusterTest, ATrainingRunRecordsTheTopologyAndTheReportShowsIt) {
                                      "train.steps=4",
                                      "train.warmup_steps=1",
                                      "instrument.warmup_steps=1",
-                                     "train.micro_batch=4",
+                                     "train.micro_batch=2",
                                      "data.source=synthetic"});
   ASSERT_EQ(train.exit_code, 0) << train.err;
   std::ifstream result_file(path("runs/ddp/result.json"));
-  const nlohmann::json context = nlohmann::json::parse(result_file).at("context");
+  const nlohmann::json result = nlohmann::json::parse(result_file);
+  const nlohmann::json& context = result.at("context");
   EXPECT_EQ(context.at("nodes"), 2) << context.dump(2);
-  EXPECT_EQ(context.at("ranks_per_node"), 1) << context.dump(2);
+  EXPECT_EQ(context.at("ranks_per_node"), 2) << context.dump(2);
   EXPECT_EQ(context.at("inter_link"), "1 Gbit/s") << context.dump(2);
   EXPECT_EQ(context.at("inter_link_bps"), 1e9) << context.dump(2);
   EXPECT_EQ(context.at("intra_link"), "unshaped") << context.dump(2);
+  // parallel.collectives=auto across nodes with 2 ranks each: DDP's gradients go through the hierarchical
+  // all-reduce, recorded per level (reduce-scatter and all-gather inside the node, all-reduce across nodes).
+  std::set<std::string> levels;
+  for (const nlohmann::json& c : result.at("collectives"))
+    levels.insert(c.at("op").get<std::string>() + "@" + c.at("level").get<std::string>());
+  for (const char* want : {"reduce_scatter@intra", "all_reduce@inter", "all_gather@intra"})
+    EXPECT_TRUE(levels.count(want)) << want << " in " << result.at("collectives").dump(2);
+  EXPECT_FALSE(levels.count("all_reduce@world")) << "DDP's buckets went flat";
   const LaunchRun report = run_dtlab({"report", path("runs"), "-o", path("report")});
   ASSERT_EQ(report.exit_code, 0) << report.err;
   std::ifstream html_file(path("report/index.html"));
   const std::string html((std::istreambuf_iterator<char>(html_file)), std::istreambuf_iterator<char>());
   EXPECT_NE(html.find("<th>links</th>"), std::string::npos);
-  EXPECT_NE(html.find(R"(2 <span class="range">(2 nodes &times; 1)</span>)"), std::string::npos);
+  EXPECT_NE(html.find(R"(4 <span class="range">(2 nodes &times; 2)</span>)"), std::string::npos);
   EXPECT_NE(html.find("<td>between nodes 1 Gbit/s, inside unshaped</td>"), std::string::npos);
 }
 
