@@ -58,18 +58,10 @@ std::string git_sha() {
 
 namespace {
 
-// One link of the topology as {text, bits per second}: the launcher's rate ("1000000000bit"), "none" = unshaped; a
-// launcher that does not say leaves it unknown.
+// One link of the topology as {text, bits per second} (0 = unshaped); a launcher that does not say leaves it unknown.
 std::pair<nlohmann::json, nlohmann::json> link_facts(const char* variable, bool dtlab_launcher) {
-  const char* value = std::getenv(variable);
-  if (!dtlab_launcher || value == nullptr || *value == '\0') return {"unknown", nullptr};
-  if (std::string(value) == "none") return {"unshaped", 0.0};
-  try {
-    const LinkRate rate = parse_link_rate(value, variable);
-    return {describe_rate(rate.bits_per_s), rate.bits_per_s};
-  } catch (const std::invalid_argument&) {
-    return {"unknown", nullptr};
-  }
+  const std::optional<double> bps = dtlab_launcher ? launched_link_bps(std::getenv(variable)) : std::nullopt;
+  return {describe_launched_link(bps), bps ? nlohmann::json(*bps) : nlohmann::json(nullptr)};
 }
 
 }  // namespace

@@ -108,20 +108,13 @@ std::optional<comm_bench::ClusterFacts> cluster_facts(const RankEnv& env) {
   comm_bench::ClusterFacts facts;
   facts.ranks_per_node = env.local_world_size;
   facts.nodes = env.world_size / env.local_world_size;
-  const auto link = [&](const char* variable, double* bps) -> std::string {
-    const char* value = std::getenv(variable);
-    if (env.launcher != "dtlab" || value == nullptr) return "unknown";
-    if (std::string(value) == "none") return "unshaped";
-    try {
-      const LinkRate rate = parse_link_rate(value, variable);
-      if (bps) *bps = rate.bits_per_s;
-      return describe_rate(rate.bits_per_s);
-    } catch (const std::invalid_argument&) {
-      return "unknown";
-    }
+  const auto link = [&](const char* variable) {
+    return env.launcher == "dtlab" ? launched_link_bps(std::getenv(variable)) : std::nullopt;
   };
-  facts.inter_link = link("DTLAB_INTER_LINK", &facts.inter_link_bps);
-  facts.intra_link = link("DTLAB_INTRA_LINK", nullptr);
+  const std::optional<double> inter = link("DTLAB_INTER_LINK");
+  facts.inter_link = describe_launched_link(inter);
+  facts.inter_link_bps = inter.value_or(0);
+  facts.intra_link = describe_launched_link(link("DTLAB_INTRA_LINK"));
   return facts;
 }
 

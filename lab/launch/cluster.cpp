@@ -118,6 +118,21 @@ std::string describe_rate(double bits_per_s) {
   return text;
 }
 
+std::optional<double> launched_link_bps(const char* text) {
+  if (text == nullptr || *text == '\0') return std::nullopt;
+  if (std::string(text) == "none") return 0.0;
+  try {
+    return parse_link_rate(text, "the launcher's link rate").bits_per_s;
+  } catch (const std::invalid_argument&) {
+    return std::nullopt;
+  }
+}
+
+std::string describe_launched_link(const std::optional<double>& bits_per_s) {
+  if (!bits_per_s) return "unknown";
+  return *bits_per_s > 0 ? describe_rate(*bits_per_s) : "unshaped";
+}
+
 bool can_build_clusters(std::string* why) {
   const uint64_t capabilities = effective_capabilities();
   std::string missing;

@@ -39,6 +39,12 @@ LinkRate parse_link_rate(const std::string& text, const std::string& option);
 // "200 Mbit/s", "1 Gbit/s", "4.5 Gbit/s".
 std::string describe_rate(double bits_per_s);
 
+// A link's rate as `dtlab launch --nodes` hands it to each rank (DTLAB_INTER_LINK / DTLAB_INTRA_LINK: tc's text, or
+// "none"): bits per second, 0 = unshaped; nullopt when `text` is null, empty or not a rate.
+std::optional<double> launched_link_bps(const char* text);
+// "1 Gbit/s", "unshaped" (0) or "unknown" (nullopt): how results and comm-bench name such a link.
+std::string describe_launched_link(const std::optional<double>& bits_per_s);
+
 struct ClusterSpec {
   int nodes = 2;                       // 1..kMaxNodes
   int ranks_per_node = 1;              // for the messages only: every rank of node i runs in node i's namespace

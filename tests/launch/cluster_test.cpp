@@ -104,6 +104,19 @@ TEST(LinkRate, ParsesTcSpellingsAndRefusesTheRest) {
   }
 }
 
+// What ranks read back from DTLAB_INTER_LINK / DTLAB_INTRA_LINK (result.json context, comm-bench's cluster line).
+TEST(LinkRate, ARanksViewOfTheLaunchersRate) {
+  EXPECT_EQ(dtlab::launched_link_bps("1000000000bit"), 1e9);
+  EXPECT_EQ(dtlab::launched_link_bps("200mbit"), 200e6);
+  EXPECT_EQ(dtlab::launched_link_bps("none"), 0.0);
+  EXPECT_FALSE(dtlab::launched_link_bps(nullptr));
+  EXPECT_FALSE(dtlab::launched_link_bps(""));
+  EXPECT_FALSE(dtlab::launched_link_bps("fast"));
+  EXPECT_EQ(dtlab::describe_launched_link(1e9), "1 Gbit/s");
+  EXPECT_EQ(dtlab::describe_launched_link(0.0), "unshaped");
+  EXPECT_EQ(dtlab::describe_launched_link(std::nullopt), "unknown");
+}
+
 // Torchrun's variables per rank, node r / K, one namespace per node (none of them the machine's), the node's address
 // on its interface, MASTER_ADDR = node 0's address.
 TEST_F(ClusterTest, RanksRunInTheirNodesNamespaceWithTorchrunsEnvironment) {
