@@ -169,7 +169,13 @@ void inject_fault(const char* point, int rank) {
   if (f.kind == "sigkill") std::raise(SIGKILL);
   if (f.kind == "sigterm") std::raise(SIGTERM);
   if (f.kind == "abort") std::abort();
-  if (f.kind == "stop") std::raise(SIGSTOP);  // stalls here until SIGCONT or SIGKILL
+  if (f.kind == "stop") {
+    // A rank that really stalls keeps its heartbeat thread; SIGSTOP freezes that too. Two heartbeat polls first
+    // (lab/dist/progress_board.hpp: every 50 ms), so the board says where it stalled even when steps are faster
+    // than a poll.
+    std::this_thread::sleep_for(std::chrono::milliseconds(120));
+    std::raise(SIGSTOP);  // stalls here until SIGCONT or SIGKILL
+  }
 }
 
 bool inject_nonfinite(int64_t step, int rank) {
