@@ -181,9 +181,11 @@ TEST_F(ClusterTest, IntraNodeTrafficStaysInsideAndInterNodeTrafficCrossesTheShap
   EXPECT_NE(run.err.find("inter-node link 200 Mbit/s, intra-node 8 Gbit/s"), std::string::npos) << run.err;
 }
 
+// Rank 1 fails only once rank 0 has written its pid, so the check that rank 0 was stopped has a pid to look at.
 TEST_F(ClusterTest, RankFailureStopsTheJobAndRemovesTheCluster) {
   const LaunchRun run = run_dtlab({"launch", "--nodes", "2", "-n", "1", "/bin/sh", "-c",
-                                   write_pid("$$", "pid$RANK") + "; if [ $RANK = 1 ]; then exit 3; fi; sleep 300"});
+                                   write_pid("$$", "pid$RANK") + "; if [ $RANK = 1 ]; then " + wait_file("pid0") +
+                                       "; exit 3; fi; sleep 300"});
   ASSERT_FALSE(run.timed_out);
   EXPECT_EQ(run.exit_code, 1) << run.err;
   EXPECT_NE(run.err.find("rank 1 exited with code 3"), std::string::npos) << run.err;
