@@ -22,6 +22,10 @@ struct PlannedCollective {
   std::string phase;  // setup | backward | after-backward | optimizer | forward
   int64_t count = 1;  // how many such calls per step
   std::string what;   // e.g. "bucket 0 (1 MiB cap)"
+  // Ranks between consecutive members of the group: 1 for groups of consecutive ranks (the world, a node, a shard
+  // group), F for hybrid's replica groups and K for the cross-node level of a hierarchical all-reduce. Whether a
+  // group spans nodes, and how many groups share a node's link, follow from it (analysis/cost/step_model.hpp).
+  int stride = 1;
 };
 
 struct PlannedState {  // bytes per rank, padding included

@@ -216,12 +216,11 @@ class DdpStrategy final : public Strategy {
   // than one rank on each; null = one flat all-reduce over the world.
   static std::unique_ptr<HierarchicalComm> two_level_for(const std::string& collectives, World& world) {
     const int k = world.local_world_size(), w = world.world_size();
-    const bool spans_nodes = k >= 1 && k < w && w % k == 0;
-    if (collectives == "hierarchical" && !spans_nodes)
+    if (collectives == "hierarchical" && !job_spans_nodes(w, k))
       throw std::invalid_argument("ddp: parallel.collectives=hierarchical needs a job across nodes (LOCAL_WORLD_SIZE " +
                                   std::to_string(k) + " < WORLD_SIZE " + std::to_string(w) +
                                   ", e.g. dtlab launch --nodes 2); use flat or auto");
-    if (collectives == "flat" || !spans_nodes || (collectives == "auto" && k == 1)) return nullptr;
+    if (!uses_hierarchical_all_reduce(collectives, w, k)) return nullptr;
     return std::make_unique<HierarchicalComm>(world, k);
   }
 

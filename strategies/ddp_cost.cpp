@@ -1,7 +1,9 @@
 // ddp_cost.cpp: the spec of `ddp` — one all-reduce per gradient bucket per optimizer step (buckets as ddp.cpp
 // builds them), a parameter broadcast at setup; every rank holds full params, grads and optimizer state, plus
 // reduce-dtype wire buffers when reducing in 16 bits. Schedule: each bucket's all-reduce starts when its last
-// gradient is ready in the last micro-step's backward (reverse order) and overlaps the rest of it.
+// gradient is ready in the last micro-step's backward (reverse order) and overlaps the rest of it. With the
+// hierarchical all-reduce (parallel.collectives, on a job across nodes) each bucket is three calls per 16 MiB
+// piece: reduce-scatter in the node, all-reduce across nodes (stride K), all-gather in the node.
 #include <algorithm>
 #include <stdexcept>
 #include <string>
@@ -18,7 +20,37 @@ int64_t bucket_cap_bytes(const Config& config) {
   return static_cast<int64_t>(config.parallel.bucket_cap_mb * 1024.0 * 1024.0);
 }
 
-CostPlan ddp_plan(const Config& config, int /*rank*/) {
+// The hierarchical all-reduce's pieces (lab/comm/hierarchical.hpp: buffers over 16 MiB go in 16 MiB pieces).
+constexpr int64_t kHierarchicalPieceBytes = int64_t{16} << 20;
+
+// One bucket's all-reduce as lab/comm runs it: one flat all-reduce over the world, or per piece a ring
+// reduce-scatter inside the node, the backend all-reduce of this rank's chunk across nodes (the ranks of one
+// local rank, stride K) and a ring all-gather inside the node.
+void add_bucket_all_reduce(CostPlan& plan, const Config& config, int rank, int64_t numel, int64_t element_bytes,
+                           const std::string& dtype, const std::string& what) {
+  const int world = static_cast<int>(config.world_size);
+  if (!uses_hierarchical_all_reduce(config.parallel.collectives, world, config.ranks_per_node)) {
+    plan.collectives.push_back({"all_reduce", "backend", dtype, numel * element_bytes, world, "backward", 1, what});
+    return;
+  }
+  const int k = static_cast<int>(config.ranks_per_node), nodes = world / k, local = rank % k;
+  const int64_t piece_numel = std::max<int64_t>(1, kHierarchicalPieceBytes / element_bytes);
+  for (int64_t offset = 0; offset < numel; offset += piece_numel) {
+    const int64_t n = std::min(piece_numel, numel - offset);
+    const int64_t chunk = n / k + (local < n % k ? 1 : 0);
+    const std::string piece = what + (numel > piece_numel ? " piece " + std::to_string(offset / piece_numel) : "");
+    if (k > 1)
+      plan.collectives.push_back(
+          {"reduce_scatter", "ring", dtype, n * element_bytes, k, "backward", 1, piece + " inside the node"});
+    plan.collectives.push_back(
+        {"all_reduce", "backend", dtype, chunk * element_bytes, nodes, "backward", 1, piece + " across nodes", k});
+    if (k > 1)
+      plan.collectives.push_back(
+          {"all_gather", "ring", dtype, n * element_bytes, k, "backward", 1, piece + " inside the node"});
+  }
+}
+
+CostPlan ddp_plan(const Config& config, int rank) {
   CostPlan plan;
   plan.strategy = "ddp";
   const auto shapes = param_shapes(config.model);
@@ -39,8 +71,8 @@ CostPlan ddp_plan(const Config& config, int /*rank*/) {
   for (size_t b = 0; b < layout.buckets.size(); ++b) {
     int64_t bucket_numel = 0;
     for (int i : layout.buckets[b]) bucket_numel += shapes[static_cast<size_t>(i)].numel;
-    plan.collectives.push_back({"all_reduce", "backend", wire_dtype, bucket_numel * wire_bytes_per_element, world,
-                                "backward", 1, "bucket " + std::to_string(b)});
+    add_bucket_all_reduce(plan, config, rank, bucket_numel, wire_bytes_per_element, wire_dtype,
+                          "bucket " + std::to_string(b));
     if (wire_bytes_per_element != 4) plan.state.buffers += bucket_numel * wire_bytes_per_element;
   }
   plan.state.params = numel * 4;
@@ -60,10 +92,40 @@ void check(const Config& config) {
                                 "communicates in bf16)");
 }
 
+// Per bucket, in plan order: the time its all-reduce keeps the backward pass waiting (the hierarchical one's
+// reduce-scatters inside the node run in the gradient hook), the time it runs beside backward (a flat all-reduce;
+// the hierarchical one's cross-node all-reduces), and the time its wait adds after backward (the hierarchical
+// one's all-gathers inside the node, run on wait).
+struct BucketCalls {
+  std::vector<double> in_hook, overlapped, on_wait;
+};
+BucketCalls bucket_calls(const ScheduleInput& in) {
+  BucketCalls calls;
+  std::string current;
+  for (size_t i = 0; i < in.plan.collectives.size(); ++i) {
+    const PlannedCollective& c = in.plan.collectives[i];
+    if (c.phase != "backward") continue;
+    const std::string bucket = c.what.substr(0, c.what.find(' ', c.what.find(' ') + 1));  // "bucket 3"
+    if (bucket != current) {
+      current = bucket;
+      calls.in_hook.push_back(0), calls.overlapped.push_back(0), calls.on_wait.push_back(0);
+    }
+    if (c.op == "reduce_scatter")
+      calls.in_hook.back() += in.call_ms[i];
+    else if (c.op == "all_gather")
+      calls.on_wait.back() += in.call_ms[i];
+    else
+      calls.overlapped.back() += in.call_ms[i];
+  }
+  return calls;
+}
+
 // A bucket is complete when its earliest parameter's gradient is; backward work is attributed to each parameter
-// by its elements (the embedding's gradient comes last and costs nothing extra).
+// by its elements (the embedding's gradient comes last and costs nothing extra). The hierarchical all-reduce's
+// in-hook reduce-scatters delay the rest of backward; its all-gathers run after backward, on wait.
 double bucket_overlap(const ScheduleInput& in) {
-  const std::vector<double> all_reduce = calls_by_role(in).all_reduce;
+  const BucketCalls calls = bucket_calls(in);
+  const std::vector<double>& all_reduce = calls.overlapped;
   const auto shapes = param_shapes(in.config.model);
   std::vector<int64_t> grad_bytes;
   double total = 0;
@@ -78,15 +140,18 @@ double bucket_overlap(const ScheduleInput& in) {
     throw std::logic_error("step model: " + in.plan.strategy + " plan has " + std::to_string(all_reduce.size()) +
                            " bucket all-reduces, the bucket layout " + std::to_string(layout.buckets.size()));
   std::vector<double> issue_at, durations;
+  double in_hook = 0, on_wait = 0;  // so far: backward is that much later
   for (size_t b = 0; b < layout.buckets.size(); ++b) {
     int first = static_cast<int>(shapes.size());
     for (int i : layout.buckets[b]) first = std::min(first, i);
     double done = 0;  // backward work of parameters >= first (reverse order)
     for (size_t i = static_cast<size_t>(first); i < shapes.size(); ++i) done += weight[i];
-    issue_at.push_back(total > 0 ? in.backward_ms * done / total : 0);
+    in_hook += calls.in_hook[b];
+    on_wait += calls.on_wait[b];
+    issue_at.push_back((total > 0 ? in.backward_ms * done / total : 0) + in_hook);
     durations.push_back(all_reduce[b]);
   }
-  return overlapped_tail(issue_at, durations, in.backward_ms);
+  return in_hook + overlapped_tail(issue_at, durations, in.backward_ms + in_hook) + on_wait;
 }
 
 }  // namespace

@@ -174,8 +174,8 @@ void add_sharded_collectives(const ShardedSetting& s, const Config& config, Cost
     plan.collectives.push_back({"reduce_scatter", rs_algorithm, s.reduce.name, u.padded * r, f, "backward", count,
                                 "unit " + u.name + " gradients (" + when + ")" + rs_note});
   };
-  auto one_double = [&](int group, const std::string& what) {
-    plan.collectives.push_back({"all_reduce", "backend", "float64", 8, group, "after-backward", 1, what});
+  auto one_double = [&](int group, const std::string& what, int stride = 1) {
+    plan.collectives.push_back({"all_reduce", "backend", "float64", 8, group, "after-backward", 1, what, stride});
   };
   const bool sharded = s.F > 1;  // F = 1: the engine copies instead of gathering / reduce-scattering
   for (int u = 0; u < n; ++u) {
@@ -204,12 +204,13 @@ void add_sharded_collectives(const ShardedSetting& s, const Config& config, Cost
   if (t.replica_all_reduce && replicas > 1)
     for (const auto& unit : s.units)
       plan.collectives.push_back({"all_reduce", "backend", s.reduce.name, unit.shard * r, replicas, "after-backward", 1,
-                                  "unit " + unit.name + " gradient shard across replicas"});
+                                  "unit " + unit.name + " gradient shard across replicas", static_cast<int>(s.F)});
   if (config.precision.loss_scale == "dynamic") {
     // Over the shard group; with none (F = 1, every rank a replica), over the world.
     one_double(t.shard_group == ShardGroup::none ? static_cast<int>(config.world_size) : f,
                "loss scaling: found inf/nan");
-    if (t.replica_all_reduce && replicas > 1) one_double(replicas, "loss scaling: found inf/nan across replicas");
+    if (t.replica_all_reduce && replicas > 1)
+      one_double(replicas, "loss scaling: found inf/nan across replicas", static_cast<int>(s.F));
   }
   if (!t.grads_replicated()) one_double(f, "grad-norm sum of squares");
   if (t.gathers_after_optimizer)

@@ -104,7 +104,7 @@ CostShape cost_shape(const std::string& op, const std::string& algorithm, int64_
 }
 
 double collective_time_us(const CommModel& m, const std::string& op, const std::string& algorithm, int64_t bytes,
-                          int group_size) {
+                          int group_size, double link_sharing) {
   const CostShape shape = cost_shape(op, algorithm, bytes, group_size);
   const auto it = m.ops.find(key_of(op, algorithm));
   if (it == m.ops.end()) {
@@ -116,9 +116,9 @@ double collective_time_us(const CommModel& m, const std::string& op, const std::
   }
   const CollectiveCost& c = it->second;
   if (c.large_from_bytes > 0 && bytes >= c.large_from_bytes)
-    return shape.alpha * c.large_alpha_us + shape.beta * c.large_beta_us_per_byte +
+    return shape.alpha * c.large_alpha_us + link_sharing * shape.beta * c.large_beta_us_per_byte +
            shape.gamma * c.large_gamma_us_per_byte;
-  return shape.alpha * c.alpha_us + shape.beta * c.beta_us_per_byte + shape.gamma * c.gamma_us_per_byte;
+  return shape.alpha * c.alpha_us + link_sharing * shape.beta * c.beta_us_per_byte + shape.gamma * c.gamma_us_per_byte;
 }
 
 CommModel comm_model_from_document(const nlohmann::json& doc, const std::string& source) {

@@ -61,8 +61,10 @@ struct CommModel {
 // (formulas above). op: all_reduce | all_gather | reduce_scatter | broadcast | send_recv; algorithm: backend |
 // ring. REQUIRES: bytes >= 0, group_size >= 1. Throws std::invalid_argument naming the op and algorithm when
 // the model has no such key or the pair is not a known collective (e.g. "broadcast/ring").
+// link_sharing >= 1: how many such calls cross the same link at once (each gets 1/link_sharing of its rate), which
+// multiplies the β term only (step_model.hpp: concurrent cross-node groups on one node's link).
 double collective_time_us(const CommModel& m, const std::string& op, const std::string& algorithm, int64_t bytes,
-                          int group_size);
+                          int group_size, double link_sharing = 1.0);
 
 // Multipliers of α, β and γ in collective_time_us for one call: time = a·α + b·β + c·γ. The fit uses them,
 // so model and fit can never disagree on a shape. Throws like collective_time_us for an unknown pair.

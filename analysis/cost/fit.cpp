@@ -189,10 +189,12 @@ CommModel fit_comm_model(const nlohmann::json& comm_bench) {
     throw std::invalid_argument(
         "comm-bench document: results: no rows to fit (run `dtlab comm-bench --json FILE` with a size sweep, "
         "e.g. -b 1K -e 256M -f 4)");
-  const double world = number(comm_bench, "world_size", "top level");
+  // The ranks every row ran over: the group's (comm-bench --group node|cross), else the whole job's.
+  const char* size_key = comm_bench.contains("group_size") ? "group_size" : "world_size";
+  const double world = number(comm_bench, size_key, "top level");
   if (world < 2 || world != std::floor(world))
-    throw std::invalid_argument("comm-bench document: world_size = " + field(comm_bench, "world_size", "").dump() +
-                                ": a fit needs a whole number >= 2 of ranks");
+    throw std::invalid_argument(std::string("comm-bench document: ") + size_key + " = " +
+                                field(comm_bench, size_key, "").dump() + ": a fit needs a whole number >= 2 of ranks");
   const int p = static_cast<int>(world);
 
   std::map<std::string, Series> series;  // "<op>/<algorithm>" -> points

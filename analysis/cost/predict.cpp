@@ -122,10 +122,11 @@ nlohmann::json predict(const dtlab::Config& config, const MachineProfile* profil
   return j;
 }
 
-std::function<nlohmann::json(const dtlab::Config&, int)> run_prediction(const dtlab::Config& config) {
+std::function<nlohmann::json(const dtlab::Config&, int)> run_prediction(const dtlab::Config& config,
+                                                                        const Topology& topology) {
   std::shared_ptr<const MachineProfile> profile;
   if (!config.instrument.profile.empty())
-    profile = std::make_shared<const MachineProfile>(load_profile(config.instrument.profile));
+    profile = std::make_shared<const MachineProfile>(on_topology(load_profile(config.instrument.profile), topology));
   return [profile](const dtlab::Config& run_config, int rank) { return predict(run_config, profile.get(), rank); };
 }
 

@@ -28,6 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/cost/profile.hpp"
+#include "analysis/cost/topology.hpp"
 #include "lab/config.hpp"
 
 namespace dtlab::analysis {
@@ -37,8 +38,10 @@ nlohmann::json predict(const dtlab::Config& config, const MachineProfile* profil
 // What a training run records under result.json "prediction" (the runtime gets it injected through
 // TrainOptions::predict, lab/train/trainer.hpp, and never includes this code). The machine profile named by
 // instrument.profile is loaded here, before the run starts, so a bad path fails before any work and alike on every
-// rank; the returned function predicts for the rank it is given once the run has finished.
-std::function<nlohmann::json(const dtlab::Config&, int rank)> run_prediction(const dtlab::Config& config);
+// rank; the returned function predicts for the rank it is given once the run has finished. `topology`: the nodes and
+// link rates the run has (dtlab launch --nodes; analysis/cost/topology.hpp), applied to the profile.
+std::function<nlohmann::json(const dtlab::Config&, int rank)> run_prediction(const dtlab::Config& config,
+                                                                             const Topology& topology = {});
 
 // The top-level keys of predict()'s object, in the order above (tests and the report check against this).
 const std::vector<std::string>& prediction_keys();

@@ -80,6 +80,9 @@ nlohmann::json MachineProfile::to_json() const {
   j["comm"] = {{"ranks_per_node", comm.ranks_per_node}, {"intra_node", comm.intra_node.to_json()}};
   if (comm.inter_node) j["comm"]["inter_node"] = comm.inter_node->to_json();
   if (comm.measured_world_size > 0) j["comm"]["measured_world_size"] = comm.measured_world_size;
+  if (comm.ranks_per_link != 1) j["comm"]["ranks_per_link"] = comm.ranks_per_link;
+  if (comm.inter_link_bps > 0) j["comm"]["inter_link_bps"] = comm.inter_link_bps;
+  if (comm.intra_link_bps > 0) j["comm"]["intra_link_bps"] = comm.intra_link_bps;
   if (host_device_GBps) j["host_device_GBps"] = *host_device_GBps;
   if (!notes.empty()) j["notes"] = notes;
   return j;
@@ -128,6 +131,9 @@ MachineProfile MachineProfile::from_json(const nlohmann::json& j, const std::str
   p.comm.intra_node = comm_model_at(comm, "intra_node", origin);
   if (comm.has("inter_node")) p.comm.inter_node = comm_model_at(comm, "inter_node", origin);
   if (comm.has("measured_world_size")) p.comm.measured_world_size = comm.count("measured_world_size", 0);
+  if (comm.has("ranks_per_link")) p.comm.ranks_per_link = comm.count("ranks_per_link", 1);
+  if (comm.has("inter_link_bps")) p.comm.inter_link_bps = comm.positive("inter_link_bps");
+  if (comm.has("intra_link_bps")) p.comm.intra_link_bps = comm.positive("intra_link_bps");
 
   if (top.has("host_device_GBps")) p.host_device_GBps = top.positive("host_device_GBps");
   if (top.has("notes")) {

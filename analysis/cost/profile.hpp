@@ -18,7 +18,11 @@
 //    "comm": {"ranks_per_node": 8,
 //             "intra_node": <CommModel JSON>,   // analysis/cost/comm_model.hpp
 //             "inter_node": <CommModel JSON>,   // optional: groups that span nodes use it when present
-//             "measured_world_size": 2},        // optional: the largest group the fit measured (0 = none)
+//             "measured_world_size": 2,         // optional: the largest group the fit measured (0 = none)
+//             "ranks_per_link": 1,              // optional: ranks of a node that share one inter-node link
+//                                               //   (1: a NIC per rank, as GPU nodes; the emulated cluster: K)
+//             "inter_link_bps": 1e9,            // optional: the link rate inter_node was measured at (bit/s)
+//             "intra_link_bps": 0},             // optional: the intra-node rate it was measured at (0 = unshaped)
 //    "host_device_GBps": 55,                    // optional: offload copies between host and device memory
 //    "notes": ["..."]}                          // optional: assumptions, e.g. stated α values
 // matmul_tflops needs at least one dtype; a dtype it lacks falls back to float32's rate (noted in predictions).
@@ -56,6 +60,9 @@ struct CommProfile {
   CommModel intra_node;
   std::optional<CommModel> inter_node;
   int measured_world_size = 0;  // 0 = not measured (spec-sheet)
+  int ranks_per_link = 1;       // streams of one node's ranks that share an inter-node link (step_model.hpp)
+  double inter_link_bps = 0;    // the rate inter_node holds for; 0 = not recorded
+  double intra_link_bps = 0;    // the shaped intra-node rate intra_node holds for; 0 = unshaped / not recorded
 };
 
 struct MachineProfile {

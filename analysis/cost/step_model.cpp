@@ -64,16 +64,22 @@ double elementwise_bytes(const Config& config, const CostPlan& plan) {
   return bytes;
 }
 
-double planned_collective_us(const PlannedCollective& c, const Config& config, const MachineProfile& profile,
+bool spans_nodes(const PlannedCollective& c, const MachineProfile& profile) {
+  return (static_cast<int64_t>(c.group_size) - 1) * std::max(1, c.stride) >= profile.comm.ranks_per_node;
+}
+
+int link_sharing(const PlannedCollective& c, const MachineProfile& profile) {
+  if (!spans_nodes(c, profile)) return 1;
+  return std::max(1, std::min({std::max(1, c.stride), profile.comm.ranks_per_node, profile.comm.ranks_per_link}));
+}
+
+double planned_collective_us(const PlannedCollective& c, const Config& /*config*/, const MachineProfile& profile,
                              bool* inter_node) {
-  const bool replica_group = c.what.find("across replicas") != std::string::npos;
-  const int64_t F = config.parallel.shard_size > 0 ? config.parallel.shard_size : config.world_size;
-  const int64_t stride = replica_group ? F : 1;
-  const bool spans = (static_cast<int64_t>(c.group_size) - 1) * stride >= profile.comm.ranks_per_node;
-  const bool use_inter = spans && profile.comm.inter_node.has_value();
+  const bool use_inter = spans_nodes(c, profile) && profile.comm.inter_node.has_value();
   if (inter_node) *inter_node = use_inter;
-  const CommModel& model = use_inter ? *profile.comm.inter_node : profile.comm.intra_node;
-  return collective_time_us(model, c.op, c.algorithm, c.bytes, c.group_size);
+  if (!use_inter) return collective_time_us(profile.comm.intra_node, c.op, c.algorithm, c.bytes, c.group_size);
+  return collective_time_us(*profile.comm.inter_node, c.op, c.algorithm, c.bytes, c.group_size,
+                            link_sharing(c, profile));
 }
 
 StepPrediction predict_step(const Config& config, const CostPlan& plan, const MachineProfile& profile) {
@@ -96,11 +102,7 @@ StepPrediction predict_step(const Config& config, const CostPlan& plan, const Ma
     const double ms = planned_collective_us(c, config, profile, &inter) / 1e3;
     call_ms[i] = ms;
     any_inter = any_inter || inter;
-    const int64_t stride = c.what.find("across replicas") != std::string::npos
-                               ? (config.parallel.shard_size > 0 ? config.parallel.shard_size : config.world_size)
-                               : 1;
-    if ((c.group_size - 1) * stride >= profile.comm.ranks_per_node && !profile.comm.inter_node)
-      spans_without_model = true;
+    if (spans_nodes(c, profile) && !profile.comm.inter_node) spans_without_model = true;
     OpTime& row = rows[{c.op, c.algorithm, c.dtype, c.group_size}];
     row.op = c.op, row.algorithm = c.algorithm, row.dtype = c.dtype, row.group_size = c.group_size;
     row.count += c.count;

@@ -21,7 +21,10 @@
 //                       exposed, not in comm.bytes_per_step: result.json's collectives leave the loss out too)
 // Compute per unit is split from the compute model in proportion to the unit's FLOPs. A collective's time is
 // collective_time_us() of the profile's intra_node model, or inter_node when its group spans nodes (ranks
-// r, r+s, ..., r+(g-1)s with stride s: 1, or F for hybrid's replica groups; nodes of ranks_per_node ranks).
+// r, r+s, ..., r+(g-1)s with the plan's stride s: 1, F for hybrid's replica groups, K for the cross-node level of
+// a hierarchical all-reduce; nodes of ranks_per_node ranks). Groups that span nodes with stride s > 1 run side by
+// side, one per rank of a node, and min(s, ranks_per_node, ranks_per_link) of them cross the same link at once:
+// the β term is multiplied by that sharing (a flat ring over consecutive ranks crosses each link with one stream).
 #pragma once
 
 #include <cstdint>
@@ -64,6 +67,10 @@ StepPrediction predict_step(const Config& config, const CostPlan& plan, const Ma
 // memory-bound part of the step, timed at compute.memory_GBps. `dtlab calibrate` divides the same count of a
 // single-process step by its measured time, so the two agree by construction.
 double elementwise_bytes(const Config& config, const CostPlan& plan);
+
+// Whether the group of `c` spans nodes on `profile`, and how many such groups share one node's link (1 when not).
+bool spans_nodes(const PlannedCollective& c, const MachineProfile& profile);
+int link_sharing(const PlannedCollective& c, const MachineProfile& profile);
 
 // Time of one call of a planned collective on `profile` (µs); `inter_node` tells which model was used.
 // Throws std::invalid_argument (from the comm model) naming op/algorithm when the profile lacks it.

@@ -1,5 +1,6 @@
-// cmd_calibrate.cpp: `dtlab calibrate --out FILE [--ranks 2] [--quick] [--config FILE key=value ...]` — measure this
-// machine and write the machine profile the cost models read (lab/tools/calibrate.hpp).
+// cmd_calibrate.cpp: `dtlab calibrate --out FILE [--ranks 2] [--nodes M --inter-link RATE] [--quick] [--config FILE
+// key=value ...]` — measure this machine (or an emulated cluster on it) and write the machine profile the cost models
+// read (lab/tools/calibrate.hpp).
 #include <memory>
 #include <string>
 
@@ -14,7 +15,13 @@ Command add_calibrate_command(CLI::App& app, const CommandLine& line) {
   auto* calibrate = app.add_subcommand(
       "calibrate", "measure this machine (comm-bench, GEMMs, a training step, AdamW) and write a machine profile");
   calibrate->add_option("--out", options->out_path, "machine profile JSON to write")->required();
-  calibrate->add_option("--ranks", options->ranks, "ranks of the jobs to calibrate for (>= 2)");
+  calibrate->add_option("--ranks", options->ranks,
+                        "ranks of the jobs to calibrate for (>= 2); with --nodes: ranks per node (>= 1)");
+  calibrate->add_option("--nodes", options->nodes,
+                        "calibrate on an emulated cluster of this many nodes (needs --inter-link; root): fits "
+                        "intra_node and inter_node");
+  calibrate->add_option("--inter-link", options->inter_link, "with --nodes: the inter-node rate (200mbit, 1gbit, ...)");
+  calibrate->add_option("--intra-link", options->intra_link, "with --nodes: the intra-node rate (default unshaped)");
   calibrate->add_flag("--quick", options->quick, "fewer sizes and repeats (tests)");
   calibrate->add_flag("--compute-only", options->compute_only,
                       "internal: a companion process that loads the machine like the other ranks of a job");

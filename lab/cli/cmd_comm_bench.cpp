@@ -1,6 +1,7 @@
 // cmd_comm_bench.cpp: `dtlab comm-bench [-b 1K -e 256M -f 4 -n 10 -w 3 --op all --json FILE --model FILE]` — the
 // collective benchmark in the manner of nccl-tests (lab/comm/bench.hpp); with --model each row also gets the cost
 // model's predicted time and its error.
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <stdexcept>
@@ -8,8 +9,13 @@
 
 #include "analysis/cost/comm_model.hpp"
 #include "analysis/cost/fit.hpp"
+#include "analysis/cost/step_model.hpp"
+#include "analysis/cost/topology.hpp"
 #include "lab/cli/command.hpp"
 #include "lab/comm/bench.hpp"
+#include "lab/dist/rank_env.hpp"
+#include "lab/launch/cluster.hpp"
+#include "strategies/ddp_buckets.hpp"
 
 namespace dtlab::cli {
 namespace {
@@ -21,18 +27,54 @@ struct CommBenchArgs {
   int check = 1;
 };
 
-// The comm model of --model as the benchmark's predictor.
-CommBenchModel bench_model(const std::string& path) {
+// The comm model of --model as the benchmark's predictor. A comm model document predicts every row with itself. A
+// machine profile on a job across nodes is first moved onto this cluster's layout and links (DTLAB_INTER_LINK /
+// DTLAB_INTRA_LINK, analysis/cost/topology.hpp), then each row takes the level it crosses: --group node the
+// intra-node model, --group cross the inter-node one, the whole job's flat collectives the inter-node one (one
+// stream per link) and the hierarchical all-reduce its three calls (analysis/cost/step_model.hpp).
+CommBenchModel bench_model(const std::string& path, const std::string& group) {
   std::ifstream in(path);
   if (!in) throw std::runtime_error("comm-bench: --model " + path + ": cannot read the file");
-  auto model =
-      std::make_shared<analysis::CommModel>(analysis::comm_model_from_document(nlohmann::json::parse(in), path));
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  const auto in_place = [](const std::string& op) { return std::string(analysis::fitted_placement(op)) == "in_place"; };
+  const RankEnv env = discover_rank_env({}, current_environment());
+  const bool is_profile = doc.is_object() && doc.contains("comm");
+  if (!is_profile || !job_spans_nodes(env.world_size, env.local_world_size)) {
+    auto model = std::make_shared<analysis::CommModel>(analysis::comm_model_from_document(doc, path));
+    return CommBenchModel{path,
+                          [model](const std::string& op, const std::string& algorithm, int64_t bytes, int group_size) {
+                            return analysis::collective_time_us(*model, op, algorithm, bytes, group_size);
+                          },
+                          in_place};
+  }
+  analysis::Topology topology;
+  topology.nodes = env.world_size / env.local_world_size;
+  topology.ranks_per_node = env.local_world_size;
+  topology.inter_link_bps = launched_link_bps(std::getenv("DTLAB_INTER_LINK")).value_or(0);
+  topology.intra_link_bps = launched_link_bps(std::getenv("DTLAB_INTRA_LINK")).value_or(0);
+  auto profile = std::make_shared<analysis::MachineProfile>(
+      analysis::on_topology(analysis::MachineProfile::from_json(doc, path), topology));
+  const int k = topology.ranks_per_node, nodes = topology.nodes;
   return CommBenchModel{
       path,
-      [model](const std::string& op, const std::string& algorithm, int64_t bytes, int group_size) {
-        return analysis::collective_time_us(*model, op, algorithm, bytes, group_size);
+      [profile, group, k, nodes](const std::string& op, const std::string& algorithm, int64_t bytes, int group_size) {
+        const auto call_us = [&](const std::string& o, const std::string& a, int64_t b, int size, int stride) {
+          PlannedCollective c{o, a, "float32", b, size, "backward", 1, "comm-bench", stride};
+          return analysis::planned_collective_us(c, Config{}, *profile);
+        };
+        if (group == "node") return call_us(op, algorithm, bytes, group_size, 1);
+        if (group == "cross")  // one stream per link: the other local ranks wait (lab/comm/bench.hpp)
+          return analysis::collective_time_us(
+              profile->comm.inter_node ? *profile->comm.inter_node : profile->comm.intra_node, op, algorithm, bytes,
+              group_size);
+        if (algorithm != "hierarchical") return call_us(op, algorithm, bytes, group_size, 1);
+        // Ring reduce-scatter in the node, all-reduce of one chunk across nodes (K side by side), ring all-gather.
+        const int64_t chunk = bytes / k;
+        return (k > 1 ? call_us("reduce_scatter", "ring", bytes, k, 1) + call_us("all_gather", "ring", bytes, k, 1)
+                      : 0.0) +
+               call_us("all_reduce", "backend", chunk, nodes, k);
       },
-      [](const std::string& op) { return std::string(analysis::fitted_placement(op)) == "in_place"; }};
+      in_place};
 }
 
 int run(CommBenchArgs& args, const CommandLine& line) {
@@ -47,7 +89,7 @@ int run(CommBenchArgs& args, const CommandLine& line) {
       options.relaunch_args.assign(line.argv + i + 1, line.argv + line.argc);
       break;
     }
-  if (!args.model_path.empty()) options.model = bench_model(args.model_path);
+  if (!args.model_path.empty()) options.model = bench_model(args.model_path, options.group);
   return run_comm_bench(options);
 }
 
@@ -76,6 +118,9 @@ Command add_comm_bench_command(CLI::App& app, const CommandLine& line) {
                          "start them on an emulated cluster of this many nodes (dtlab launch --nodes; needs root)");
   comm_bench->add_option("--inter-link", bench.inter_link, "with --nodes: the inter-node rate (200mbit, 1gbit, ...)");
   comm_bench->add_option("--intra-link", bench.intra_link, "with --nodes: the intra-node rate (default unshaped)");
+  comm_bench->add_option("--group", bench.group,
+                         "world | node | cross: all ranks, each node's ranks, or one rank per node (a job across "
+                         "nodes; calibrate fits intra_node to node and inter_node to cross)");
   comm_bench->add_option("-c,--check", args->check, "1 = count wrong elements in a separate pass, 0 = skip");
   comm_bench->add_option("--model", args->model_path,
                          "comm model or machine profile JSON: adds predicted time and error % per row");

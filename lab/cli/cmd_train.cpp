@@ -12,8 +12,10 @@
 #include "lab/config.hpp"
 #include "lab/dist/dist_world.hpp"
 #include "lab/dist/rank_env.hpp"
+#include "lab/launch/cluster.hpp"
 #include "lab/train/trainer.hpp"
 #include "lab/world.hpp"
+#include "strategies/ddp_buckets.hpp"
 #include "strategies/registry.hpp"
 
 namespace dtlab::cli {
@@ -47,6 +49,18 @@ std::unique_ptr<World> make_world(const TrainArgs& args, const std::string& back
   return std::make_unique<DistWorld>(env, options);
 }
 
+// The cluster this rank runs on, for the prediction: nodes of LOCAL_WORLD_SIZE ranks when the job spans several,
+// and the link rates `dtlab launch --nodes` set (DTLAB_INTER_LINK / DTLAB_INTRA_LINK; absent elsewhere).
+analysis::Topology run_topology(const RankEnv& env) {
+  analysis::Topology topology;
+  if (!job_spans_nodes(env.world_size, env.local_world_size)) return topology;
+  topology.nodes = env.world_size / env.local_world_size;
+  topology.ranks_per_node = env.local_world_size;
+  topology.inter_link_bps = launched_link_bps(std::getenv("DTLAB_INTER_LINK")).value_or(0);
+  topology.intra_link_bps = launched_link_bps(std::getenv("DTLAB_INTRA_LINK")).value_or(0);
+  return topology;
+}
+
 int run_train(const TrainArgs& args, const std::string& command) {
   const RankEnv env = discover_rank_env(args.rank, current_environment());
   // Validate before any rendezvous, so a bad config (or machine profile) fails fast on every rank alike.
@@ -55,7 +69,7 @@ int run_train(const TrainArgs& args, const std::string& command) {
   TrainOptions options;
   options.out_dir = args.out_dir;
   options.command = command;
-  options.predict = analysis::run_prediction(config);
+  options.predict = analysis::run_prediction(config, run_topology(env));
   auto strategy = make_strategy(config.parallel.strategy);
   auto world = make_world(args, config.parallel.backend);
   auto outcome = train(config, *strategy, *world, options);

@@ -71,21 +71,55 @@ double time_calls(const std::function<void()>& call, World& world, Comm& comm, c
   return best_us;
 }
 
+// Where a row runs: the group's comm for the cases, the job's comm to start every rank's timed loop together, and
+// whether this rank takes part (with --group cross only the ranks of local rank 0 do; the others wait).
+struct Placement {
+  comm_bench::CaseComms comms;
+  Comm& job;
+  bool active = true;
+};
+
 // One row's figure in one placement: the check pass (wrong elements summed over ranks), then the timed calls.
-Figure measure(const comm_bench::CollectiveSpec& spec, const comm_bench::CaseComms& comms, World& world, const Row& row,
+Figure measure(const comm_bench::CollectiveSpec& spec, const Placement& where, World& world, const Row& row,
                at::ScalarType type, bool in_place, const CommBenchOptions& options) {
-  Comm& comm = comms.world;
-  const std::unique_ptr<comm_bench::CollectiveCase> c = spec.make_case(comms, row.algorithm, row.count, type, in_place);
+  const std::unique_ptr<comm_bench::CollectiveCase> c =
+      spec.make_case(where.comms, row.algorithm, row.count, type, in_place);
   Figure f;
   if (options.check) {
-    c->fill();
-    c->run();
-    f.wrong = static_cast<int64_t>(std::llround(world.all_reduce_sum(static_cast<double>(c->wrong()))));
+    if (where.active) {
+      c->fill();
+      c->run();
+    }
+    const double wrong = where.active ? static_cast<double>(c->wrong()) : 0.0;
+    f.wrong = static_cast<int64_t>(std::llround(world.all_reduce_sum(wrong)));
   }
-  f.time_us = time_calls([&] { c->run(); }, world, comm, options);
+  f.time_us = time_calls(
+      [&] {
+        if (where.active) c->run();
+      },
+      world, where.job, options);
   f.algbw_GBps = static_cast<double>(row.bytes) / f.time_us * 1e-3;  // bytes/us = MB/s
-  f.busbw_GBps = f.algbw_GBps * busbw_factor(row.op, comm.size());
+  f.busbw_GBps = f.algbw_GBps * busbw_factor(row.op, where.comms.group.size());
   return f;
+}
+
+// The --group a row runs over, checked against the job's layout.
+Placement placement(const CommBenchOptions& options, const std::optional<comm_bench::ClusterFacts>& cluster, Comm& job,
+                    HierarchicalComm* two_level) {
+  if (options.group == "world") return {{job, two_level}, job, true};
+  if (options.group != "node" && options.group != "cross")
+    throw std::invalid_argument("comm-bench: --group " + options.group + " is not one of world | node | cross");
+  if (!cluster || !two_level)
+    throw std::invalid_argument("comm-bench: --group " + options.group +
+                                " needs a job across nodes (--nodes 2 or more, or a launcher that sets "
+                                "LOCAL_WORLD_SIZE below WORLD_SIZE)");
+  if (options.group == "node") {
+    if (cluster->ranks_per_node < 2)
+      throw std::invalid_argument("comm-bench: --group node needs 2 or more ranks per node (--ranks 2), got " +
+                                  std::to_string(cluster->ranks_per_node));
+    return {{two_level->intra(), nullptr}, job, true};
+  }
+  return {{two_level->inter(), nullptr}, job, two_level->intra().rank() == 0};
 }
 
 // Gloo send/recv between ranks `a` and `b`, both directions at once; other ranks wait. Time per exchange, us.
@@ -312,8 +346,12 @@ int run_comm_bench(const CommBenchOptions& options) {
   Comm& comm = world.comm();
   std::unique_ptr<HierarchicalComm> two_level;
   if (cluster) two_level = std::make_unique<HierarchicalComm>(world, cluster->ranks_per_node);
-  const comm_bench::CaseComms comms{comm, two_level.get()};
-  const int p = world.world_size();
+  if (options.group != "world")  // only the flat algorithms run inside one level
+    series.erase(std::remove_if(series.begin(), series.end(), [](const auto& s) { return s.second == "hierarchical"; }),
+                 series.end());
+  if (series.empty()) throw std::invalid_argument("comm-bench: --algorithm hierarchical runs with --group world only");
+  const Placement where = placement(options, cluster, comm, two_level.get());
+  const int p = where.comms.group.size();
   const bool main = world.is_main();
   std::vector<std::unique_ptr<Reporter>> reporters;  // rank 0's
   if (main) {
@@ -326,6 +364,8 @@ int run_comm_bench(const CommBenchOptions& options) {
   };
 
   const BenchHeader header{p,
+                           options.group,
+                           world.world_size(),
                            host_name(),
                            std::string(torch_name(dtype)),
                            machine_load(),
@@ -352,8 +392,8 @@ int run_comm_bench(const CommBenchOptions& options) {
       row.algorithm = algorithm;
       row.count = std::max<int64_t>(p, requested / element / p * p);  // whole elements, divisible by p
       row.bytes = row.count * element;
-      row.out_of_place = measure(*spec, comms, world, row, type, false, options);
-      row.in_place = measure(*spec, comms, world, row, type, true, options);
+      row.out_of_place = measure(*spec, where, world, row, type, false, options);
+      row.in_place = measure(*spec, where, world, row, type, true, options);
       if (main && options.model) {
         try {
           row.model_us = options.model->time_us(op, algorithm, row.bytes, p);
@@ -368,18 +408,22 @@ int run_comm_bench(const CommBenchOptions& options) {
     }
   }
 
+  // The point-to-point figure between two ranks of the group: ranks 0 and 1 (world, node), or node 0 and node 1's
+  // first ranks (cross); on a cluster also the inter-node one.
+  const int first_of_node_1 = cluster ? cluster->ranks_per_node : 1;
   std::optional<double> p2p_us;
-  if (p >= 2) p2p_us = measure_p2p(comm, world, type, options, 0, 1);
+  if (p >= 2) p2p_us = measure_p2p(comm, world, type, options, 0, options.group == "cross" ? first_of_node_1 : 1);
   BenchSummary summary = summarize(rows, options.check, p2p_us, p, element, options.model.has_value());
+  if (summary.p2p && options.group == "cross") summary.p2p->peer = first_of_node_1;
   if ((summary.cluster = cluster)) {
-    const int first_of_node_1 = summary.cluster->ranks_per_node;
-    if (first_of_node_1 == 1) {
-      summary.p2p_inter = summary.p2p;  // ranks 0 and 1 are on different nodes already
+    if (first_of_node_1 == 1 || options.group == "cross") {
+      summary.p2p_inter = summary.p2p;  // the pair above is on two nodes already
     } else {
       const double us = measure_p2p(comm, world, type, options, 0, first_of_node_1);
-      summary.p2p_inter = comm_bench::P2pFigure{kP2pBytes, us, static_cast<double>(kP2pBytes) / us * 1e-3};
+      summary.p2p_inter =
+          comm_bench::P2pFigure{kP2pBytes, us, static_cast<double>(kP2pBytes) / us * 1e-3, first_of_node_1};
     }
-    summary.link_bounds = link_bounds(rows, *summary.cluster, p, element);
+    if (options.group == "world") summary.link_bounds = link_bounds(rows, *summary.cluster, p, element);
   }
   report([&](Reporter& r) { r.end(summary); });
   return summary.total_wrong.value_or(0) == 0 ? 0 : 1;

@@ -22,6 +22,11 @@
 // When the ranks span nodes (dtlab launch --nodes M, or --nodes here): the cluster, the inter-node point-to-point
 // rate (ranks 0 <-> first rank of node 1) against the set rate, and all_reduce at 64 MiB against the link bound
 // (every node must send 2(M-1)/M of the buffer over its link: time / bound, 1.0 = the physical limit).
+// --group (a job across nodes only): `world` (default) runs every collective over all ranks; `node` over each node's
+// K ranks, every node at once (the intra-node level: its links are the node's loopback); `cross` over one rank per
+// node (the ranks with local rank 0; the others wait), so one stream crosses each node's link (the inter-node level).
+// `dtlab calibrate --nodes` fits its intra_node model to `node` and its inter_node model to `cross`. Rows, the
+// busbw factor and --model use the group's size; the JSON names the group and its size.
 // Exit status 1 when any element was wrong.
 #pragma once
 
@@ -59,6 +64,7 @@ struct CommBenchOptions {
   int ranks = 2;                        // when not already a rank of a job: ranks (per node) to re-launch as
   int nodes = 1;                        // ... on this many nodes of an emulated cluster (dtlab launch --nodes)
   std::string inter_link, intra_link;   // ... with these link rates ("1gbit"; "" = unshaped)
+  std::string group = "world";          // world | node | cross (see above)
   bool check = true;                    // the #wrong pass
   double timeout_s = 300;               // rendezvous and each collective
   std::optional<CommBenchModel> model;

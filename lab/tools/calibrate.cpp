@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 
@@ -23,6 +24,7 @@
 #include "lab/data.hpp"
 #include "lab/dist/rank_env.hpp"
 #include "lab/dtype_torch.hpp"
+#include "lab/launch/cluster.hpp"
 #include "lab/model.hpp"
 #include "lab/model_shape.hpp"
 #include "lab/process.hpp"
@@ -329,15 +331,20 @@ ComputeCalibration calibrate_compute(const Config& config, int threads, bool qui
   return c;
 }
 
-json run_comm_bench_child(int ranks, bool quick, const std::string& json_path) {
+json run_comm_bench_child(int ranks, bool quick, const std::string& json_path,
+                          const std::vector<std::string>& cluster_args) {
   // Sizes: 1 KiB to 256 MiB by 4x as the per-collective target; --quick keeps three small sizes.
   // --repeats 3: the fastest of three timed loops per size, so one loop that waited for a busy core does not
-  // become the fitted figure (a shared 2-core machine; see lab/comm/bench.hpp).
+  // become the fitted figure (a shared 2-core machine; see lab/comm/bench.hpp). Over an emulated link (a few
+  // hundred Mbit/s: 64 MiB takes seconds) up to 64 MiB, fewer calls.
   std::vector<std::string> args = {self_exe(), "comm-bench", "--ranks", std::to_string(ranks)};
+  const bool cluster = !cluster_args.empty();
   const std::vector<std::string> sizes =
-      quick ? std::vector<std::string>{"-b", "1K", "-e", "1M", "-f", "32", "-n", "3", "-w", "1", "-c", "0"}
-            : std::vector<std::string>{"-b", "1K", "-e", "256M", "-f", "4", "-n", "5", "-w", "2", "--repeats", "3"};
+      quick     ? std::vector<std::string>{"-b", "1K", "-e", "1M", "-f", "32", "-n", "3", "-w", "1", "-c", "0"}
+      : cluster ? std::vector<std::string>{"-b", "1K", "-e", "64M", "-f", "4", "-n", "3", "-w", "1", "--repeats", "2"}
+                : std::vector<std::string>{"-b", "1K", "-e", "256M", "-f", "4", "-n", "5", "-w", "2", "--repeats", "3"};
   args.insert(args.end(), sizes.begin(), sizes.end());
+  args.insert(args.end(), cluster_args.begin(), cluster_args.end());
   args.insert(args.end(), {"--json", json_path});
   std::printf("calibrate: %s\n", join(args).c_str());
   const int status = run_child(args);
@@ -356,9 +363,18 @@ json run_comm_bench_child(int ranks, bool quick, const std::string& json_path) {
 
 namespace {
 
-// The config calibrate measures: the given one (or `small` with micro-batch 4) on synthetic tokens, at `ranks`.
+// The config calibrate measures: the given one (or `small` with micro-batch 4) on synthetic tokens, at `ranks`
+// (every rank of the cluster with --nodes: they all share this machine's cores).
 Config calibration_config(const CalibrateOptions& options) {
-  if (options.ranks < 2) {
+  if (options.nodes < 1)
+    throw std::invalid_argument("calibrate: --nodes " + std::to_string(options.nodes) + " must be >= 1");
+  if (options.nodes > 1 && options.inter_link.empty())
+    throw std::invalid_argument(
+        "calibrate: --nodes " + std::to_string(options.nodes) +
+        " needs --inter-link RATE (the inter_node model holds for the rate it was measured at)");
+  if (options.nodes > 1 && options.ranks < 1)
+    throw std::invalid_argument("calibrate: --ranks " + std::to_string(options.ranks) + " per node must be >= 1");
+  if (options.nodes == 1 && options.ranks < 2) {
     throw std::invalid_argument("calibrate: --ranks " + std::to_string(options.ranks) +
                                 " must be >= 2 (the communication fit needs a group of at least two)");
   }
@@ -369,7 +385,9 @@ Config calibration_config(const CalibrateOptions& options) {
                                 "-rank job; run dtlab calibrate from a plain shell (it starts its own ranks)");
   }
   std::vector<std::string> overrides = options.overrides;
-  if (options.config_path.empty()) overrides.insert(overrides.begin(), {"model.preset=small", "train.micro_batch=4"});
+  if (options.config_path.empty())  // one micro-batch of 4 per rank, whatever the rank count
+    overrides.insert(overrides.begin(), {"model.preset=small", "train.micro_batch=4",
+                                         "train.global_batch=" + std::to_string(4 * options.ranks)});
   overrides.push_back("data.source=synthetic");  // timing does not depend on the tokens; no data file needed
   return load_config(options.config_path, overrides, options.ranks);
 }
@@ -412,8 +430,9 @@ void print_compute(const ComputeCalibration& compute, int ranks) {
   std::fflush(stdout);
 }
 
-void print_comm(const analysis::CommModel& comm, int ranks) {
-  std::printf("  communication (%s, %d ranks), fitted:\n", comm.backend.c_str(), ranks);
+void print_comm(const analysis::CommModel& comm, int ranks, const std::string& level) {
+  std::printf("  communication (%s, %d ranks%s), fitted:\n", comm.backend.c_str(), ranks,
+              level.empty() ? "" : (", " + level).c_str());
   const auto rate = [](double us_per_byte) {  // 1/β as GB/s; "–" for a zero coefficient
     char buf[32];
     if (us_per_byte > 0) std::snprintf(buf, sizeof buf, "%.2f GB/s", 1e-3 / us_per_byte);
@@ -425,9 +444,50 @@ void print_comm(const analysis::CommModel& comm, int ranks) {
   }
 }
 
+// The communication side: one loopback comm-bench, or on an emulated cluster one per level (calibrate.hpp, step 5).
+struct CommCalibration {
+  analysis::CommModel intra;
+  std::optional<analysis::CommModel> inter;
+  int ranks_per_node = kCpuRanksPerNode;
+  double inter_link_bps = 0, intra_link_bps = 0;
+  std::vector<std::string> files;  // the comm-bench documents, next to the profile
+};
+
+CommCalibration calibrate_comm(const CalibrateOptions& options, int ranks_per_node, const fs::path& dir) {
+  CommCalibration c;
+  const std::string intra_path = (dir / "comm_bench.json").string();
+  c.files.push_back(intra_path);
+  if (options.nodes == 1) {
+    c.intra = analysis::fit_comm_model(run_comm_bench_child(options.ranks, options.quick, intra_path));
+    return c;
+  }
+  std::vector<std::string> cluster = {"--nodes", std::to_string(options.nodes), "--inter-link", options.inter_link};
+  if (!options.intra_link.empty()) cluster.insert(cluster.end(), {"--intra-link", options.intra_link});
+  const auto with_group = [&](const char* group) {
+    std::vector<std::string> args = cluster;
+    args.insert(args.end(), {"--group", group});
+    return args;
+  };
+  // Intra-node: the node's own ranks on every node at once; with one rank per node, a loopback pair.
+  const json intra_bench = ranks_per_node >= 2
+                               ? run_comm_bench_child(ranks_per_node, options.quick, intra_path, with_group("node"))
+                               : run_comm_bench_child(2, options.quick, intra_path);
+  c.intra = analysis::fit_comm_model(intra_bench);
+  const std::string inter_path = (dir / "comm_bench_inter.json").string();
+  c.files.push_back(inter_path);
+  c.inter =
+      analysis::fit_comm_model(run_comm_bench_child(ranks_per_node, options.quick, inter_path, with_group("cross")));
+  c.ranks_per_node = ranks_per_node;
+  c.inter_link_bps = parse_link_rate(options.inter_link, "--inter-link").bits_per_s;
+  if (!options.intra_link.empty() && options.intra_link != "none")
+    c.intra_link_bps = parse_link_rate(options.intra_link, "--intra-link").bits_per_s;
+  return c;
+}
+
 // The machine profile document (analysis/cost/profile.hpp's format) from what was measured.
 json profile_document(const CalibrateOptions& options, const Config& config, const ComputeCalibration& compute,
-                      const analysis::CommModel& comm, const std::string& host, const std::string& when) {
+                      const CommCalibration& comm_levels, const std::string& host, const std::string& when) {
+  const analysis::CommModel& comm = comm_levels.intra;
   json profile = {
       {"name", host + "_cpu"},
       {"kind", "measured"},
@@ -442,7 +502,9 @@ json profile_document(const CalibrateOptions& options, const Config& config, con
         {"threads", compute.threads},
         {"cores", compute.cores}}},
       {"comm",
-       {{"ranks_per_node", kCpuRanksPerNode}, {"intra_node", comm.to_json()}, {"measured_world_size", options.ranks}}},
+       {{"ranks_per_node", comm_levels.ranks_per_node},
+        {"intra_node", comm.to_json()},
+        {"measured_world_size", options.ranks}}},
       {"host_device_GBps", compute.copy_GBps},
       {"notes",
        {"compute rates hold for " + std::to_string(compute.threads) + " intra-op thread(s) per rank on " +
@@ -460,6 +522,21 @@ json profile_document(const CalibrateOptions& options, const Config& config, con
         "comm: Gloo over loopback TCP, fitted to comm-bench " +
             std::string(options.quick ? "1 KiB-1 MiB (--quick)" : "1 KiB-256 MiB") + " at " +
             std::to_string(options.ranks) + " ranks"}}};
+  if (comm_levels.inter) {
+    json& c = profile["comm"];
+    c["inter_node"] = comm_levels.inter->to_json();
+    c["ranks_per_link"] = comm_levels.ranks_per_node;  // one link per emulated node, shared by its ranks
+    c["inter_link_bps"] = comm_levels.inter_link_bps;
+    if (comm_levels.intra_link_bps > 0) c["intra_link_bps"] = comm_levels.intra_link_bps;
+    json& notes = profile["notes"];
+    notes.back() = "comm.intra_node: Gloo inside a node of the emulated cluster (comm-bench --group node, " +
+                   std::to_string(comm_levels.ranks_per_node) + " ranks per node" +
+                   (comm_levels.ranks_per_node < 2 ? "; one rank per node, so a loopback pair" : "") + ")";
+    notes.push_back("comm.inter_node: Gloo across " + std::to_string(options.nodes) + " emulated nodes over a " +
+                    options.inter_link +
+                    " tbf link, one rank per node sending (comm-bench --group cross); ranks_per_link: the node's "
+                    "ranks share that one link");
+  }
   if (compute.train_efficiency < compute.model_tflops / compute.matmul_tflops.at(compute.train_dtype)) {
     profile["notes"].push_back("train_efficiency capped at 1: the training step ran faster than the GEMM benchmark");
   }
@@ -469,7 +546,10 @@ json profile_document(const CalibrateOptions& options, const Config& config, con
 
 }  // namespace
 
-int run_calibrate(const CalibrateOptions& options) {
+int run_calibrate(const CalibrateOptions& given) {
+  // With --nodes, `ranks` is per node; everything measured on this machine runs every rank of the cluster.
+  CalibrateOptions options = given;
+  if (given.nodes > 1 && given.ranks >= 1) options.ranks = given.nodes * given.ranks;
   const Config config = calibration_config(options);
   const int threads = calibration_threads(config, options.ranks);
 
@@ -492,9 +572,7 @@ int run_calibrate(const CalibrateOptions& options) {
 
   const ComputeCalibration compute = measure_compute_alongside_companions(config, threads, options);
   print_compute(compute, options.ranks);
-  const std::string bench_path = (dir / "comm_bench.json").string();
-  const json bench = run_comm_bench_child(options.ranks, options.quick, bench_path);
-  const analysis::CommModel comm = analysis::fit_comm_model(bench);
+  const CommCalibration comm = calibrate_comm(options, given.ranks, dir);
 
   const json profile = profile_document(options, config, compute, comm, host, when);
   // Validate through the loader the predictions use, then write with its writer.
@@ -504,12 +582,14 @@ int run_calibrate(const CalibrateOptions& options) {
                        {"started_at", when},          {"command", options.command},
                        {"ranks", options.ranks},      {"quick", options.quick},
                        {"config", to_json(config)},   {"compute", compute.details},
-                       {"comm_bench", bench_path}};
+                       {"nodes", options.nodes},      {"inter_link", options.inter_link},
+                       {"comm_bench", comm.files}};
   write_file_atomic((dir / "calibration.json").string(), record.dump(1) + "\n");
 
-  print_comm(comm, options.ranks);
-  std::printf("wrote %s (kind measured) and, next to it, comm_bench.json and calibration.json\n",
-              options.out_path.c_str());
+  print_comm(comm.intra, comm.inter ? given.ranks : options.ranks, comm.inter ? "intra-node" : "");
+  if (comm.inter) print_comm(*comm.inter, options.nodes, ("inter-node, " + options.inter_link).c_str());
+  std::printf("wrote %s (kind measured) and, next to it, %s and calibration.json\n", options.out_path.c_str(),
+              comm.inter ? "comm_bench.json, comm_bench_inter.json" : "comm_bench.json");
   return 0;
 }
 

@@ -18,7 +18,11 @@
 //   the same time: the ranks of a job share cores, caches and memory bandwidth, and the studies measure that.
 //   4. a host-to-host copy of the model's fp32 parameters -> host_device_GBps (what offload costs on CPU)
 //   5. `<this exe> comm-bench --ranks N -b 1K -e 256M -f 4 ... --json <dir>/comm_bench.json` as a child process,
-//      then fit_comm_model (analysis/cost/fit.hpp) -> comm.intra_node (α, β, γ per op and algorithm)
+//      then fit_comm_model (analysis/cost/fit.hpp) -> comm.intra_node (α, β, γ per op and algorithm).
+//      With --nodes M (ranks K per node, --inter-link R): comm-bench on the emulated cluster, `--group node` ->
+//      comm.intra_node (comm_bench.json; a 2-rank loopback run when K = 1) and `--group cross` (1 KiB-64 MiB: the
+//      slow link) -> comm.inter_node (comm_bench_inter.json), both levels fitted alike:
+//        dtlab calibrate --out p.json --nodes 2 --ranks 2 --inter-link 1gbit
 // Threads: compute is measured with the thread count a rank of an N-rank job uses (train.threads, else
 // cores / N, as configure_threads does), recorded as compute.threads; the profile holds for that count.
 // Shapes: the config's model and per-rank micro-batch (default: `small`, micro_batch 4 — the sharding study).
@@ -53,6 +57,11 @@ struct CalibrateOptions {
   std::string command;                 // the command line, recorded in the profile's source
   StrategyFactory make_strategy;  // REQUIRES: set; the reference strategy (kReferenceStrategy) times the training step
   bool compute_only = false;      // a companion process: run the compute measurements only (load beside the real one)
+  // An emulated cluster (dtlab launch --nodes): nodes > 1 makes `ranks` the ranks per node, runs comm-bench on the
+  // cluster with --group node (-> intra_node; a loopback pair when ranks is 1) and --group cross (-> inter_node at
+  // inter_link), and records ranks_per_node, ranks_per_link (= ranks: one link per node) and the link rates.
+  int nodes = 1;
+  std::string inter_link, intra_link;  // "1gbit"; "" = unshaped
 };
 
 // The compute side of a calibration (steps 1-4 above).
@@ -86,7 +95,9 @@ ComputeCalibration calibrate_compute(const Config& config, int threads, bool qui
 
 // Step 5's child process; returns the document comm-bench wrote to json_path. Throws std::runtime_error
 // naming the command and its exit status when it fails.
-nlohmann::json run_comm_bench_child(int ranks, bool quick, const std::string& json_path);
+// `cluster_args` are added to comm-bench's (--nodes, --inter-link, --group ...); with them the largest size is 64 MiB.
+nlohmann::json run_comm_bench_child(int ranks, bool quick, const std::string& json_path,
+                                    const std::vector<std::string>& cluster_args = {});
 
 // The whole command: measures, fits, writes the profile (validated by analysis/cost/profile.hpp's loader) and
 // the side files, prints a summary. Returns the exit status.

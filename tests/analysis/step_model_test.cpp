@@ -227,5 +227,71 @@ TEST(StepModel, GroupsSpanningNodesUseTheInterNodeModel) {
   EXPECT_TRUE(saw_replica_embedding && saw_gather_embedding);
 }
 
+// Hybrid's replica groups {0, 2} and {1, 3} cross the nodes side by side: with one link per node (ranks_per_link 2)
+// both streams share it, so each call's β term doubles; α and γ do not change. With a link per rank (1) they don't.
+TEST(StepModel, ReplicaGroupsSharingANodesLinkPayItsRateTwice) {
+  const Config c = tiny({"parallel.strategy=fsdp_hybrid", "parallel.shard_size=2"}, 4);
+  MachineProfile own_links = synthetic();
+  own_links.comm.inter_node = distinct_comm(10);
+  MachineProfile shared = own_links;
+  shared.comm.ranks_per_link = 2;
+  bool saw_replica = false;
+  for (const auto& col : cost_plan(c, 0).collectives) {
+    const double alone = planned_collective_us(col, c, own_links), sharing = planned_collective_us(col, c, shared);
+    if (col.stride == 1) {
+      EXPECT_DOUBLE_EQ(sharing, alone) << col.what << ": inside a node, no link shared";
+      continue;
+    }
+    saw_replica = true;
+    EXPECT_EQ(link_sharing(col, shared), 2) << col.what;
+    const CostShape shape = cost_shape(col.op, col.algorithm, col.bytes, col.group_size);
+    const CollectiveCost& k = shared.comm.inter_node->ops.at(col.op + "/" + col.algorithm);
+    EXPECT_NEAR(sharing - alone, shape.beta * k.beta_us_per_byte, 1e-9) << col.what;
+  }
+  EXPECT_TRUE(saw_replica);
+}
+
+// DDP across 2 nodes x 2 with parallel.collectives=auto: each bucket is a reduce-scatter in the node (delays
+// backward), an all-reduce of half the bucket across nodes (overlaps it) and an all-gather in the node (after
+// backward). tiny's one bucket is ready only at the end of backward, so everything is exposed: the three calls
+// plus the loss all-reduce; flat: the one all-reduce over 4 ranks on the inter-node model.
+TEST(StepModel, DdpHierarchicalBucketIsThreeCallsOnTheirLevels) {
+  Config c = tiny({"parallel.strategy=ddp"}, 4);
+  c.ranks_per_node = 2;
+  MachineProfile p = synthetic();
+  p.comm.inter_node = distinct_comm(10);
+  p.comm.ranks_per_link = 2;
+  const CostPlan plan = cost_plan(c, 0);
+  double calls_us = 0;
+  int levels = 0;
+  for (const auto& col : plan.collectives) {
+    if (col.phase != "backward") continue;
+    ++levels;
+    calls_us += planned_collective_us(col, c, p);
+  }
+  ASSERT_EQ(levels, 3);
+  // reduce_scatter/ring p=2 S=494 848: 400 + (1/2)·S·(4e-3 + 4e-4) = 1488.6656; all_gather/ring: 300 + (1/2)·S·3e-3
+  // = 1042.272; all_reduce/backend across nodes p=2, S/2 = 247 424, sharing 2 on the inter model (×10):
+  // 2·1000 + 2·247 424·1e-2 + (1/2)·247 424·2e-3 = 2000 + 4948.48 + 247.424 = 7195.904.
+  EXPECT_NEAR(calls_us, 1488.6656 + 1042.272 + 7195.904, 1e-6);
+  const StepPrediction s = predict_step(c, plan, p);
+  const double loss_us = 2 * 3 * 1000 + 2 * 0.75 * 8 * 1e-2 + 0.75 * 8 * 2e-3;  // over 4 ranks, spans: inter
+  EXPECT_NEAR(s.exposed_comm_ms, (calls_us + loss_us) / 1e3, 1e-9);
+
+  Config flat = c;
+  flat.parallel.collectives = "flat";
+  int flat_calls = 0;
+  for (const auto& col : cost_plan(flat, 0).collectives)
+    if (col.phase == "backward") {
+      ++flat_calls;
+      EXPECT_EQ(col.group_size, 4);
+      bool inter = false;
+      planned_collective_us(col, flat, p, &inter);
+      EXPECT_TRUE(inter) << "a ring over both nodes crosses the link";
+      EXPECT_EQ(link_sharing(col, p), 1) << "one ring, one stream per link";
+    }
+  EXPECT_EQ(flat_calls, 1);
+}
+
 }  // namespace
 }  // namespace dtlab::analysis

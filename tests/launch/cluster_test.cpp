@@ -183,9 +183,9 @@ TEST_F(ClusterTest, IntraNodeTrafficStaysInsideAndInterNodeTrafficCrossesTheShap
 
 // Rank 1 fails only once rank 0 has written its pid, so the check that rank 0 was stopped has a pid to look at.
 TEST_F(ClusterTest, RankFailureStopsTheJobAndRemovesTheCluster) {
-  const LaunchRun run = run_dtlab({"launch", "--nodes", "2", "-n", "1", "/bin/sh", "-c",
-                                   write_pid("$$", "pid$RANK") + "; if [ $RANK = 1 ]; then " + wait_file("pid0") +
-                                       "; exit 3; fi; sleep 300"});
+  const LaunchRun run = run_dtlab(
+      {"launch", "--nodes", "2", "-n", "1", "/bin/sh", "-c",
+       write_pid("$$", "pid$RANK") + "; if [ $RANK = 1 ]; then " + wait_file("pid0") + "; exit 3; fi; sleep 300"});
   ASSERT_FALSE(run.timed_out);
   EXPECT_EQ(run.exit_code, 1) << run.err;
   EXPECT_NE(run.err.find("rank 1 exited with code 3"), std::string::npos) << run.err;
@@ -312,6 +312,17 @@ TEST_F(ClusterTest, ATrainingRunRecordsTheTopologyAndTheReportShowsIt) {
   for (const char* want : {"reduce_scatter@intra", "all_reduce@inter", "all_gather@intra"})
     EXPECT_TRUE(levels.count(want)) << want << " in " << result.at("collectives").dump(2);
   EXPECT_FALSE(levels.count("all_reduce@world")) << "DDP's buckets went flat";
+  // The plan the prediction is built from knows the same three calls and their bytes per step (rank 0's records).
+  std::map<std::string, double> measured, planned;
+  for (const nlohmann::json& c : result.at("collectives"))
+    if (c.at("level") != "world")
+      measured[c.at("op").get<std::string>() + "/" + c.at("algorithm").get<std::string>()] +=
+          c.at("bytes_per_step").get<double>();
+  for (const nlohmann::json& row : result.at("prediction").at("comm").at("by_op"))
+    if (row.at("bytes_per_step").get<double>() > 8)  // the 8-byte grad-norm all-reduce is not a level's
+      planned[row.at("op").get<std::string>() + "/" + row.at("algorithm").get<std::string>()] +=
+          row.at("bytes_per_step").get<double>();
+  EXPECT_EQ(planned, measured) << result.at("prediction").dump(2);
   const LaunchRun report = run_dtlab({"report", path("runs"), "-o", path("report")});
   ASSERT_EQ(report.exit_code, 0) << report.err;
   std::ifstream html_file(path("report/index.html"));
@@ -319,6 +330,66 @@ TEST_F(ClusterTest, ATrainingRunRecordsTheTopologyAndTheReportShowsIt) {
   EXPECT_NE(html.find("<th>links</th>"), std::string::npos);
   EXPECT_NE(html.find(R"(4 <span class="range">(2 nodes &times; 2)</span>)"), std::string::npos);
   EXPECT_NE(html.find("<td>between nodes 1 Gbit/s, inside unshaped</td>"), std::string::npos);
+}
+
+// comm-bench on one level of the cluster: --group cross runs one rank per node (the others wait) and names the
+// group, its size and the inter-node pair in table and JSON; --group node runs each node's ranks.
+TEST_F(ClusterTest, CommBenchRunsOneLevelWithGroup) {
+  for (const std::string group : {"cross", "node"}) {
+    SCOPED_TRACE(group);
+    const std::string json = path("bench_" + group + ".json");
+    const LaunchRun run = run_dtlab({"comm-bench", "--nodes", "2",  "--ranks", "2",          "--inter-link", "1gbit",
+                                     "--group",    group,     "-b", "64K",     "-e",         "64K",          "-n",
+                                     "1",          "-w",      "0",  "--op",    "all_gather", "--json",       json});
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    EXPECT_NE(run.out.find("# group " + group + ": 2 ranks each"), std::string::npos) << run.out;
+    EXPECT_NE(run.out.find("# Wrong elements       : 0 OK"), std::string::npos) << run.out;
+    std::ifstream in(json);
+    const nlohmann::json doc = nlohmann::json::parse(in);
+    EXPECT_EQ(doc.at("group"), group);
+    EXPECT_EQ(doc.at("group_size"), 2);
+    EXPECT_EQ(doc.at("world_size"), 4);
+    EXPECT_EQ(doc.at("p2p").at("peer"), group == "cross" ? 2 : 1) << doc.dump(2);
+  }
+}
+
+// `dtlab calibrate --nodes 2` fits both levels: intra_node from the node groups, inter_node from the cross groups
+// at the link's rate, one link per node shared by its ranks; `dtlab predict` moves that profile to another rate.
+TEST_F(ClusterTest, CalibrateOnAClusterFitsBothLevelsAndPredictMovesThemToAnotherLink) {
+  const std::string profile_path = path("cal/profile.json");
+  const LaunchRun calibrate = run_dtlab(
+      {"calibrate", "--quick", "--nodes", "2", "--ranks", "2", "--inter-link", "1gbit", "--out", profile_path});
+  ASSERT_EQ(calibrate.exit_code, 0) << calibrate.out << calibrate.err;
+  std::ifstream in(profile_path);
+  const nlohmann::json profile = nlohmann::json::parse(in);
+  const nlohmann::json& comm = profile.at("comm");
+  EXPECT_EQ(comm.at("ranks_per_node"), 2);
+  EXPECT_EQ(comm.at("ranks_per_link"), 2);
+  EXPECT_EQ(comm.at("inter_link_bps"), 1e9);
+  EXPECT_TRUE(comm.at("inter_node").at("ops").contains("all_reduce/backend")) << comm.dump(2);
+  EXPECT_TRUE(comm.at("intra_node").at("ops").contains("reduce_scatter/ring")) << comm.dump(2);
+  for (const auto& [file, group] : {std::pair{"cal/comm_bench.json", "node"}, {"cal/comm_bench_inter.json", "cross"}}) {
+    std::ifstream bench_file(path(file));
+    EXPECT_EQ(nlohmann::json::parse(bench_file).at("group"), group) << file;
+  }
+  const std::string config = std::string(DTLAB_SOURCE_DIR) + "/scenarios/configs/baseline.yaml";
+  const auto predicted_inter_ms = [&](const std::string& rate) {
+    const LaunchRun predict = run_dtlab({"predict", "--config", config, "--profile", profile_path, "--nodes", "2",
+                                         "--ranks-per-node", "2", "--inter-link", rate, "parallel.strategy=ddp",
+                                         "model.preset=tiny", "train.global_batch=8", "train.micro_batch=2"});
+    EXPECT_EQ(predict.exit_code, 0) << predict.err;
+    const nlohmann::json j = nlohmann::json::parse(predict.out);
+    EXPECT_NE(j.at("notes").dump().find("scaled to " + std::string(rate == "200mbit" ? "200 Mbit/s" : "1 Gbit/s")),
+              std::string::npos)
+        << j.at("notes").dump(2);
+    for (const nlohmann::json& row : j.at("comm").at("by_op"))
+      if (row.at("op") == "all_reduce" && row.at("bytes_per_step").get<double>() > 8)
+        return row.at("time_ms").get<double>();
+    ADD_FAILURE() << "no cross-node all-reduce in " << j.dump(2);
+    return 0.0;
+  };
+  EXPECT_GT(predicted_inter_ms("200mbit"), 2.0 * predicted_inter_ms("1gbit"))
+      << "a 5x slower link: the cross-node all-reduce of the hierarchical DDP takes much longer";
 }
 
 // Without the capabilities: one message naming them and the way out, exit 2, nothing built. setpriv drops them from

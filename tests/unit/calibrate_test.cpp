@@ -76,6 +76,8 @@ TEST(Calibrate, RefusesOneRankAndPredictionOnlyShapes) {
   EXPECT_NE(read_text(log).find("--ranks 1 must be >= 2"), std::string::npos) << read_text(log);
   EXPECT_NE(run(kDtlab + " calibrate --quick --out " + (tmp.path() / "p.json").string() + " model.preset=7b", log), 0);
   EXPECT_NE(read_text(log).find("prediction-only"), std::string::npos) << read_text(log);
+  EXPECT_NE(run(kDtlab + " calibrate --quick --nodes 2 --ranks 2 --out " + (tmp.path() / "p.json").string(), log), 0);
+  EXPECT_NE(read_text(log).find("--nodes 2 needs --inter-link RATE"), std::string::npos) << read_text(log);
   EXPECT_FALSE(fs::exists(tmp.path() / "p.json"));
 }
 

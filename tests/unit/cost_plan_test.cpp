@@ -80,5 +80,50 @@ TEST(CostPlan, DdpAllReducesEveryGradientByteOncePerStep) {
   EXPECT_EQ(cost_plan(bf16).state.buffers, numel * 2);
 }
 
+// Across 2 nodes x 2 (parallel.collectives=auto) every bucket goes as the hierarchical all-reduce runs it: per 16 MiB
+// piece a ring reduce-scatter and all-gather of the piece inside the node and the all-reduce of this rank's chunk
+// across nodes (stride 2); on one node, or with flat, one all-reduce over the world.
+TEST(CostPlan, DdpAcrossNodesPlansTheHierarchicalAllReducePerPiece) {
+  Config c = tiny({"parallel.strategy=ddp", "parallel.bucket_cap_mb=100"}, 4);
+  c.model.vocab_size = 8192;  // an embedding of 8192 x 64: 2 MiB; with every other gradient one bucket
+  c.model.d_model = 1024;     // ... of more than 16 MiB: two pieces
+  c.model.n_heads = 8;
+  c.model.n_kv_heads = 8;
+  c.model.ffn_hidden = 2048;
+  c.ranks_per_node = 2;
+  int64_t numel = 0;
+  for (const auto& p : param_shapes(c.model)) numel += p.numel;
+  for (int rank : {0, 1}) {
+    int64_t gathered = 0, crossing = 0, pieces = 0;
+    for (const auto& col : cost_plan(c, rank).collectives) {
+      if (col.phase != "backward") continue;
+      if (col.op == "reduce_scatter") {
+        ++pieces;
+        EXPECT_EQ(col.group_size, 2);
+        EXPECT_EQ(col.stride, 1);
+        EXPECT_LE(col.bytes, int64_t{16} << 20);
+      } else if (col.op == "all_gather") {
+        gathered += col.bytes;
+      } else {
+        ASSERT_EQ(col.op, "all_reduce");
+        EXPECT_EQ(col.group_size, 2) << "the two nodes";
+        EXPECT_EQ(col.stride, 2);
+        crossing += col.bytes;
+      }
+    }
+    EXPECT_GE(pieces, 2) << "a bucket over 16 MiB goes in pieces";
+    EXPECT_EQ(gathered, numel * 4);
+    EXPECT_NEAR(static_cast<double>(crossing), numel * 4 / 2.0, 4.0 * pieces) << "rank " << rank << "'s half";
+  }
+  c.parallel.collectives = "flat";
+  const CostPlan flat = cost_plan(c);
+  EXPECT_EQ(flat.step_bytes(), numel * 4);
+  for (const auto& col : flat.collectives)
+    if (col.phase == "backward") EXPECT_EQ(col.group_size, 4);
+  c.parallel.collectives = "auto";
+  c.ranks_per_node = 0;  // one node
+  EXPECT_EQ(cost_plan(c).step_bytes(), numel * 4);
+}
+
 }  // namespace
 }  // namespace dtlab

@@ -41,9 +41,10 @@ class HierarchicalComm;
 
 namespace dtlab::comm_bench {
 
-// The groups a case may run on: the whole job, and its nodes and cross-node groups when it spans several nodes.
+// The groups a case may run on: `group` (the whole job, or with --group this rank's node or cross-node group), and
+// the job's nodes and cross-node groups when it spans several nodes (all_reduce/hierarchical).
 struct CaseComms {
-  Comm& world;
+  Comm& group;
   HierarchicalComm* two_level = nullptr;  // null on one node
 };
 

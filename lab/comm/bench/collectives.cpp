@@ -53,7 +53,7 @@ class FullInputCase : public CollectiveCase {
 class AllReduceCase final : public FullInputCase {
  public:
   AllReduceCase(const CaseComms& comms, const std::string& algorithm, int64_t count, at::ScalarType type, bool in_place)
-      : FullInputCase(comms.world, algorithm, count, type, in_place, count),
+      : FullInputCase(comms.group, algorithm, count, type, in_place, count),
         two_level_(algorithm == "hierarchical" ? comms.two_level : nullptr) {
     if (algorithm == "hierarchical" && two_level_ == nullptr)
       throw std::invalid_argument("comm-bench: all_reduce/hierarchical needs a job across nodes (--nodes 2 or more)");
@@ -96,7 +96,7 @@ class ReduceScatterCase final : public FullInputCase {
  public:
   ReduceScatterCase(const CaseComms& comms, const std::string& algorithm, int64_t count, at::ScalarType type,
                     bool in_place)
-      : FullInputCase(comms.world, algorithm, count, type, in_place, count / comms.world.size()) {}
+      : FullInputCase(comms.group, algorithm, count, type, in_place, count / comms.group.size()) {}
   void run() override {
     comm_.reduce_scatter(in_place_ ? slice_ : output_, in_place_ ? buffer_ : input_, algorithm_, kWho).wait();
   }
@@ -115,7 +115,7 @@ std::string reduce_scatter_runs(const std::string& algorithm) {
 class BroadcastCase final : public FullInputCase {
  public:
   BroadcastCase(const CaseComms& comms, const std::string& algorithm, int64_t count, at::ScalarType type, bool in_place)
-      : FullInputCase(comms.world, algorithm, count, type, in_place, count) {}
+      : FullInputCase(comms.group, algorithm, count, type, in_place, count) {}
   void run() override {
     if (!in_place_ && comm_.rank() == 0) output_.copy_(input_);
     comm_.broadcast(in_place_ ? buffer_ : output_, 0, kWho).wait();
@@ -133,7 +133,7 @@ std::string broadcast_runs(const std::string&) {
 class AllGatherCase final : public CollectiveCase {
  public:
   AllGatherCase(const CaseComms& comms, const std::string& algorithm, int64_t count, at::ScalarType type, bool in_place)
-      : CollectiveCase(comms.world, algorithm, count, type, in_place) {
+      : CollectiveCase(comms.group, algorithm, count, type, in_place) {
     output_ = at::empty({count_}, options());
     input_ = in_place_ ? output_.narrow(0, offset(), chunk_) : at::empty({chunk_}, options());
   }

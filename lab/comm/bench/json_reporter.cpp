@@ -38,7 +38,9 @@ class JsonReporter final : public Reporter {
   void end(const BenchSummary& s) override {
     nlohmann::json doc = {{"tool", "dtlab comm-bench"},
                           {"backend", "gloo"},
-                          {"world_size", header_.ranks},
+                          {"world_size", header_.job_ranks},
+                          {"group", header_.group},
+                          {"group_size", header_.ranks},
                           {"host", header_.host},
                           {"dtype", header_.dtype},
                           {"iters", header_.iters},

@@ -27,7 +27,9 @@ struct Row {
 
 // What every report opens with.
 struct BenchHeader {
-  int ranks = 0;
+  int ranks = 0;                  // the group's size: what every row ran over
+  std::string group;              // world | node | cross (bench.hpp)
+  int job_ranks = 0;              // every rank of the job
   std::string host, dtype, load;  // load: "load average 1.20 on 2 cores" at the start
   int64_t min_bytes = 0, max_bytes = 0;
   double factor = 0;
@@ -45,6 +47,7 @@ struct BenchSeries {
 struct P2pFigure {
   int64_t bytes = 0;
   double time_us = 0, GBps = 0;
+  int peer = 1;  // rank 0 <-> this rank
 };
 
 // The nodes the ranks span (dtlab launch --nodes, or another launcher's LOCAL_WORLD_SIZE < WORLD_SIZE).

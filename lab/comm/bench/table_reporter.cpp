@@ -55,6 +55,10 @@ class TableReporter final : public Reporter {
                "check %s",
                h.ranks, h.host.c_str(), h.dtype.c_str(), static_cast<long long>(h.min_bytes),
                static_cast<long long>(h.max_bytes), h.factor, h.iters, h.warmup, h.check ? "on" : "off"));
+    if (h.group != "world")
+      line(format("# group %s: %d ranks each (%s), of the job's %d", h.group.c_str(), h.ranks,
+                  h.group == "node" ? "every node's ranks at once" : "one rank per node; the others wait",
+                  h.job_ranks));
     line("# " + h.load + " at start");
     line(h.repeats > 1 ? format("# time = the smallest of %d repeats of the timed loop (--repeats), each a mean per "
                                 "call, max over ranks",
@@ -114,11 +118,16 @@ class TableReporter final : public Reporter {
     line(format("# Avg bus bandwidth    : %.4f", s.avg_busbw_GBps));
     if (s.p2p) {
       // On an emulated cluster ranks 0 and 1 share a node; the flat ring's slowest hop is the inter-node one.
-      const bool inside_a_node = s.cluster && s.cluster->ranks_per_node > 1;
+      const bool inside_a_node = s.cluster && s.p2p->peer < s.cluster->ranks_per_node;
+      const bool across_nodes = s.cluster && !inside_a_node;
       line(
-          format("# Point-to-point       : %.4f GB/s per direction (Gloo send/recv, ranks 0 <-> 1%s, both directions "
+          format("# Point-to-point       : %.4f GB/s per direction (Gloo send/recv, ranks 0 <-> %d%s, both directions "
                  "at once, 64 MiB, %.1f us)",
-                 s.p2p->GBps, inside_a_node ? " inside node 0" : "", s.p2p->time_us));
+                 s.p2p->GBps, s.p2p->peer,
+                 inside_a_node  ? " inside node 0"
+                 : across_nodes ? " across nodes"
+                                : "",
+                 s.p2p->time_us));
       const P2pFigure& slowest = s.p2p_inter ? *s.p2p_inter : *s.p2p;
       if (const Row* r = s.all_reduce_at_p2p_size)
         line(

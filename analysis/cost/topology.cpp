@@ -1,0 +1,92 @@
+// topology.cpp: on_topology (see topology.hpp).
+#include "analysis/cost/topology.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <stdexcept>
+#include <string>
+
+namespace dtlab::analysis {
+namespace {
+
+std::string rate_text(double bits_per_s) {
+  char text[32];
+  if (bits_per_s >= 1e9)
+    std::snprintf(text, sizeof text, "%g Gbit/s", bits_per_s / 1e9);
+  else
+    std::snprintf(text, sizeof text, "%g Mbit/s", bits_per_s / 1e6);
+  return text;
+}
+
+// Applies `beta_of(key, β, large)` to both regimes of every op of `model`.
+void map_betas(CommModel& model, const std::function<double(const std::string&, double, bool)>& beta_of) {
+  for (auto& [key, cost] : model.ops) {
+    cost.beta_us_per_byte = beta_of(key, cost.beta_us_per_byte, false);
+    if (cost.large_from_bytes > 0) cost.large_beta_us_per_byte = beta_of(key, cost.large_beta_us_per_byte, true);
+  }
+}
+
+// The same op's intra-node β in the same regime (0 when the intra model lacks the op).
+double intra_beta(const CommModel& intra, const std::string& key, bool large) {
+  const auto it = intra.ops.find(key);
+  if (it == intra.ops.end()) return 0;
+  return large && it->second.large_from_bytes > 0 ? it->second.large_beta_us_per_byte : it->second.beta_us_per_byte;
+}
+
+}  // namespace
+
+MachineProfile on_topology(const MachineProfile& profile, const Topology& t) {
+  if (t.nodes < 1 || t.ranks_per_node < 0 || t.ranks_per_link < 0)
+    throw std::invalid_argument("topology: nodes must be >= 1 and ranks_per_node, ranks_per_link >= 0");
+  if (!(t.inter_link_bps >= 0) || !(t.intra_link_bps >= 0) || !std::isfinite(t.inter_link_bps) ||
+      !std::isfinite(t.intra_link_bps))
+    throw std::invalid_argument("topology: link rates must be finite and >= 0 bit/s");
+  MachineProfile p = profile;
+  CommProfile& comm = p.comm;
+  const bool had_inter_model = comm.inter_node.has_value();
+  if (t.ranks_per_node > 0) comm.ranks_per_node = t.ranks_per_node;
+
+  if (t.intra_link_bps > 0) {
+    const double wire = wire_us_per_byte(t.intra_link_bps);
+    map_betas(comm.intra_node, [&](const std::string&, double beta, bool) { return std::max(beta, wire); });
+    comm.intra_link_bps = t.intra_link_bps;
+    p.notes.push_back("intra-node links at " + rate_text(t.intra_link_bps) + ": β = max(measured, wire time)");
+  }
+
+  if (t.inter_link_bps > 0) {
+    const double wire = wire_us_per_byte(t.inter_link_bps);
+    const CommModel& intra = comm.intra_node;
+    if (!had_inter_model) {
+      CommModel inter = intra;
+      map_betas(inter, [&](const std::string&, double beta, bool) { return std::max(beta, wire); });
+      comm.inter_node = inter;
+      p.notes.push_back("inter_node derived from intra_node: β = max(intra-node β, wire time at " +
+                        rate_text(t.inter_link_bps) + ")");
+    } else if (comm.inter_link_bps > 0) {
+      const double scale = comm.inter_link_bps / t.inter_link_bps;
+      map_betas(*comm.inter_node, [&](const std::string& key, double beta, bool large) {
+        return std::max(beta * scale, intra_beta(intra, key, large));
+      });
+      p.notes.push_back("inter_node measured at " + rate_text(comm.inter_link_bps) + ", scaled to " +
+                        rate_text(t.inter_link_bps) + " (β × " + std::to_string(scale) +
+                        ", never below the intra-node β)");
+    } else {
+      map_betas(*comm.inter_node, [&](const std::string&, double, bool) { return wire; });
+      p.notes.push_back("inter_node β set to the wire time at " + rate_text(t.inter_link_bps) +
+                        " (the profile records no measured link rate)");
+    }
+    comm.inter_link_bps = t.inter_link_bps;
+  }
+
+  if (t.ranks_per_link > 0)
+    comm.ranks_per_link = t.ranks_per_link;
+  else if (!had_inter_model && comm.inter_node)
+    comm.ranks_per_link = comm.ranks_per_node;  // the emulated cluster: one link per node
+  if (t.nodes > 1 || t.ranks_per_node > 0)
+    p.notes.push_back("topology " + std::to_string(t.nodes) + " node(s) x " + std::to_string(comm.ranks_per_node) +
+                      " ranks, " + std::to_string(comm.ranks_per_link) + " rank(s) per inter-node link");
+  return p;
+}
+
+}  // namespace dtlab::analysis
