@@ -165,8 +165,10 @@ MemoryPrediction predict_memory(const Config& config, const CostPlan& plan, cons
   m.peak_phase = a.phase;
   int64_t largest_gather = 0;
   for (const auto& c : plan.collectives)
-    if (c.op == "all_gather" && c.phase == "backward") largest_gather = std::max(largest_gather, c.bytes);
-  // Gloo stages a prefetched unit's gather: only plans that re-gather in backward prefetch into its peak.
+    if (c.op == "all_gather" && c.algorithm == "backend" && c.phase == "backward")
+      largest_gather = std::max(largest_gather, c.bytes);
+  // Gloo stages a prefetched unit's gather: only plans that re-gather in backward (with Gloo's own all-gather; the
+  // lab's ring, as in DDP's hierarchical all-reduce, writes in place) prefetch into its peak.
   if (comm_backend == "gloo" && config.parallel.prefetch && largest_gather > 0) {
     m.comm_staging = largest_gather;
     if (largest_gather > 0)

@@ -12,6 +12,7 @@
 #include "analysis/cost/memory_model.hpp"
 #include "analysis/cost/step_model.hpp"
 #include "strategies/cost_plan.hpp"
+#include "strategies/ddp_buckets.hpp"
 
 namespace dtlab::analysis {
 namespace {
@@ -86,6 +87,7 @@ nlohmann::json predict(const dtlab::Config& config, const MachineProfile* profil
   };
   nlohmann::json by_op = nlohmann::json::array();
   if (profile) {
+    notes.insert(notes.end(), profile->adjustments.begin(), profile->adjustments.end());
     const StepPrediction step = predict_step(config, plan, *profile);
     notes.insert(notes.end(), step.notes.begin(), step.notes.end());
     for (const auto& row : step.by_op) by_op.push_back(op_row_json(row, row.time_ms));
@@ -120,6 +122,22 @@ nlohmann::json predict(const dtlab::Config& config, const MachineProfile* profil
                     " FLOPs per token (model FLOPs + recomputed forward); flops_per_token counts model FLOPs only");
   j["notes"] = notes;
   return j;
+}
+
+std::optional<CollectivesChoice> choose_collectives(const dtlab::Config& config, const MachineProfile& profile) {
+  if (config.parallel.strategy != "ddp" || config.parallel.collectives != "auto" ||
+      !job_spans_nodes(config.world_size, config.ranks_per_node))
+    return std::nullopt;
+  const auto step_ms = [&](const char* collectives) {
+    dtlab::Config c = config;
+    c.parallel.collectives = collectives;
+    return predict_step(c, cost_plan(c, 0), profile).step_ms;
+  };
+  CollectivesChoice choice;
+  choice.flat_step_ms = step_ms("flat");
+  choice.hierarchical_step_ms = step_ms("hierarchical");
+  choice.collectives = choice.hierarchical_step_ms < choice.flat_step_ms ? "hierarchical" : "flat";
+  return choice;
 }
 
 std::function<nlohmann::json(const dtlab::Config&, int)> run_prediction(const dtlab::Config& config,

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,15 @@ nlohmann::json predict(const dtlab::Config& config, const MachineProfile* profil
 // link rates the run has (dtlab launch --nodes; analysis/cost/topology.hpp), applied to the profile.
 std::function<nlohmann::json(const dtlab::Config&, int rank)> run_prediction(const dtlab::Config& config,
                                                                              const Topology& topology = {});
+
+// parallel.collectives=auto decided by the model: for DDP on a job across nodes (config.ranks_per_node) with `auto`,
+// the step time predicted with the flat and with the hierarchical all-reduce on `profile`, and the faster of the two
+// ("flat" on a tie). nullopt when there is nothing to decide (another strategy, another setting, one node).
+struct CollectivesChoice {
+  std::string collectives;  // flat | hierarchical
+  double flat_step_ms = 0, hierarchical_step_ms = 0;
+};
+std::optional<CollectivesChoice> choose_collectives(const dtlab::Config& config, const MachineProfile& profile);
 
 // The top-level keys of predict()'s object, in the order above (tests and the report check against this).
 const std::vector<std::string>& prediction_keys();

@@ -74,6 +74,9 @@ struct MachineProfile {
   CommProfile comm;
   std::optional<double> host_device_GBps;
   std::vector<std::string> notes;
+  // Not part of the file: what analysis/cost/topology.hpp changed for the cluster predicted (predict() copies them
+  // into its notes, so a prediction says which links it assumed).
+  std::vector<std::string> adjustments;
 
   nlohmann::json to_json() const;
   // `origin` names the file (or "<text>") in error messages; every missing or ill-typed key is named.

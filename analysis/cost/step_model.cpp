@@ -82,6 +82,20 @@ double planned_collective_us(const PlannedCollective& c, const Config& /*config*
                             link_sharing(c, profile));
 }
 
+double hierarchical_all_reduce_us(const MachineProfile& profile, int64_t bytes, int nodes, int k, int64_t piece_bytes) {
+  const int64_t pieces = std::max<int64_t>(1, (bytes + piece_bytes - 1) / piece_bytes);
+  const int64_t piece = (bytes + pieces - 1) / pieces;
+  const auto call_us = [&](const char* op, const char* algorithm, int64_t b, int size, int stride) {
+    return planned_collective_us({op, algorithm, "float32", b, size, "backward", 1, "hierarchical", stride}, Config{},
+                                 profile);
+  };
+  const double rs = k > 1 ? call_us("reduce_scatter", "ring", piece, k, 1) : 0.0;
+  const double ag = k > 1 ? call_us("all_gather", "ring", piece, k, 1) : 0.0;
+  const double ar = call_us("all_reduce", "backend", piece / std::max(1, k), nodes, k);
+  const double n = static_cast<double>(pieces);
+  return std::max(n * (rs + ag), rs + n * ar + ag);
+}
+
 StepPrediction predict_step(const Config& config, const CostPlan& plan, const MachineProfile& profile) {
   StepPrediction s;
   const ComputeTime compute = compute_time(config, profile);

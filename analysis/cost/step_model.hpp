@@ -77,6 +77,12 @@ int link_sharing(const PlannedCollective& c, const MachineProfile& profile);
 double planned_collective_us(const PlannedCollective& c, const Config& config, const MachineProfile& profile,
                              bool* inter_node = nullptr);
 
+// One hierarchical all-reduce of `bytes` on nodes x k ranks (lab/comm/hierarchical.hpp), as a two-resource pipeline
+// of n pieces of at most piece_bytes: the node's CPU runs each piece's ring reduce-scatter and all-gather inside the
+// node (rs, ag per piece), the link the pieces' all-reduces across nodes (ar per piece, k side by side on the link).
+// Time = max(n·(rs + ag), rs + n·ar + ag): whichever resource is busier, plus the ends it cannot overlap.
+double hierarchical_all_reduce_us(const MachineProfile& profile, int64_t bytes, int nodes, int k, int64_t piece_bytes);
+
 // Bytes read + written per element by one optimizer update of lab/train/optimizer.cpp (AdamW: weight decay,
 // lerp, mul+addcmul, sqrt, divide, add, addcdiv = 80; SGD with momentum 40, without 20).
 int64_t optimizer_bytes_per_element(const TrainConfig& train);

@@ -51,7 +51,7 @@ MachineProfile on_topology(const MachineProfile& profile, const Topology& t) {
     const double wire = wire_us_per_byte(t.intra_link_bps);
     map_betas(comm.intra_node, [&](const std::string&, double beta, bool) { return std::max(beta, wire); });
     comm.intra_link_bps = t.intra_link_bps;
-    p.notes.push_back("intra-node links at " + rate_text(t.intra_link_bps) + ": β = max(measured, wire time)");
+    p.adjustments.push_back("intra-node links at " + rate_text(t.intra_link_bps) + ": β = max(measured, wire time)");
   }
 
   if (t.inter_link_bps > 0) {
@@ -61,20 +61,20 @@ MachineProfile on_topology(const MachineProfile& profile, const Topology& t) {
       CommModel inter = intra;
       map_betas(inter, [&](const std::string&, double beta, bool) { return std::max(beta, wire); });
       comm.inter_node = inter;
-      p.notes.push_back("inter_node derived from intra_node: β = max(intra-node β, wire time at " +
-                        rate_text(t.inter_link_bps) + ")");
+      p.adjustments.push_back("inter_node derived from intra_node: β = max(intra-node β, wire time at " +
+                              rate_text(t.inter_link_bps) + ")");
     } else if (comm.inter_link_bps > 0) {
       const double scale = comm.inter_link_bps / t.inter_link_bps;
       map_betas(*comm.inter_node, [&](const std::string& key, double beta, bool large) {
         return std::max(beta * scale, intra_beta(intra, key, large));
       });
-      p.notes.push_back("inter_node measured at " + rate_text(comm.inter_link_bps) + ", scaled to " +
-                        rate_text(t.inter_link_bps) + " (β × " + std::to_string(scale) +
-                        ", never below the intra-node β)");
+      p.adjustments.push_back("inter_node measured at " + rate_text(comm.inter_link_bps) + ", scaled to " +
+                              rate_text(t.inter_link_bps) + " (β × " + std::to_string(scale) +
+                              ", never below the intra-node β)");
     } else {
       map_betas(*comm.inter_node, [&](const std::string&, double, bool) { return wire; });
-      p.notes.push_back("inter_node β set to the wire time at " + rate_text(t.inter_link_bps) +
-                        " (the profile records no measured link rate)");
+      p.adjustments.push_back("inter_node β set to the wire time at " + rate_text(t.inter_link_bps) +
+                              " (the profile records no measured link rate)");
     }
     comm.inter_link_bps = t.inter_link_bps;
   }
@@ -84,8 +84,9 @@ MachineProfile on_topology(const MachineProfile& profile, const Topology& t) {
   else if (!had_inter_model && comm.inter_node)
     comm.ranks_per_link = comm.ranks_per_node;  // the emulated cluster: one link per node
   if (t.nodes > 1 || t.ranks_per_node > 0)
-    p.notes.push_back("topology " + std::to_string(t.nodes) + " node(s) x " + std::to_string(comm.ranks_per_node) +
-                      " ranks, " + std::to_string(comm.ranks_per_link) + " rank(s) per inter-node link");
+    p.adjustments.push_back("topology " + std::to_string(t.nodes) + " node(s) x " +
+                            std::to_string(comm.ranks_per_node) + " ranks, " + std::to_string(comm.ranks_per_link) +
+                            " rank(s) per inter-node link");
   return p;
 }
 

@@ -15,7 +15,7 @@
 //   intra_node β     with intra_link_bps: max(β, 8/R_intra) (loopback shaped like the emulated cluster's --intra-link)
 //   ranks_per_link   the topology's when given; else the profile's when it has an inter_node model; else the node's
 //                    ranks (the emulated cluster: one link per node, shared by its ranks)
-// Every change is written into the profile's notes, so a prediction says which links it assumed.
+// Every change is listed in the profile's `adjustments`, which predict() adds to its notes.
 #pragma once
 
 #include "analysis/cost/profile.hpp"

@@ -13,6 +13,7 @@
 #include "analysis/cost/topology.hpp"
 #include "lab/cli/command.hpp"
 #include "lab/comm/bench.hpp"
+#include "lab/comm/hierarchical.hpp"
 #include "lab/dist/rank_env.hpp"
 #include "lab/launch/cluster.hpp"
 #include "strategies/ddp_buckets.hpp"
@@ -68,11 +69,7 @@ CommBenchModel bench_model(const std::string& path, const std::string& group) {
               profile->comm.inter_node ? *profile->comm.inter_node : profile->comm.intra_node, op, algorithm, bytes,
               group_size);
         if (algorithm != "hierarchical") return call_us(op, algorithm, bytes, group_size, 1);
-        // Ring reduce-scatter in the node, all-reduce of one chunk across nodes (K side by side), ring all-gather.
-        const int64_t chunk = bytes / k;
-        return (k > 1 ? call_us("reduce_scatter", "ring", bytes, k, 1) + call_us("all_gather", "ring", bytes, k, 1)
-                      : 0.0) +
-               call_us("all_reduce", "backend", chunk, nodes, k);
+        return analysis::hierarchical_all_reduce_us(*profile, bytes, nodes, k, HierarchicalComm::kPieceBytes);
       },
       in_place};
 }

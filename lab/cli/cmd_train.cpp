@@ -69,7 +69,22 @@ int run_train(const TrainArgs& args, const std::string& command) {
   TrainOptions options;
   options.out_dir = args.out_dir;
   options.command = command;
-  options.predict = analysis::run_prediction(config, run_topology(env));
+  const analysis::Topology topology = run_topology(env);
+  // parallel.collectives=auto with a machine profile: the model picks DDP's all-reduce across nodes (every rank
+  // computes the same choice from the same files); without one, the rule of strategies/ddp_buckets.hpp.
+  if (!config.instrument.profile.empty()) {
+    const analysis::MachineProfile profile =
+        analysis::on_topology(analysis::load_profile(config.instrument.profile), topology);
+    if (const auto choice = analysis::choose_collectives(config, profile)) {
+      config.parallel.collectives = choice->collectives;
+      if (env.rank == 0)
+        std::printf(
+            "parallel.collectives=auto: %s by the model (%s: predicted step %.1f ms flat, %.1f ms hierarchical)\n",
+            choice->collectives.c_str(), config.instrument.profile.c_str(), choice->flat_step_ms,
+            choice->hierarchical_step_ms);
+    }
+  }
+  options.predict = analysis::run_prediction(config, topology);
   auto strategy = make_strategy(config.parallel.strategy);
   auto world = make_world(args, config.parallel.backend);
   auto outcome = train(config, *strategy, *world, options);

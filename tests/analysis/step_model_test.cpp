@@ -6,6 +6,7 @@
 
 #include "analysis/cost/comm_model.hpp"
 #include "analysis/cost/compute_model.hpp"
+#include "analysis/cost/predict.hpp"
 #include "analysis/cost/step_model.hpp"
 #include "lab/config.hpp"
 #include "strategies/cost_plan.hpp"
@@ -291,6 +292,58 @@ TEST(StepModel, DdpHierarchicalBucketIsThreeCallsOnTheirLevels) {
       EXPECT_EQ(link_sharing(col, p), 1) << "one ring, one stream per link";
     }
   EXPECT_EQ(flat_calls, 1);
+}
+
+// parallel.collectives=auto decided by the model: with a slow link shared by the node's ranks the hierarchical
+// all-reduce (half the bytes cross per rank) wins; when the node's own links are the slow ones, flat does; nothing
+// to decide on one node, for another strategy, or when the setting is not auto.
+TEST(StepModel, AutoCollectivesAreTheFasterPrediction) {
+  Config c = tiny({"parallel.strategy=ddp"}, 4);
+  c.ranks_per_node = 2;
+  MachineProfile slow_link = synthetic();
+  slow_link.comm.inter_node = distinct_comm(10);
+  slow_link.comm.ranks_per_link = 2;
+  const std::optional<CollectivesChoice> a = choose_collectives(c, slow_link);
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->collectives, "hierarchical");
+  EXPECT_LT(a->hierarchical_step_ms, a->flat_step_ms);
+  MachineProfile slow_node = synthetic(100);
+  slow_node.comm.inter_node = distinct_comm(1);
+  const std::optional<CollectivesChoice> b = choose_collectives(c, slow_node);
+  ASSERT_TRUE(b.has_value());
+  EXPECT_EQ(b->collectives, "flat");
+  EXPECT_LT(b->flat_step_ms, b->hierarchical_step_ms);
+  Config one_node = c;
+  one_node.ranks_per_node = 4;
+  EXPECT_FALSE(choose_collectives(one_node, slow_link));
+  Config fixed = c;
+  fixed.parallel.collectives = "flat";
+  EXPECT_FALSE(choose_collectives(fixed, slow_link));
+  EXPECT_FALSE(choose_collectives(tiny({"parallel.strategy=zero1"}, 4), slow_link));
+}
+
+// The hierarchical all-reduce as a pipeline: one piece is its three calls back to back; four pieces on a slow link
+// keep the link busy (rs + 4·ar + ag), on a slow node the node's CPU (4·(rs + ag)).
+TEST(StepModel, HierarchicalAllReduceIsATwoResourcePipeline) {
+  MachineProfile p = synthetic();
+  p.comm.inter_node = distinct_comm(10);
+  p.comm.ranks_per_link = 2;
+  const int64_t piece = 1 << 20;
+  const auto call = [&](const char* op, const char* alg, int64_t bytes, int size, int stride) {
+    return planned_collective_us({op, alg, "float32", bytes, size, "backward", 1, "t", stride}, Config{}, p);
+  };
+  const double rs = call("reduce_scatter", "ring", piece, 2, 1), ag = call("all_gather", "ring", piece, 2, 1);
+  const double ar = call("all_reduce", "backend", piece / 2, 2, 2);
+  EXPECT_NEAR(hierarchical_all_reduce_us(p, piece, 2, 2, piece), rs + ar + ag, 1e-9);
+  ASSERT_GT(ar, rs + ag) << "the link is the busier resource here";
+  EXPECT_NEAR(hierarchical_all_reduce_us(p, 4 * piece, 2, 2, piece), rs + 4 * ar + ag, 1e-9);
+  MachineProfile slow_node = p;
+  slow_node.comm.intra_node = distinct_comm(100);
+  const double rs_slow = planned_collective_us({"reduce_scatter", "ring", "float32", piece, 2, "backward", 1, "t", 1},
+                                               Config{}, slow_node);
+  const double ag_slow =
+      planned_collective_us({"all_gather", "ring", "float32", piece, 2, "backward", 1, "t", 1}, Config{}, slow_node);
+  EXPECT_NEAR(hierarchical_all_reduce_us(slow_node, 4 * piece, 2, 2, piece), 4 * (rs_slow + ag_slow), 1e-9);
 }
 
 }  // namespace

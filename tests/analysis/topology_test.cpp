@@ -50,8 +50,9 @@ TEST(Topology, WithoutAnInterNodeModelOneIsDerivedFromTheIntraNodeOne) {
   EXPECT_EQ(p.comm.ranks_per_link, 2);
   EXPECT_DOUBLE_EQ(p.comm.inter_link_bps, 1e9);
   EXPECT_DOUBLE_EQ(p.comm.intra_node.ops.at("all_reduce/backend").beta_us_per_byte, 4e-4) << "intra untouched";
-  ASSERT_FALSE(p.notes.empty());
-  EXPECT_NE(p.notes.front().find("inter_node derived from intra_node"), std::string::npos) << p.notes.front();
+  ASSERT_FALSE(p.adjustments.empty());
+  EXPECT_NE(p.adjustments.front().find("inter_node derived from intra_node"), std::string::npos)
+      << p.adjustments.front();
 }
 
 // An inter-node model measured at 1 Gbit/s scales to 200 Mbit/s (β × 5) and to 4 Gbit/s (β / 4), but not below the
@@ -99,7 +100,7 @@ TEST(Topology, NoChangeWithoutRates) {
   const MachineProfile p = on_topology(loopback_profile(), {});
   EXPECT_FALSE(p.comm.inter_node.has_value());
   EXPECT_EQ(p.comm.ranks_per_node, 1024);
-  EXPECT_TRUE(p.notes.empty());
+  EXPECT_TRUE(p.adjustments.empty());
 }
 
 TEST(Topology, BadInputIsRefused) {

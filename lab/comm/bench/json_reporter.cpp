@@ -48,7 +48,8 @@ class JsonReporter final : public Reporter {
                           {"results", results_},
                           {"avg_busbw_GBps", s.avg_busbw_GBps},
                           {"p2p", nullptr}};
-    if (s.p2p) doc["p2p"] = {{"bytes", s.p2p->bytes}, {"time_us", s.p2p->time_us}, {"GBps", s.p2p->GBps}};
+    if (s.p2p)
+      doc["p2p"] = {{"bytes", s.p2p->bytes}, {"time_us", s.p2p->time_us}, {"GBps", s.p2p->GBps}, {"peer", s.p2p->peer}};
     if (s.cluster) {
       const ClusterFacts& c = *s.cluster;
       doc["cluster"] = {{"nodes", c.nodes},
