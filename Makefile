@@ -53,9 +53,13 @@ benchmark: build
 	@$(MAKE) --no-print-directory bench-peer
 	@$(MAKE) --no-print-directory report
 
-# Machine profile: comm-bench (world 2) + GEMM/optimizer microbenchmarks, fitted (analysis/cost/).
+# Machine profile: comm-bench (world 2) + GEMM/optimizer microbenchmarks, fitted (analysis/cost/); where an emulated
+# cluster can be built, also both levels of one (2 nodes x 2 ranks, 1 Gbit/s) for the runs on clusters.
 calibrate: build
 	@$(DTLAB) calibrate --out $(RESULTS)/calibration/profile.json
+	@if $(DTLAB) launch --nodes 2 -n 1 true >/dev/null 2>&1; then \
+	  $(DTLAB) calibrate --out $(RESULTS)/calibration/cluster/profile.json --nodes 2 --ranks 2 --inter-link 1gbit; \
+	else echo "calibrate: no emulated cluster on this machine (needs root): cluster runs predict from the loopback profile"; fi
 
 # dtlab ddp / fsdp_full_shard vs PyTorch DDP / FSDP2 on the same model, batches and optimizer (world 2).
 bench-peer: build

@@ -50,6 +50,11 @@ SectionPart chart_part(std::string kind, std::string caption, ChartBuilder build
 // y = x, a table of errors (analysis/report_prediction.cpp). "" when no run of the scenario has one.
 std::string prediction_part(SectionContext& ctx);
 
+// Step time and exposed communication against the inter-node link rate for studies swept over rates, measured and
+// predicted, and the rate where exposed communication falls under 10% of the step (analysis/report_crossover.cpp,
+// analysis/crossover.hpp). "" when the scenario has no series over two or more rates.
+std::string crossover_part(SectionContext& ctx);
+
 // Instrumentation views of a scenario (analysis/report_instrument.cpp and the files it names): a one-step timeline
 // per run with compute and comm lanes per rank (SVG drawn directly), step time stacked by phase, overlap % per run.
 // Reads result.json's steps[].phases_ms, summary.phases_ms, comm, and rank<r>/timeline.json; "" when no run has them.

@@ -292,6 +292,7 @@ std::vector<SectionPart> default_section_parts() {
       instrument_part,
       table_part,
       scaling_part,
+      crossover_part,
       prediction_part,
       reproduce_part,
   };

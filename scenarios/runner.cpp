@@ -1,6 +1,7 @@
 // runner.cpp: runs a study's trainings as processes of build/bin/dtlab, then its comparisons (see runner.hpp).
 #include "scenarios/runner.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -9,6 +10,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "lab/launch/cluster.hpp"
 #include "lab/process.hpp"
 #include "scenarios/compare.hpp"
 #include "scenarios/study.hpp"
@@ -46,14 +48,22 @@ std::string display_path(const fs::path& p) {
 std::vector<std::string> run_command(const ScenarioRun& run, const fs::path& dtlab, const fs::path& source_dir,
                                      const fs::path& profile, bool quick, const fs::path& run_dir) {
   std::vector<std::string> args;
-  if (run.world_size > 1) {  // ranks are processes started by the lab's launcher
+  if (run.nodes > 1) {  // an emulated cluster of run.nodes nodes, world / nodes ranks each
+    args = {display_path(dtlab),       "launch", "--nodes",
+            std::to_string(run.nodes), "-n",     std::to_string(run.world_size / run.nodes)};
+    if (!run.inter_link.empty()) args.insert(args.end(), {"--inter-link", run.inter_link});
+    if (!run.intra_link.empty()) args.insert(args.end(), {"--intra-link", run.intra_link});
+  } else if (run.world_size > 1) {  // ranks are processes started by the lab's launcher
     args = {display_path(dtlab), "launch", "-n", std::to_string(run.world_size)};
   }
   for (const std::string& a : {display_path(dtlab), std::string("train"), std::string("--config"),
                                display_path(source_dir / "scenarios" / "configs" / run.config)})
     args.push_back(a);
   for (const auto& o : run.overrides) args.push_back(o);
-  if (fs::exists(profile)) args.push_back("instrument.profile=" + display_path(fs::absolute(profile)));
+  // A run on an emulated cluster predicts from the profile calibrated on one (both levels), when there is one.
+  const fs::path cluster_profile = profile.parent_path() / "cluster" / profile.filename();
+  const fs::path& run_profile = run.nodes > 1 && fs::exists(cluster_profile) ? cluster_profile : profile;
+  if (fs::exists(run_profile)) args.push_back("instrument.profile=" + display_path(fs::absolute(run_profile)));
   if (quick)
     for (const auto& o : run.quick_overrides) args.push_back(o);
   args.push_back("--out");
@@ -106,6 +116,16 @@ int run_trainings(const Scenario& scenario, const RunnerOptions& options) {
     return 0;
   }
   fs::create_directories(scenario_dir);
+  nlohmann::json manifest = {
+      {"scenario", scenario.name}, {"title", scenario.title}, {"description", scenario.description},
+      {"notes", scenario.notes},   {"quick", quick},          {"runs", nlohmann::json::array()}};
+  std::string why_not;
+  if (scenario.needs_cluster() && !can_build_clusters(&why_not)) {
+    std::cout << "scenario_" << scenario.name << ": skipped: its runs need an emulated cluster: " << why_not << "\n";
+    manifest["notes"].push_back("Skipped on this machine: its runs need an emulated cluster (" + why_not + ").");
+    std::ofstream(scenario_dir / "scenario.json") << manifest.dump(2) << "\n";
+    return 0;
+  }
 
   const fs::path corpus = fs::path("data") / "corpus.bin";
   if (scenario.needs_corpus && !fs::exists(corpus)) {
@@ -115,11 +135,9 @@ int run_trainings(const Scenario& scenario, const RunnerOptions& options) {
     if (run_child(build) != 0) return 1;
   }
 
-  nlohmann::json manifest = {
-      {"scenario", scenario.name}, {"title", scenario.title}, {"description", scenario.description},
-      {"notes", scenario.notes},   {"quick", quick},          {"runs", nlohmann::json::array()}};
   for (const auto& run : scenario.runs) {
     if (!only.empty() && run.name != only) continue;
+    if (quick && !run.in_quick) continue;
     const fs::path run_dir = scenario_dir / run.name;
     const std::vector<std::string> args = run_command(run, dtlab, source_dir, profile, quick, run_dir);
     std::cout << "\n== " << scenario.name << "/" << run.name << "\n$ " << join(args) << std::endl;
@@ -135,6 +153,8 @@ int run_trainings(const Scenario& scenario, const RunnerOptions& options) {
                                 {"dir", run.name},
                                 {"command", join(args)},
                                 {"world_size", run.world_size},
+                                {"nodes", run.nodes},
+                                {"inter_link", run.inter_link},
                                 {"wall_s", seconds},
                                 {"note", run.note}});
   }
@@ -144,6 +164,10 @@ int run_trainings(const Scenario& scenario, const RunnerOptions& options) {
 }
 
 }  // namespace
+
+bool Scenario::needs_cluster() const {
+  return std::any_of(runs.begin(), runs.end(), [](const ScenarioRun& r) { return r.nodes > 1; });
+}
 
 int run_study(const fs::path& spec_file, int argc, char** argv) {
   Study study;

@@ -8,8 +8,12 @@
 //
 // Flags: --out DIR (default results), --quick (few steps: tests), --only RUN (one run by name); hidden:
 // --print-runs (print the study and every run's command, run and write nothing), --compare-only (skip the runs).
+// Runs with nodes > 1 start on an emulated cluster (docs/launch.md); a study with such runs on a machine that cannot
+// build one (no CAP_NET_ADMIN) prints the reason and writes a scenario.json without runs, exit status 0.
 // When <out>/calibration/profile.json exists (`dtlab calibrate`, run first by `make benchmark`), every run gets
-// instrument.profile=<it>, so its result.json carries a prediction with times.
+// instrument.profile=<it>, so its result.json carries a prediction with times; runs on an emulated cluster take
+// <out>/calibration/cluster/profile.json instead when it exists (`dtlab calibrate --nodes 2`, also run by make
+// benchmark where clusters can be built), whose inter-node model was measured on the cluster's links.
 #pragma once
 
 #include <filesystem>
@@ -25,6 +29,10 @@ struct ScenarioRun {
   std::vector<std::string> quick_overrides;  // added with --quick
   int world_size = 1;                        // > 1: started through `dtlab launch -n N`
   std::string note;                          // shown with the run (e.g. "oversubscribed: 4 ranks on 2 cores")
+  // > 1: on an emulated cluster, `dtlab launch --nodes N -n world/N --inter-link R [--intra-link I]` (needs root).
+  int nodes = 1;
+  std::string inter_link, intra_link;  // tc rates ("1gbit"); "" = unshaped
+  bool in_quick = true;                // false: left out with --quick (a swept rate outside sweep.quick)
 };
 
 struct Scenario {
@@ -34,6 +42,8 @@ struct Scenario {
   std::vector<std::string> notes;
   std::vector<ScenarioRun> runs;
   bool needs_corpus = false;  // build data/corpus.bin first (`dtlab data build`) if missing
+  // Some runs need an emulated cluster: without the capabilities to build one the study is skipped, saying why.
+  bool needs_cluster() const;
 };
 
 // Loads the study spec (an error names the file, the key and the rule: exit status 1), then runs it as argv says.

@@ -1,12 +1,15 @@
 // study.cpp: reads a study spec (YAML) into a Study, checking every key (see study.hpp).
 #include "scenarios/study.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
 
 #include <yaml-cpp/yaml.h>
+
+#include "lab/launch/cluster.hpp"
 
 namespace dtlab {
 namespace {
@@ -93,10 +96,33 @@ class SpecReader {
 
 std::vector<ScenarioRun> read_runs(const SpecReader& spec, const YAML::Node& root, const std::string& config,
                                    const std::vector<std::string>& quick) {
-  int default_world = 1;
+  int default_world = 1, default_nodes = 1;
+  std::string default_intra_link;
   if (const YAML::Node defaults = root["defaults"]) {
-    spec.expect_map(defaults, "defaults", {"world"});
+    spec.expect_map(defaults, "defaults", {"world", "nodes", "intra_link"});
     if (defaults["world"]) default_world = spec.world(defaults["world"], "defaults.world");
+    if (defaults["nodes"]) default_nodes = spec.world(defaults["nodes"], "defaults.nodes");
+    default_intra_link = spec.text(defaults["intra_link"], "defaults.intra_link", false);
+  }
+  // sweep: {inter_link: [rates], quick: [rates]} runs every run once per rate, named <name>@<rate>; with --quick only
+  // at the `quick` rates (default: every rate).
+  std::vector<std::string> sweep_rates, quick_rates;
+  if (const YAML::Node sweep = root["sweep"]) {
+    spec.expect_map(sweep, "sweep", {"inter_link", "quick"});
+    sweep_rates = spec.texts(sweep["inter_link"], "sweep.inter_link");
+    quick_rates = sweep["quick"] ? spec.texts(sweep["quick"], "sweep.quick") : sweep_rates;
+    for (size_t i = 0; i < quick_rates.size(); ++i)
+      if (std::find(sweep_rates.begin(), sweep_rates.end(), quick_rates[i]) == sweep_rates.end())
+        spec.fail(sweep["quick"][i], "sweep.quick[" + std::to_string(i) + "]",
+                  "'" + quick_rates[i] + "' is not one of sweep.inter_link");
+    if (sweep_rates.empty()) spec.fail(sweep, "sweep.inter_link", "must list at least one rate (200mbit, 1gbit, ...)");
+    for (size_t i = 0; i < sweep_rates.size(); ++i) {
+      try {
+        parse_link_rate(sweep_rates[i], "sweep.inter_link");
+      } catch (const std::invalid_argument& e) {
+        spec.fail(sweep["inter_link"][i], "sweep.inter_link[" + std::to_string(i) + "]", e.what());
+      }
+    }
   }
   std::map<int, std::vector<std::string>> per_world;
   if (const YAML::Node node = root["per_world"]) {
@@ -113,7 +139,7 @@ std::vector<ScenarioRun> read_runs(const SpecReader& spec, const YAML::Node& roo
   for (size_t i = 0; i < runs.size(); ++i) {
     const std::string key = "runs[" + std::to_string(i) + "]";
     const YAML::Node node = runs[i];
-    spec.expect_map(node, key, {"name", "overrides", "world", "note", "config"});
+    spec.expect_map(node, key, {"name", "overrides", "world", "note", "config", "nodes", "inter_link", "intra_link"});
     ScenarioRun run;
     run.name = spec.text(node["name"], key + ".name", true);
     if (run.name.empty() || run.name.find('/') != std::string::npos)
@@ -127,7 +153,27 @@ std::vector<ScenarioRun> read_runs(const SpecReader& spec, const YAML::Node& roo
     if (extra != per_world.end()) run.overrides.insert(run.overrides.end(), extra->second.begin(), extra->second.end());
     run.quick_overrides = quick;
     run.note = spec.text(node["note"], key + ".note", false);
-    out.push_back(std::move(run));
+    run.nodes = node["nodes"] ? spec.world(node["nodes"], key + ".nodes") : default_nodes;
+    if (run.world_size % run.nodes != 0)
+      spec.fail(node, key + ".nodes",
+                std::to_string(run.nodes) + " nodes must divide the world size " + std::to_string(run.world_size));
+    run.inter_link = spec.text(node["inter_link"], key + ".inter_link", false);
+    run.intra_link =
+        node["intra_link"] ? spec.text(node["intra_link"], key + ".intra_link", false) : default_intra_link;
+    if (run.nodes == 1 && (!run.inter_link.empty() || !sweep_rates.empty()))
+      spec.fail(node, key + ".inter_link", "a link rate needs nodes >= 2 (set `nodes` for the run or in defaults)");
+    if (sweep_rates.empty()) {
+      out.push_back(std::move(run));
+      continue;
+    }
+    for (const std::string& rate : sweep_rates) {
+      ScenarioRun swept = run;
+      swept.name = run.name + "@" + rate;
+      swept.inter_link = rate;
+      swept.in_quick = std::find(quick_rates.begin(), quick_rates.end(), rate) != quick_rates.end();
+      if (!names.insert(swept.name).second) spec.fail(node["name"], key + ".name", "'" + swept.name + "' is taken");
+      out.push_back(std::move(swept));
+    }
   }
   return out;
 }
@@ -193,7 +239,7 @@ Study load_study(const std::filesystem::path& file) {
   const SpecReader spec(file);
   spec.expect_map(root, "",
                   {"name", "title", "description", "notes", "needs_corpus", "config", "quick", "defaults", "per_world",
-                   "runs", "compare"});
+                   "sweep", "runs", "compare"});
   Study study;
   Scenario& s = study.scenario;
   s.name = spec.text(root["name"], "name", true);

@@ -7,9 +7,12 @@
 //   needs_corpus  build data/corpus.bin first when missing (default false)
 //   config        file under scenarios/configs/ for every run (a run may name its own: runs[i].config)
 //   quick[]       overrides added to every run with --quick
-//   defaults      {world}: the world size of runs that name none (default 1)
+//   defaults      {world, nodes, intra_link}: for runs that name none (world 1, nodes 1, unshaped)
+//   sweep         {inter_link: [rates], quick: [rates]}: every run once per rate, named <name>@<rate> (runs need
+//                 nodes >= 2); with --quick only at the `quick` rates (default: all)
 //   per_world     {<world>: [overrides]}: added after the overrides of every run of that world size
-//   runs[]        {name, overrides[], world, note, config}, started in this order
+//   runs[]        {name, overrides[], world, note, config, nodes, inter_link, intra_link}, started in this order;
+//                 nodes > 1 runs on an emulated cluster (dtlab launch --nodes), nodes must divide world
 //   compare[]     {kind, why, ...}: what the finished runs are compared for (kinds in scenarios/compare.hpp)
 //
 // Errors name the file, the line, the key and the rule: "<file>:<line>: study: runs[2].world: must be an integer >= 1".

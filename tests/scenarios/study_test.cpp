@@ -60,12 +60,51 @@ TEST(ScenarioStudy, DefaultsAndPerWorldOverridesExpandInOrder) {
   EXPECT_FALSE(study.scenario.needs_corpus);
 }
 
+// A sweep over link rates: every run once per rate on its nodes, named <run>@<rate>; only the quick rates with --quick.
+TEST(ScenarioStudy, ASweepRunsEveryRunAtEveryRateOnTheCluster) {
+  const fs::path file = fs::path(::testing::TempDir()) / "sweep.yaml";
+  std::ofstream(file) << "name: sweep\ntitle: t\ndescription: d\nconfig: ddp.yaml\ndefaults: {world: 4, nodes: 2}\n"
+                         "sweep: {inter_link: [200mbit, 1gbit], quick: [1gbit]}\n"
+                         "runs:\n  - {name: a}\n  - {name: b, intra_link: 8gbit}\n";
+  const Study study = load_study(file);
+  const auto& runs = study.scenario.runs;
+  ASSERT_EQ(runs.size(), 4u);
+  EXPECT_EQ(runs[0].name, "a@200mbit");
+  EXPECT_EQ(runs[0].inter_link, "200mbit");
+  EXPECT_FALSE(runs[0].in_quick);
+  EXPECT_EQ(runs[1].name, "a@1gbit");
+  EXPECT_TRUE(runs[1].in_quick);
+  EXPECT_EQ(runs[3].name, "b@1gbit");
+  EXPECT_EQ(runs[3].intra_link, "8gbit");
+  for (const auto& run : runs) {
+    EXPECT_EQ(run.nodes, 2);
+    EXPECT_EQ(run.world_size, 4);
+  }
+  EXPECT_TRUE(study.scenario.needs_cluster());
+
+  const std::string bad = (fs::path(::testing::TempDir()) / "bad.yaml").string();
+  EXPECT_EQ(load_error(kMinimal + "sweep: {inter_link: [fast]}\nruns: [{name: a, world: 2, nodes: 2}]\n"),
+            bad +
+                ":5: study: sweep.inter_link[0]: sweep.inter_link fast: not a link rate; write it as tc does, "
+                "e.g. 200mbit, 1gbit, 4gbit (also 1Gbps, 500Mbit/s), between 1 Mbit/s and 1000 Gbit/s");
+  EXPECT_EQ(
+      load_error(kMinimal + "sweep: {inter_link: [1gbit], quick: [2gbit]}\nruns: [{name: a, world: 2, nodes: 2}]\n"),
+      bad + ":5: study: sweep.quick[0]: '2gbit' is not one of sweep.inter_link");
+  EXPECT_EQ(
+      load_error(kMinimal + "sweep: {inter_link: [1gbit]}\nruns: [{name: a, world: 2}]\n"),
+      bad + ":6: study: runs[0].inter_link: a link rate needs nodes >= 2 (set `nodes` for the run or in defaults)");
+  EXPECT_EQ(load_error(kMinimal + "runs: [{name: a, world: 3, nodes: 2}]\n"),
+            bad + ":5: study: runs[0].nodes: 2 nodes must divide the world size 3");
+}
+
 TEST(ScenarioStudy, BadSpecsAreRefusedNamingFileLineKeyAndRule) {
   const std::string file = (fs::path(::testing::TempDir()) / "bad.yaml").string();
   EXPECT_EQ(load_error(kMinimal + "runs:\n  - name: a\n  - {name: b, world: 0}\n"),
             file + ":7: study: runs[1].world: must be an integer >= 1");
   EXPECT_EQ(load_error(kMinimal + "runs:\n  - {name: a, overides: []}\n"),
-            file + ":6: study: runs[0].overides: unknown key (known: config, name, note, overrides, world)");
+            file +
+                ":6: study: runs[0].overides: unknown key (known: config, inter_link, intra_link, name, nodes, note, "
+                "overrides, world)");
   EXPECT_EQ(load_error(kMinimal + "runs:\n  - {name: a, overrides: [train.steps]}\n"),
             file + ":6: study: runs[0].overrides[0]: 'train.steps' is not section.key=value");
   EXPECT_EQ(load_error(kMinimal + "runs:\n  - name: a\n  - name: a\n"), file + ":7: study: runs[1].name: 'a' is taken");

@@ -1,0 +1,38 @@
+// crossover.hpp: where communication stops hiding — a study's runs swept over inter-node link rates, as one curve per
+// strategy, and the rate at which exposed communication falls under a share of the step (torch-free). The report's
+// crossover part (analysis/report_crossover.cpp) draws and tabulates them.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "analysis/results.hpp"
+
+namespace dtlab::analysis {
+
+inline constexpr double kCrossoverThresholdPct = 10.0;
+
+// One run of a series: its link rate and its measured and predicted step and exposed communication.
+struct CrossoverPoint {
+  double rate_mbps = 0;
+  double step_ms = 0, exposed_ms = 0, exposed_pct = 0;  // measured: median step, rank 0's median comm wait
+  std::optional<double> predicted_step_ms, predicted_exposed_ms, predicted_exposed_pct;  // result.json prediction
+};
+
+// The scenario's runs with a set inter-node rate, grouped by the run name before '@' and sorted by rate; series of
+// fewer than two rates are left out.
+std::map<std::string, std::vector<CrossoverPoint>> crossover_series(const Scenario& scenario);
+
+// The rate at which a share falls to `threshold_pct` or below, from (rate, share) points sorted by rate: linear in
+// log(rate) between the two points around it. below_range: already at or under it at the slowest rate; above_range:
+// still over it at the fastest; none: no points.
+struct Crossing {
+  enum Kind { none, within, below_range, above_range } kind = none;
+  double rate_mbps = 0;  // within: the interpolated rate; below/above: the slowest/fastest rate measured
+};
+Crossing crossing_rate(const std::vector<std::pair<double, double>>& rate_and_pct, double threshold_pct);
+
+}  // namespace dtlab::analysis

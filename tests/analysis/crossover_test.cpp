@@ -1,0 +1,92 @@
+// crossover_test.cpp: the crossover of a link-rate sweep (analysis/crossover.hpp) — series from run names and
+// result.json facts, and the rate where exposed communication falls under the threshold.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <sstream>
+
+#include "analysis/crossover.hpp"
+#include "analysis/plot.hpp"
+#include "analysis/report.hpp"
+#include "test_util.hpp"
+
+namespace dtlab::analysis {
+namespace {
+
+RunResult swept_run(const std::string& name, double bps, double step_ms, double wait_ms, double predicted_step,
+                    double predicted_exposed) {
+  RunResult r;
+  r.name = name;
+  r.inter_link_bps = bps;
+  r.step_ms_median = step_ms;
+  r.comm_wait_ms_median = wait_ms;
+  r.raw = {{"prediction", {{"step_ms", predicted_step}, {"comm", {{"exposed_ms", predicted_exposed}}}}}};
+  return r;
+}
+
+TEST(Crossover, SeriesAreRunNamesBeforeTheAtSortedByRate) {
+  Scenario sc;
+  sc.runs.push_back(swept_run("ddp@1gbit", 1e9, 500, 50, 520, 40));
+  sc.runs.push_back(swept_run("ddp@200mbit", 200e6, 1000, 600, 950, 500));
+  sc.runs.push_back(swept_run("zero1@1gbit", 1e9, 600, 100, 610, 90));  // one rate: not a curve
+  RunResult loopback;
+  loopback.name = "single";
+  loopback.step_ms_median = 400;
+  sc.runs.push_back(loopback);
+  const auto series = crossover_series(sc);
+  ASSERT_EQ(series.size(), 1u);
+  const auto& ddp = series.at("ddp");
+  ASSERT_EQ(ddp.size(), 2u);
+  EXPECT_DOUBLE_EQ(ddp[0].rate_mbps, 200);
+  EXPECT_DOUBLE_EQ(ddp[0].exposed_pct, 60);
+  EXPECT_DOUBLE_EQ(ddp[1].exposed_pct, 10);
+  ASSERT_TRUE(ddp[0].predicted_exposed_pct.has_value());
+  EXPECT_NEAR(*ddp[0].predicted_exposed_pct, 100.0 * 500 / 950, 1e-12);
+}
+
+TEST(Crossover, TheRateIsInterpolatedInLogRate) {
+  // 40% at 100, 20% at 400, 5% at 1600: 10% is two thirds of the way from 400 to 1600 in log rate.
+  const Crossing c = crossing_rate({{100, 40}, {400, 20}, {1600, 5}}, 10);
+  EXPECT_EQ(c.kind, Crossing::within);
+  EXPECT_NEAR(c.rate_mbps, 400 * std::pow(4.0, 2.0 / 3.0), 1e-9);
+  EXPECT_EQ(crossing_rate({{100, 8}, {400, 2}}, 10).kind, Crossing::below_range);
+  const Crossing above = crossing_rate({{100, 80}, {400, 30}}, 10);
+  EXPECT_EQ(above.kind, Crossing::above_range);
+  EXPECT_DOUBLE_EQ(above.rate_mbps, 400);
+  EXPECT_EQ(crossing_rate({}, 10).kind, Crossing::none);
+  EXPECT_DOUBLE_EQ(crossing_rate({{100, 30}, {200, 10}}, 10).rate_mbps, 200) << "exactly at the threshold";
+}
+
+// The report part: two charts (measured and predicted curves) and a row per series with its crossing rates.
+TEST(Crossover, ThePartDrawsBothChartsAndTabulatesTheCrossings) {
+  if (!gnuplot_available()) GTEST_SKIP() << "gnuplot not installed (apt-get install gnuplot-nox)";
+  Scenario sc;
+  sc.name = "sweep";
+  // Exposed share 40% at 100 Mbit/s, 20% at 400, 5% at 1600 (measured); predicted 30%, 8%, 2%.
+  sc.runs.push_back(swept_run("ddp@100mbit", 100e6, 1000, 400, 1000, 300));
+  sc.runs.push_back(swept_run("ddp@400mbit", 400e6, 500, 100, 500, 40));
+  sc.runs.push_back(swept_run("ddp@1600mbit", 1600e6, 400, 20, 400, 8));
+  testing::TempDir tmp;
+  std::ostringstream log;
+  std::vector<std::string> problems;
+  SectionContext ctx{sc, "sweep", tmp.path(), tmp.path().string(), log, problems};
+  const std::string html = crossover_part(ctx);
+  EXPECT_TRUE(problems.empty()) << problems.front();
+  EXPECT_NE(html.find("Crossover: where communication stops hiding"), std::string::npos);
+  EXPECT_TRUE(std::filesystem::exists(tmp.path() / "crossover_step_sweep.png"));
+  EXPECT_TRUE(std::filesystem::exists(tmp.path() / "crossover_exposed_sweep.png"));
+  // measured: 400 * 4^(2/3) = 1008 Mbit/s -> "1.0 Gbit/s"; predicted: 30% -> 8% crosses between 100 and 400 at
+  // t = 20/22 of the way: 100 * 4^(10/11) = 352.6 Mbit/s.
+  EXPECT_NE(html.find("<tr><td>ddp</td><td>100 Mbit/s – 1.6 Gbit/s</td><td class=\"num\">40%</td><td "
+                      "class=\"num\">5%</td><td>at 1.0 Gbit/s</td><td>at 353 Mbit/s</td></tr>"),
+            std::string::npos)
+      << html;
+  Scenario loopback;
+  loopback.runs.push_back(RunResult{});
+  SectionContext none{loopback, "none", tmp.path(), tmp.path().string(), log, problems};
+  EXPECT_EQ(crossover_part(none), "") << "no sweep, no part";
+}
+
+}  // namespace
+}  // namespace dtlab::analysis
