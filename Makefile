@@ -19,7 +19,7 @@ CTEST_FLAGS := --output-on-failure --no-tests=error -j $(JOBS) --timeout 600
 export CCACHE_BASEDIR   := $(CURDIR)
 export CCACHE_SLOPPINESS := pch_defines,time_macros,include_file_mtime,include_file_ctime
 
-.PHONY: setup configure build build-cuda test test-cuda benchmark calibrate bench-micro bench-peer bench-links report fixtures format check \
+.PHONY: setup configure build build-cuda test test-cuda benchmark calibrate bench-micro bench-peer bench-links bench-two-level report fixtures format check \
         clean
 
 setup:
@@ -80,6 +80,20 @@ bench-links: build
 	    { cat $(RESULTS)/links/all_reduce_$$r.txt; exit 1; }; \
 	  grep -E '^# (Cluster|Point-to-point|Inter-node|Link bound|all_reduce busbw)' $(RESULTS)/links/all_reduce_$$r.txt; \
 	done
+
+# The two-level comm model against the links (needs root): calibrated on the cluster at 1 Gbit/s, each collective of
+# one level (--group cross) and of the whole job predicted at every rate of LINK_RATES; prints each table's median
+# error. Figures in docs/performance.md ("Two-level cost model").
+bench-two-level: build
+	@mkdir -p $(RESULTS)/links
+	@test -f $(RESULTS)/calibration/cluster/profile.json || \
+	  $(DTLAB) calibrate --out $(RESULTS)/calibration/cluster/profile.json --nodes 2 --ranks 2 --inter-link 1gbit
+	@for r in $(LINK_RATES); do for g in cross world; do echo "== $$g at $$r"; \
+	  $(DTLAB) comm-bench --nodes 2 --ranks 2 --inter-link $$r --group $$g -b 1K -e 64M -f 4 -n 3 -w 1 --repeats 2 \
+	    --model $(RESULTS)/calibration/cluster/profile.json > $(RESULTS)/links/model_$${g}_$$r.txt || \
+	    { cat $(RESULTS)/links/model_$${g}_$$r.txt; exit 1; }; \
+	  grep -E '^# model: median' $(RESULTS)/links/model_$${g}_$$r.txt; \
+	done; done
 
 # Google Benchmark: GEMM on the model's shapes vs one training step of `small` (the MFU ratio).
 bench-micro: build

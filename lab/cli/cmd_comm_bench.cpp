@@ -117,7 +117,8 @@ Command add_comm_bench_command(CLI::App& app, const CommandLine& line) {
   comm_bench->add_option("--intra-link", bench.intra_link, "with --nodes: the intra-node rate (default unshaped)");
   comm_bench->add_option("--group", bench.group,
                          "world | node | cross: all ranks, each node's ranks, or one rank per node (a job across "
-                         "nodes; calibrate fits intra_node to node and inter_node to cross)");
+                         "nodes; calibrate fits intra_node to node and inter_node to cross)")
+      ->check(CLI::IsMember({"world", "node", "cross"}));
   comm_bench->add_option("-c,--check", args->check, "1 = count wrong elements in a separate pass, 0 = skip");
   comm_bench->add_option("--model", args->model_path,
                          "comm model or machine profile JSON: adds predicted time and error % per row");
