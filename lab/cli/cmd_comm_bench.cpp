@@ -115,9 +115,10 @@ Command add_comm_bench_command(CLI::App& app, const CommandLine& line) {
                          "start them on an emulated cluster of this many nodes (dtlab launch --nodes; needs root)");
   comm_bench->add_option("--inter-link", bench.inter_link, "with --nodes: the inter-node rate (200mbit, 1gbit, ...)");
   comm_bench->add_option("--intra-link", bench.intra_link, "with --nodes: the intra-node rate (default unshaped)");
-  comm_bench->add_option("--group", bench.group,
-                         "world | node | cross: all ranks, each node's ranks, or one rank per node (a job across "
-                         "nodes; calibrate fits intra_node to node and inter_node to cross)")
+  comm_bench
+      ->add_option("--group", bench.group,
+                   "world | node | cross: all ranks, each node's ranks, or one rank per node (a job across "
+                   "nodes; calibrate fits intra_node to node and inter_node to cross)")
       ->check(CLI::IsMember({"world", "node", "cross"}));
   comm_bench->add_option("-c,--check", args->check, "1 = count wrong elements in a separate pass, 0 = skip");
   comm_bench->add_option("--model", args->model_path,
