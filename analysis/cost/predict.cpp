@@ -2,6 +2,7 @@
 // object (see predict.hpp for the keys).
 #include "analysis/cost/predict.hpp"
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <optional>
@@ -11,6 +12,7 @@
 #include "analysis/cost/compute_model.hpp"
 #include "analysis/cost/memory_model.hpp"
 #include "analysis/cost/step_model.hpp"
+#include "strategies/catalog.hpp"
 #include "strategies/cost_plan.hpp"
 #include "strategies/ddp_buckets.hpp"
 
@@ -125,7 +127,10 @@ nlohmann::json predict(const dtlab::Config& config, const MachineProfile* profil
 }
 
 std::optional<CollectivesChoice> choose_collectives(const dtlab::Config& config, const MachineProfile& profile) {
-  if (config.parallel.strategy != "ddp" || config.parallel.collectives != "auto" ||
+  // Only a strategy that reads parallel.collectives (its catalogue entry's keys) has the choice.
+  const auto& keys = strategy_spec(config.parallel.strategy).keys;
+  const bool reads_collectives = std::find(keys.begin(), keys.end(), "parallel.collectives") != keys.end();
+  if (!reads_collectives || config.parallel.collectives != "auto" ||
       !job_spans_nodes(config.world_size, config.ranks_per_node))
     return std::nullopt;
   const auto step_ms = [&](const char* collectives) {

@@ -44,7 +44,8 @@ nlohmann::json predict(const dtlab::Config& config, const MachineProfile* profil
 std::function<nlohmann::json(const dtlab::Config&, int rank)> run_prediction(const dtlab::Config& config,
                                                                              const Topology& topology = {});
 
-// parallel.collectives=auto decided by the model: for DDP on a job across nodes (config.ranks_per_node) with `auto`,
+// parallel.collectives=auto decided by the model: for a strategy that reads the key (today DDP) on a job across nodes
+// (config.ranks_per_node) with `auto`,
 // the step time predicted with the flat and with the hierarchical all-reduce on `profile`, and the faster of the two
 // ("flat" on a tie). nullopt when there is nothing to decide (another strategy, another setting, one node).
 struct CollectivesChoice {

@@ -76,6 +76,8 @@ TEST(Crossover, ThePartDrawsBothChartsAndTabulatesTheCrossings) {
   EXPECT_NE(html.find("Crossover: where communication stops hiding"), std::string::npos);
   EXPECT_TRUE(std::filesystem::exists(tmp.path() / "crossover_step_sweep.png"));
   EXPECT_TRUE(std::filesystem::exists(tmp.path() / "crossover_exposed_sweep.png"));
+  const std::string dat = testing::read_text(tmp.path() / "crossover_exposed_sweep.dat");
+  EXPECT_NE(dat.find(": 10% of the step\n100 10\n1600 10"), std::string::npos) << "the threshold line\n" << dat;
   // measured: 400 * 4^(2/3) = 1008 Mbit/s -> "1.0 Gbit/s"; predicted: 30% -> 8% crosses between 100 and 400 at
   // t = 20/22 of the way: 100 * 4^(10/11) = 352.6 Mbit/s.
   EXPECT_NE(html.find("<tr><td>ddp</td><td>100 Mbit/s – 1.6 Gbit/s</td><td class=\"num\">40%</td><td "
