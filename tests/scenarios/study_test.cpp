@@ -14,9 +14,17 @@ namespace {
 
 const fs::path kStudies = fs::path(DTLAB_SOURCE_DIR) / "scenarios" / "studies";
 
-// The error text of loading `text` as <tmp>/<name>.yaml ("" when it loads).
+// <tmp>/<this test's name>/<name>.yaml: a directory per test, so tests run side by side (ctest -j) never read a
+// spec another one is writing (the stem must stay the spec's name).
+fs::path spec_path(const std::string& name) {
+  const fs::path dir = fs::path(::testing::TempDir()) / ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  fs::create_directories(dir);
+  return dir / (name + ".yaml");
+}
+
+// The error text of loading `text` as spec_path(name) ("" when it loads).
 std::string load_error(const std::string& text, const std::string& name = "bad") {
-  const fs::path file = fs::path(::testing::TempDir()) / (name + ".yaml");
+  const fs::path file = spec_path(name);
   std::ofstream(file) << text;
   try {
     load_study(file);
@@ -42,7 +50,7 @@ TEST(ScenarioStudy, EveryShippedSpecLoadsAndNamesAConfigThatExists) {
 }
 
 TEST(ScenarioStudy, DefaultsAndPerWorldOverridesExpandInOrder) {
-  const fs::path file = fs::path(::testing::TempDir()) / "expand.yaml";
+  const fs::path file = spec_path("expand");
   std::ofstream(file) << "name: expand\ntitle: t\ndescription: d\nconfig: ddp.yaml\nquick: [train.steps=2]\n"
                          "defaults: {world: 2}\nper_world: {2: [train.micro_batch=4], 4: [train.micro_batch=2]}\n"
                          "runs:\n  - {name: a, overrides: [parallel.strategy=x]}\n"
@@ -62,7 +70,7 @@ TEST(ScenarioStudy, DefaultsAndPerWorldOverridesExpandInOrder) {
 
 // A sweep over link rates: every run once per rate on its nodes, named <run>@<rate>; only the quick rates with --quick.
 TEST(ScenarioStudy, ASweepRunsEveryRunAtEveryRateOnTheCluster) {
-  const fs::path file = fs::path(::testing::TempDir()) / "sweep.yaml";
+  const fs::path file = spec_path("sweep");
   std::ofstream(file) << "name: sweep\ntitle: t\ndescription: d\nconfig: ddp.yaml\ndefaults: {world: 4, nodes: 2}\n"
                          "sweep: {inter_link: [200mbit, 1gbit], quick: [1gbit]}\n"
                          "runs:\n  - {name: a}\n  - {name: b, intra_link: 8gbit}\n";
@@ -82,7 +90,7 @@ TEST(ScenarioStudy, ASweepRunsEveryRunAtEveryRateOnTheCluster) {
   }
   EXPECT_TRUE(study.scenario.needs_cluster());
 
-  const std::string bad = (fs::path(::testing::TempDir()) / "bad.yaml").string();
+  const std::string bad = spec_path("bad").string();
   EXPECT_EQ(load_error(kMinimal + "sweep: {inter_link: [fast]}\nruns: [{name: a, world: 2, nodes: 2}]\n"),
             bad +
                 ":5: study: sweep.inter_link[0]: sweep.inter_link fast: not a link rate; write it as tc does, "
@@ -98,7 +106,7 @@ TEST(ScenarioStudy, ASweepRunsEveryRunAtEveryRateOnTheCluster) {
 }
 
 TEST(ScenarioStudy, BadSpecsAreRefusedNamingFileLineKeyAndRule) {
-  const std::string file = (fs::path(::testing::TempDir()) / "bad.yaml").string();
+  const std::string file = spec_path("bad").string();
   EXPECT_EQ(load_error(kMinimal + "runs:\n  - name: a\n  - {name: b, world: 0}\n"),
             file + ":7: study: runs[1].world: must be an integer >= 1");
   EXPECT_EQ(load_error(kMinimal + "runs:\n  - {name: a, overides: []}\n"),
