@@ -26,6 +26,9 @@ struct PlannedCollective {
   // group), F for hybrid's replica groups and K for the cross-node level of a hierarchical all-reduce. Whether a
   // group spans nodes, and how many groups share a node's link, follow from it (analysis/cost/step_model.hpp).
   int stride = 1;
+  // DDP's gradient bucket this call serves (-1: not a bucket's call): the schedule groups a hierarchical
+  // all-reduce's three calls per piece by it.
+  int bucket = -1;
 };
 
 struct PlannedState {  // bytes per rank, padding included

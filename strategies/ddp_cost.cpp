@@ -26,11 +26,13 @@ constexpr int64_t kHierarchicalPieceBytes = int64_t{16} << 20;
 // One bucket's all-reduce as lab/comm runs it: one flat all-reduce over the world, or per piece a ring
 // reduce-scatter inside the node, the backend all-reduce of this rank's chunk across nodes (the ranks of one
 // local rank, stride K) and a ring all-gather inside the node.
-void add_bucket_all_reduce(CostPlan& plan, const Config& config, int rank, int64_t numel, int64_t element_bytes,
-                           const std::string& dtype, const std::string& what) {
+void add_bucket_all_reduce(CostPlan& plan, const Config& config, int rank, int bucket, int64_t numel,
+                           int64_t element_bytes, const std::string& dtype) {
   const int world = static_cast<int>(config.world_size);
+  const std::string what = "bucket " + std::to_string(bucket);
   if (!uses_hierarchical_all_reduce(config.parallel.collectives, world, config.ranks_per_node)) {
-    plan.collectives.push_back({"all_reduce", "backend", dtype, numel * element_bytes, world, "backward", 1, what});
+    plan.collectives.push_back(
+        {"all_reduce", "backend", dtype, numel * element_bytes, world, "backward", 1, what, 1, bucket});
     return;
   }
   const int k = static_cast<int>(config.ranks_per_node), nodes = world / k, local = rank % k;
@@ -40,13 +42,13 @@ void add_bucket_all_reduce(CostPlan& plan, const Config& config, int rank, int64
     const int64_t chunk = n / k + (local < n % k ? 1 : 0);
     const std::string piece = what + (numel > piece_numel ? " piece " + std::to_string(offset / piece_numel) : "");
     if (k > 1)
-      plan.collectives.push_back(
-          {"reduce_scatter", "ring", dtype, n * element_bytes, k, "backward", 1, piece + " inside the node"});
-    plan.collectives.push_back(
-        {"all_reduce", "backend", dtype, chunk * element_bytes, nodes, "backward", 1, piece + " across nodes", k});
+      plan.collectives.push_back({"reduce_scatter", "ring", dtype, n * element_bytes, k, "backward", 1,
+                                  piece + " inside the node", 1, bucket});
+    plan.collectives.push_back({"all_reduce", "backend", dtype, chunk * element_bytes, nodes, "backward", 1,
+                                piece + " across nodes", k, bucket});
     if (k > 1)
       plan.collectives.push_back(
-          {"all_gather", "ring", dtype, n * element_bytes, k, "backward", 1, piece + " inside the node"});
+          {"all_gather", "ring", dtype, n * element_bytes, k, "backward", 1, piece + " inside the node", 1, bucket});
   }
 }
 
@@ -71,8 +73,7 @@ CostPlan ddp_plan(const Config& config, int rank) {
   for (size_t b = 0; b < layout.buckets.size(); ++b) {
     int64_t bucket_numel = 0;
     for (int i : layout.buckets[b]) bucket_numel += shapes[static_cast<size_t>(i)].numel;
-    add_bucket_all_reduce(plan, config, rank, bucket_numel, wire_bytes_per_element, wire_dtype,
-                          "bucket " + std::to_string(b));
+    add_bucket_all_reduce(plan, config, rank, static_cast<int>(b), bucket_numel, wire_bytes_per_element, wire_dtype);
     if (wire_bytes_per_element != 4) plan.state.buffers += bucket_numel * wire_bytes_per_element;
   }
   plan.state.params = numel * 4;
@@ -101,13 +102,12 @@ struct BucketCalls {
 };
 BucketCalls bucket_calls(const ScheduleInput& in) {
   BucketCalls calls;
-  std::string current;
+  int current = -1;
   for (size_t i = 0; i < in.plan.collectives.size(); ++i) {
     const PlannedCollective& c = in.plan.collectives[i];
-    if (c.phase != "backward") continue;
-    const std::string bucket = c.what.substr(0, c.what.find(' ', c.what.find(' ') + 1));  // "bucket 3"
-    if (bucket != current) {
-      current = bucket;
+    if (c.phase != "backward" || c.bucket < 0) continue;
+    if (c.bucket != current) {
+      current = c.bucket;
       calls.in_hook.push_back(0), calls.overlapped.push_back(0), calls.on_wait.push_back(0);
     }
     if (c.op == "reduce_scatter")

@@ -7,17 +7,10 @@
 #include <stdexcept>
 #include <string>
 
+#include "lab/link_rate.hpp"
+
 namespace dtlab::analysis {
 namespace {
-
-std::string rate_text(double bits_per_s) {
-  char text[32];
-  if (bits_per_s >= 1e9)
-    std::snprintf(text, sizeof text, "%g Gbit/s", bits_per_s / 1e9);
-  else
-    std::snprintf(text, sizeof text, "%g Mbit/s", bits_per_s / 1e6);
-  return text;
-}
 
 // Applies `beta_of(key, β, large)` to both regimes of every op of `model`.
 void map_betas(CommModel& model, const std::function<double(const std::string&, double, bool)>& beta_of) {
@@ -51,7 +44,8 @@ MachineProfile on_topology(const MachineProfile& profile, const Topology& t) {
     const double wire = wire_us_per_byte(t.intra_link_bps);
     map_betas(comm.intra_node, [&](const std::string&, double beta, bool) { return std::max(beta, wire); });
     comm.intra_link_bps = t.intra_link_bps;
-    p.adjustments.push_back("intra-node links at " + rate_text(t.intra_link_bps) + ": β = max(measured, wire time)");
+    p.adjustments.push_back("intra-node links at " + describe_rate(t.intra_link_bps) +
+                            ": β = max(measured, wire time)");
   }
 
   if (t.inter_link_bps > 0) {
@@ -62,18 +56,18 @@ MachineProfile on_topology(const MachineProfile& profile, const Topology& t) {
       map_betas(inter, [&](const std::string&, double beta, bool) { return std::max(beta, wire); });
       comm.inter_node = inter;
       p.adjustments.push_back("inter_node derived from intra_node: β = max(intra-node β, wire time at " +
-                              rate_text(t.inter_link_bps) + ")");
+                              describe_rate(t.inter_link_bps) + ")");
     } else if (comm.inter_link_bps > 0) {
       const double scale = comm.inter_link_bps / t.inter_link_bps;
       map_betas(*comm.inter_node, [&](const std::string& key, double beta, bool large) {
         return std::max(beta * scale, intra_beta(intra, key, large));
       });
-      p.adjustments.push_back("inter_node measured at " + rate_text(comm.inter_link_bps) + ", scaled to " +
-                              rate_text(t.inter_link_bps) + " (β × " + std::to_string(scale) +
+      p.adjustments.push_back("inter_node measured at " + describe_rate(comm.inter_link_bps) + ", scaled to " +
+                              describe_rate(t.inter_link_bps) + " (β × " + std::to_string(scale) +
                               ", never below the intra-node β)");
     } else {
       map_betas(*comm.inter_node, [&](const std::string&, double, bool) { return wire; });
-      p.adjustments.push_back("inter_node β set to the wire time at " + rate_text(t.inter_link_bps) +
+      p.adjustments.push_back("inter_node β set to the wire time at " + describe_rate(t.inter_link_bps) +
                               " (the profile records no measured link rate)");
     }
     comm.inter_link_bps = t.inter_link_bps;

@@ -109,15 +109,6 @@ LinkRate parse_link_rate(const std::string& text, const std::string& option) {
   return {bits_per_s, tc_text};
 }
 
-std::string describe_rate(double bits_per_s) {
-  char text[48];
-  if (bits_per_s >= 1e9)
-    std::snprintf(text, sizeof text, "%g Gbit/s", bits_per_s / 1e9);
-  else
-    std::snprintf(text, sizeof text, "%g Mbit/s", bits_per_s / 1e6);
-  return text;
-}
-
 std::optional<double> launched_link_bps(const char* text) {
   if (text == nullptr || *text == '\0') return std::nullopt;
   if (std::string(text) == "none") return 0.0;

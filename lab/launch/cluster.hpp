@@ -25,6 +25,8 @@
 #include <string>
 #include <vector>
 
+#include "lab/link_rate.hpp"
+
 namespace dtlab {
 
 // A link rate as tc spells it: "200mbit", "1gbit", "4gbit", "500kbit", "1000000bit" (SI multiples of bits per
@@ -36,8 +38,6 @@ struct LinkRate {
 
 // Throws std::invalid_argument naming `option`, the text and the accepted forms.
 LinkRate parse_link_rate(const std::string& text, const std::string& option);
-// "200 Mbit/s", "1 Gbit/s", "4.5 Gbit/s".
-std::string describe_rate(double bits_per_s);
 
 // A link's rate as `dtlab launch --nodes` hands it to each rank (DTLAB_INTER_LINK / DTLAB_INTRA_LINK: tc's text, or
 // "none"): bits per second, 0 = unshaped; nullopt when `text` is null, empty or not a rate.

@@ -10,42 +10,13 @@
 #include "analysis/cost/step_model.hpp"
 #include "lab/config.hpp"
 #include "strategies/cost_plan.hpp"
+#include "tests/analysis/synthetic_profile.hpp"
 
 namespace dtlab::analysis {
 namespace {
 
-// Every key its own α (us), β (us/B), γ (us/B), all multiplied by `scale`, so that timing a collective with
-// the wrong key changes the result:
-//   all_reduce/backend 100, 1e-3, 2e-4      all_gather/backend 200, 2e-3, 7e-4     all_gather/ring 300, 3e-3, 5e-4
-//   reduce_scatter/ring 400, 4e-3, 4e-4     reduce_scatter/backend 500, 5e-3, 6e-4
-//   broadcast/backend 600, 6e-3, 0          send_recv/backend 700, 7e-3, 0
-CommModel distinct_comm(double scale = 1) {
-  CommModel m;
-  m.backend = "gloo";
-  m.ops["all_reduce/backend"] = {100 * scale, 1e-3 * scale, 2e-4 * scale};
-  m.ops["all_gather/backend"] = {200 * scale, 2e-3 * scale, 7e-4 * scale};
-  m.ops["all_gather/ring"] = {300 * scale, 3e-3 * scale, 5e-4 * scale};
-  m.ops["reduce_scatter/ring"] = {400 * scale, 4e-3 * scale, 4e-4 * scale};
-  m.ops["reduce_scatter/backend"] = {500 * scale, 5e-3 * scale, 6e-4 * scale};
-  m.ops["broadcast/backend"] = {600 * scale, 6e-3 * scale, 0};
-  m.ops["send_recv/backend"] = {700 * scale, 7e-3 * scale, 0};
-  return m;
-}
-
-// 1 TFLOP/s fp32 at efficiency 0.5, 10 GB/s memory, two ranks per node, distinct_comm(comm_scale) inside a node.
-MachineProfile synthetic(double comm_scale = 1) {
-  MachineProfile p;
-  p.name = "synthetic";
-  p.kind = "measured";
-  p.source = "test";
-  p.device = "cpu";
-  p.compute.matmul_tflops = {{"float32", 1.0}};
-  p.compute.train_efficiency = 0.5;
-  p.compute.memory_GBps = 10;
-  p.comm.ranks_per_node = 2;
-  p.comm.intra_node = distinct_comm(comm_scale);
-  return p;
-}
+using testing::distinct_comm;
+using testing::synthetic;
 
 Config tiny(std::vector<std::string> overrides = {}, int64_t world = 1) {
   overrides.insert(overrides.begin(), {"train.micro_batch=4", "train.global_batch=" + std::to_string(4 * world)});
@@ -329,20 +300,18 @@ TEST(StepModel, HierarchicalAllReduceIsATwoResourcePipeline) {
   p.comm.inter_node = distinct_comm(10);
   p.comm.ranks_per_link = 2;
   const int64_t piece = 1 << 20;
-  const auto call = [&](const char* op, const char* alg, int64_t bytes, int size, int stride) {
-    return planned_collective_us({op, alg, "float32", bytes, size, "backward", 1, "t", stride}, Config{}, p);
+  const auto call = [](const MachineProfile& on, const char* op, const char* alg, int64_t bytes, int size, int stride) {
+    return planned_collective_us({op, alg, "float32", bytes, size, "backward", 1, "t", stride}, Config{}, on);
   };
-  const double rs = call("reduce_scatter", "ring", piece, 2, 1), ag = call("all_gather", "ring", piece, 2, 1);
-  const double ar = call("all_reduce", "backend", piece / 2, 2, 2);
+  const double rs = call(p, "reduce_scatter", "ring", piece, 2, 1), ag = call(p, "all_gather", "ring", piece, 2, 1);
+  const double ar = call(p, "all_reduce", "backend", piece / 2, 2, 2);
   EXPECT_NEAR(hierarchical_all_reduce_us(p, piece, 2, 2, piece), rs + ar + ag, 1e-9);
   ASSERT_GT(ar, rs + ag) << "the link is the busier resource here";
   EXPECT_NEAR(hierarchical_all_reduce_us(p, 4 * piece, 2, 2, piece), rs + 4 * ar + ag, 1e-9);
   MachineProfile slow_node = p;
   slow_node.comm.intra_node = distinct_comm(100);
-  const double rs_slow = planned_collective_us({"reduce_scatter", "ring", "float32", piece, 2, "backward", 1, "t", 1},
-                                               Config{}, slow_node);
-  const double ag_slow =
-      planned_collective_us({"all_gather", "ring", "float32", piece, 2, "backward", 1, "t", 1}, Config{}, slow_node);
+  const double rs_slow = call(slow_node, "reduce_scatter", "ring", piece, 2, 1);
+  const double ag_slow = call(slow_node, "all_gather", "ring", piece, 2, 1);
   EXPECT_NEAR(hierarchical_all_reduce_us(slow_node, 4 * piece, 2, 2, piece), 4 * (rs_slow + ag_slow), 1e-9);
 }
 

@@ -5,30 +5,13 @@
 #include <stdexcept>
 
 #include "analysis/cost/topology.hpp"
+#include "tests/analysis/synthetic_profile.hpp"
 
 namespace dtlab::analysis {
 namespace {
 
-CommModel model(double alpha, double beta, double gamma) {
-  CommModel m;
-  m.backend = "gloo";
-  m.ops["all_reduce/backend"] = {alpha, beta, gamma};
-  m.ops["all_gather/ring"] = {alpha, beta, 0};
-  return m;
-}
-
-MachineProfile loopback_profile() {
-  MachineProfile p;
-  p.name = "loopback";
-  p.kind = "measured";
-  p.source = "test";
-  p.device = "cpu";
-  p.compute.matmul_tflops = {{"float32", 1.0}};
-  p.compute.memory_GBps = 10;
-  p.comm.ranks_per_node = 1024;
-  p.comm.intra_node = model(50, 4e-4, 1e-4);  // 2.5 GB/s per byte moved
-  return p;
-}
+using testing::distinct_comm;
+using testing::synthetic;
 
 constexpr double kWire1G = 8e-3;  // µs per byte at 1 Gbit/s
 
@@ -40,16 +23,16 @@ TEST(Topology, WireTimeOfAByte) {
 // A loopback calibration has no inter-node model: one is derived from the intra-node one, β at least the wire time,
 // α and γ as measured; one link per node shared by its ranks.
 TEST(Topology, WithoutAnInterNodeModelOneIsDerivedFromTheIntraNodeOne) {
-  const MachineProfile p = on_topology(loopback_profile(), {.nodes = 2, .ranks_per_node = 2, .inter_link_bps = 1e9});
+  const MachineProfile p = on_topology(synthetic(), {.nodes = 2, .ranks_per_node = 4, .inter_link_bps = 1e9});
   ASSERT_TRUE(p.comm.inter_node.has_value());
   const CollectiveCost& c = p.comm.inter_node->ops.at("all_reduce/backend");
-  EXPECT_DOUBLE_EQ(c.beta_us_per_byte, kWire1G);
-  EXPECT_DOUBLE_EQ(c.alpha_us, 50);
-  EXPECT_DOUBLE_EQ(c.gamma_us_per_byte, 1e-4);
-  EXPECT_EQ(p.comm.ranks_per_node, 2);
-  EXPECT_EQ(p.comm.ranks_per_link, 2);
+  EXPECT_DOUBLE_EQ(c.beta_us_per_byte, kWire1G) << "the wire time, above the intra-node 1e-3";
+  EXPECT_DOUBLE_EQ(c.alpha_us, 100);
+  EXPECT_DOUBLE_EQ(c.gamma_us_per_byte, 2e-4);
+  EXPECT_EQ(p.comm.ranks_per_node, 4) << "the topology's, not the profile's 2";
+  EXPECT_EQ(p.comm.ranks_per_link, 4);
   EXPECT_DOUBLE_EQ(p.comm.inter_link_bps, 1e9);
-  EXPECT_DOUBLE_EQ(p.comm.intra_node.ops.at("all_reduce/backend").beta_us_per_byte, 4e-4) << "intra untouched";
+  EXPECT_DOUBLE_EQ(p.comm.intra_node.ops.at("all_reduce/backend").beta_us_per_byte, 1e-3) << "intra untouched";
   ASSERT_FALSE(p.adjustments.empty());
   EXPECT_NE(p.adjustments.front().find("inter_node derived from intra_node"), std::string::npos)
       << p.adjustments.front();
@@ -58,36 +41,36 @@ TEST(Topology, WithoutAnInterNodeModelOneIsDerivedFromTheIntraNodeOne) {
 // An inter-node model measured at 1 Gbit/s scales to 200 Mbit/s (β × 5) and to 4 Gbit/s (β / 4), but not below the
 // intra-node β of the same op; both size regimes alike.
 TEST(Topology, AMeasuredInterNodeModelScalesWithTheRateDownToTheIntraNodeBeta) {
-  MachineProfile measured = loopback_profile();
-  measured.comm.ranks_per_node = 2;
+  MachineProfile measured = synthetic();
   measured.comm.ranks_per_link = 2;
   measured.comm.inter_link_bps = 1e9;
-  measured.comm.inter_node = model(900, 8.4e-3, 1e-4);
+  measured.comm.inter_node = distinct_comm(8);  // all_reduce/backend β 8e-3 µs/B, as the wire at 1 Gbit/s
   CollectiveCost& large = measured.comm.inter_node->ops.at("all_gather/ring");
   large.large_from_bytes = 1 << 20;
   large.large_beta_us_per_byte = 8.8e-3;
+  const double beta = measured.comm.inter_node->ops.at("all_reduce/backend").beta_us_per_byte;
 
   const MachineProfile slow = on_topology(measured, {.nodes = 2, .inter_link_bps = 200e6});
-  EXPECT_DOUBLE_EQ(slow.comm.inter_node->ops.at("all_reduce/backend").beta_us_per_byte, 8.4e-3 * 5);
+  EXPECT_DOUBLE_EQ(slow.comm.inter_node->ops.at("all_reduce/backend").beta_us_per_byte, beta * 5);
   EXPECT_DOUBLE_EQ(slow.comm.inter_node->ops.at("all_gather/ring").large_beta_us_per_byte, 8.8e-3 * 5);
-  EXPECT_DOUBLE_EQ(slow.comm.inter_node->ops.at("all_reduce/backend").alpha_us, 900);
-  EXPECT_DOUBLE_EQ(slow.comm.inter_node->ops.at("all_reduce/backend").gamma_us_per_byte, 1e-4);
+  EXPECT_DOUBLE_EQ(slow.comm.inter_node->ops.at("all_reduce/backend").alpha_us, 800);
+  EXPECT_DOUBLE_EQ(slow.comm.inter_node->ops.at("all_reduce/backend").gamma_us_per_byte, 1.6e-3);
   EXPECT_EQ(slow.comm.ranks_per_link, 2) << "the profile's, it has an inter-node model";
 
   const MachineProfile fast = on_topology(measured, {.nodes = 2, .inter_link_bps = 4e9});
-  EXPECT_DOUBLE_EQ(fast.comm.inter_node->ops.at("all_reduce/backend").beta_us_per_byte, 8.4e-3 / 4);
+  EXPECT_DOUBLE_EQ(fast.comm.inter_node->ops.at("all_reduce/backend").beta_us_per_byte, beta / 4);
   const MachineProfile very_fast = on_topology(measured, {.nodes = 2, .inter_link_bps = 1e12});
-  EXPECT_DOUBLE_EQ(very_fast.comm.inter_node->ops.at("all_reduce/backend").beta_us_per_byte, 4e-4)
+  EXPECT_DOUBLE_EQ(very_fast.comm.inter_node->ops.at("all_reduce/backend").beta_us_per_byte, 1e-3)
       << "never below what the same op costs inside a node";
 }
 
 // A spec sheet's inter-node model has no measured rate: its β becomes the wire time; the intra-node link, when
 // given, floors the intra-node β; ranks_per_link as given.
 TEST(Topology, SpecSheetLinksAndIntraNodeRates) {
-  MachineProfile spec = loopback_profile();
+  MachineProfile spec = synthetic();
   spec.kind = "spec-sheet";
   spec.comm.ranks_per_node = 8;
-  spec.comm.inter_node = model(5, 2e-5, 1e-6);
+  spec.comm.inter_node = distinct_comm(0.02);  // all_reduce/backend β 2e-5: beats the wire
   const MachineProfile p = on_topology(spec, {.nodes = 8, .inter_link_bps = 200e9, .intra_link_bps = 1e9});
   EXPECT_DOUBLE_EQ(p.comm.inter_node->ops.at("all_reduce/backend").beta_us_per_byte, 4e-5);
   EXPECT_DOUBLE_EQ(p.comm.intra_node.ops.at("all_gather/ring").beta_us_per_byte, kWire1G);
@@ -97,16 +80,16 @@ TEST(Topology, SpecSheetLinksAndIntraNodeRates) {
 }
 
 TEST(Topology, NoChangeWithoutRates) {
-  const MachineProfile p = on_topology(loopback_profile(), {});
+  const MachineProfile p = on_topology(synthetic(), {});
   EXPECT_FALSE(p.comm.inter_node.has_value());
-  EXPECT_EQ(p.comm.ranks_per_node, 1024);
+  EXPECT_EQ(p.comm.ranks_per_node, 2);
   EXPECT_TRUE(p.adjustments.empty());
 }
 
 TEST(Topology, BadInputIsRefused) {
-  EXPECT_THROW(on_topology(loopback_profile(), {.nodes = 0}), std::invalid_argument);
-  EXPECT_THROW(on_topology(loopback_profile(), {.nodes = 2, .inter_link_bps = -1}), std::invalid_argument);
-  EXPECT_THROW(on_topology(loopback_profile(), {.nodes = 2, .ranks_per_link = -1}), std::invalid_argument);
+  EXPECT_THROW(on_topology(synthetic(), {.nodes = 0}), std::invalid_argument);
+  EXPECT_THROW(on_topology(synthetic(), {.nodes = 2, .inter_link_bps = -1}), std::invalid_argument);
+  EXPECT_THROW(on_topology(synthetic(), {.nodes = 2, .ranks_per_link = -1}), std::invalid_argument);
 }
 
 }  // namespace
