@@ -105,6 +105,15 @@ struct InstrumentConfig {
   std::string profile;         // machine profile JSON (dtlab calibrate); "" = predict memory and bytes only
 };
 
+// A per-rank cap on tensor memory, enforced by the counting allocator (lab/memory.hpp) the way a GPU's memory
+// bounds its caching allocator: an allocation past it stops the run with out-of-memory on every rank.
+struct MemoryConfig {
+  std::string limit = "none";  // none | bytes with a binary unit: 256MiB, 1.5GiB, 65536 (B), 512KiB
+};
+
+// memory.limit in bytes (0 = none). Throws ConfigError naming the key, the text and the accepted forms.
+int64_t memory_limit_bytes(const MemoryConfig& memory);
+
 struct Config {
   ModelConfig model;
   DataConfig data;
@@ -112,6 +121,7 @@ struct Config {
   ParallelConfig parallel;
   PrecisionConfig precision;
   InstrumentConfig instrument;
+  MemoryConfig memory;
   int64_t world_size = 1;  // from the launcher, not the file; used by the batch rule
   // From the launcher (LOCAL_WORLD_SIZE), not the file: ranks per node when the job spans nodes (it divides
   // world_size and is smaller); 0 = unknown or one node. HYBRID's default shard group is the node.

@@ -4,7 +4,8 @@
 // LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1, MASTER_PORT=<free port>, plus DTLAB_LAUNCHER=dtlab and
 // OMP_NUM_THREADS=1 unless set), prefixes every output line with "[rank r] ", and supervises: when a
 // rank exits non-zero or is killed by a signal, the others get SIGTERM, then SIGKILL after a grace
-// period, and launch exits non-zero naming the first failed rank and its exit code or signal.
+// period, and launch exits naming the first failed rank and its exit code or signal, with that rank's exit code
+// (so `dtlab train`'s out-of-memory status 3 reaches the caller), or 1 when a signal killed it.
 // Every rank runs in its own process group so no grandchild is orphaned, and gets SIGKILL if the launcher dies.
 //
 // With --nodes M > 1 it first builds an emulated cluster (lab/launch/cluster.hpp: a network namespace per node,

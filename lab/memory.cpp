@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -22,6 +23,7 @@
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/alignment.h>
+#include <c10/util/Exception.h>
 
 #ifdef DTLAB_WITH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -39,6 +41,9 @@ std::atomic<int64_t> g_peak_bytes{0};
 std::atomic<int64_t> g_category_current[kMemoryCategoryCount];
 std::atomic<int64_t> g_category_peak[kMemoryCategoryCount];
 std::atomic<bool> g_installed{false};
+std::atomic<int64_t> g_limit_bytes{0};  // 0 = no cap
+std::mutex g_refused_mutex;
+std::optional<RefusedAllocation> g_refused;  // the first refusal (guarded by g_refused_mutex)
 thread_local MemoryCategory t_category = MemoryCategory::other;
 // Set once before installation, read-only afterwards.
 c10::Allocator* g_inner = nullptr;
@@ -50,10 +55,36 @@ void raise_peak(std::atomic<int64_t>& peak_counter, int64_t now) {
   }
 }
 
+std::string mib(int64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return text;
+}
+
+// Counts n bytes for `category`, or refuses them when they would pass the cap: uncounts, records the first
+// refusal and throws c10::OutOfMemoryError. Two allocations racing at the cap may both be refused, as on a GPU.
 void count_allocation(int64_t n, MemoryCategory category) {
   const auto c = static_cast<size_t>(category);
-  raise_peak(g_peak_bytes, g_current_bytes.fetch_add(n, std::memory_order_relaxed) + n);
+  const int64_t now = g_current_bytes.fetch_add(n, std::memory_order_relaxed) + n;
+  const int64_t limit = g_limit_bytes.load(std::memory_order_relaxed);
+  if (limit > 0 && now > limit) {
+    g_current_bytes.fetch_sub(n, std::memory_order_relaxed);
+    RefusedAllocation refused{category, n, now - n, limit, {}};
+    for (int k = 0; k < kMemoryCategoryCount; ++k)
+      refused.in_use_by_category[static_cast<size_t>(k)] = g_category_current[k].load(std::memory_order_relaxed);
+    {
+      const std::lock_guard<std::mutex> lock(g_refused_mutex);
+      if (!g_refused) g_refused = refused;
+    }
+    TORCH_CHECK_WITH(OutOfMemoryError, false, "out of memory under memory.limit: ", describe(refused));
+  }
+  raise_peak(g_peak_bytes, now);
   raise_peak(g_category_peak[c], g_category_current[c].fetch_add(n, std::memory_order_relaxed) + n);
+}
+
+void uncount(int64_t n, MemoryCategory category) {
+  g_current_bytes.fetch_sub(n, std::memory_order_relaxed);
+  g_category_current[static_cast<size_t>(category)].fetch_sub(n, std::memory_order_relaxed);
 }
 
 // Header layout: bytes 0-7 the size n, byte 8 the category it was counted under.
@@ -62,9 +93,7 @@ void counting_delete(void* data) {
   char* base = static_cast<char*>(data) - kHeaderBytes;
   int64_t n = 0;
   std::memcpy(&n, base, sizeof n);
-  const auto category = static_cast<size_t>(static_cast<uint8_t>(base[sizeof n]));
-  g_current_bytes.fetch_sub(n, std::memory_order_relaxed);
-  g_category_current[category].fetch_sub(n, std::memory_order_relaxed);
+  uncount(n, static_cast<MemoryCategory>(static_cast<uint8_t>(base[sizeof n])));
   g_inner_deleter(base);
 }
 
@@ -76,13 +105,20 @@ struct CountingAllocator final : c10::Allocator {
     if (n > std::numeric_limits<size_t>::max() - kHeaderBytes ||
         n > static_cast<size_t>(std::numeric_limits<int64_t>::max()))
       throw std::bad_alloc();
-    c10::DataPtr inner = g_inner->allocate(n + kHeaderBytes);
-    void* base = inner.release_context();  // context == data for the default allocator (checked at install)
     const auto bytes = static_cast<int64_t>(n);
+    const MemoryCategory category = t_category;
+    count_allocation(bytes, category);  // first: a refusal past the cap allocates nothing
+    c10::DataPtr inner;
+    try {
+      inner = g_inner->allocate(n + kHeaderBytes);
+    } catch (...) {
+      uncount(bytes, category);
+      throw;
+    }
+    void* base = inner.release_context();  // context == data for the default allocator (checked at install)
     std::memcpy(base, &bytes, sizeof bytes);
-    static_cast<char*>(base)[sizeof bytes] = static_cast<char>(t_category);
+    static_cast<char*>(base)[sizeof bytes] = static_cast<char>(category);
     void* data = static_cast<char*>(base) + kHeaderBytes;
-    count_allocation(bytes, t_category);
     return c10::DataPtr(data, data, &counting_delete, cpu);
   }
   c10::DeleterFnPtr raw_deleter() const override { return &counting_delete; }
@@ -154,6 +190,45 @@ const char* to_string(MemoryCategory category) {
 MemoryScope::MemoryScope(MemoryCategory category) : previous_(t_category) { t_category = category; }
 MemoryScope::~MemoryScope() { t_category = previous_; }
 
+void set_cpu_tensor_memory_limit(int64_t bytes) {
+  const std::lock_guard<std::mutex> lock(g_refused_mutex);
+  g_refused.reset();
+  g_limit_bytes.store(std::max<int64_t>(0, bytes));
+}
+int64_t cpu_tensor_memory_limit() { return g_limit_bytes.load(); }
+
+UncappedScope::UncappedScope() : limit_(g_limit_bytes.exchange(0)) {}
+UncappedScope::~UncappedScope() { g_limit_bytes.store(limit_); }
+
+std::optional<RefusedAllocation> refused_allocation() {
+  const std::lock_guard<std::mutex> lock(g_refused_mutex);
+  return g_refused;
+}
+
+std::string describe(const RefusedAllocation& refused) {
+  std::string text = "tried to allocate " + mib(refused.requested_bytes) + " for " + to_string(refused.category) +
+                     " with " + mib(refused.in_use_bytes) + " of the " + mib(refused.limit_bytes) + " cap in use (";
+  bool first = true;
+  for (int k = 0; k < kMemoryCategoryCount; ++k) {
+    const int64_t bytes = refused.in_use_by_category[static_cast<size_t>(k)];
+    if (bytes == 0) continue;
+    text += std::string(first ? "" : ", ") + to_string(static_cast<MemoryCategory>(k)) + " " + mib(bytes);
+    first = false;
+  }
+  return text + ")";
+}
+
+nlohmann::json to_json(const RefusedAllocation& refused) {
+  nlohmann::json in_use = nlohmann::json::object();
+  for (int k = 0; k < kMemoryCategoryCount; ++k)
+    in_use[to_string(static_cast<MemoryCategory>(k))] = refused.in_use_by_category[static_cast<size_t>(k)];
+  return {{"category", to_string(refused.category)},
+          {"requested_bytes", refused.requested_bytes},
+          {"in_use_bytes", refused.in_use_bytes},
+          {"limit_bytes", refused.limit_bytes},
+          {"in_use_by_category", in_use}};
+}
+
 MemoryCounters cpu_tensor_memory(MemoryCategory category) {
   const auto c = static_cast<size_t>(category);
   return {g_category_current[c].load(std::memory_order_relaxed), g_category_peak[c].load(std::memory_order_relaxed)};
@@ -203,6 +278,7 @@ nlohmann::json memory_report(const StateBytes& state, int rank) {
       measured[to_string(category)] = {{"current_bytes", m.current_bytes}, {"peak_bytes", m.peak_bytes}};
     }
     j["measured"] = measured;
+    if (const int64_t limit = cpu_tensor_memory_limit(); limit > 0) j["limit_bytes"] = limit;
   }
   const ProcessMemory process = process_memory();
   j["rss_bytes"] = process.rss_bytes;

@@ -12,8 +12,10 @@
 // Counters are process-wide atomics: Gloo's worker threads allocate too.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -65,6 +67,40 @@ class MemoryScope {
 // Current and peak bytes of one category (zeros until the counting allocator is installed).
 MemoryCounters cpu_tensor_memory(MemoryCategory category);
 
+// The cap of memory.limit, enforced the way a GPU's memory bounds the CUDA caching allocator: an allocation that
+// would take the counted bytes past `bytes` is refused with c10::OutOfMemoryError (what the CUDA allocator throws)
+// and recorded. 0 = no cap (the default). Takes effect for the allocations after the call, and forgets an earlier
+// refusal.
+void set_cpu_tensor_memory_limit(int64_t bytes);
+int64_t cpu_tensor_memory_limit();
+
+// Lifts the cap for its lifetime: for the lab's own measurements inside a run (the GEMM probe of the MFU peak),
+// which a GPU run would make before or beside training, not with its memory. Not for training work.
+class UncappedScope {
+ public:
+  UncappedScope();
+  ~UncappedScope();
+  UncappedScope(const UncappedScope&) = delete;
+  UncappedScope& operator=(const UncappedScope&) = delete;
+
+ private:
+  int64_t limit_;
+};
+
+struct RefusedAllocation {
+  MemoryCategory category = MemoryCategory::other;  // the scope of the thread that asked
+  int64_t requested_bytes = 0;
+  int64_t in_use_bytes = 0;  // counted bytes alive when it asked
+  int64_t limit_bytes = 0;
+  std::array<int64_t, kMemoryCategoryCount> in_use_by_category{};
+};
+// The first allocation the cap refused in this process, whichever thread asked (a refusal on a communication
+// thread reaches the trainer as that collective's error: this says it was out of memory). nullopt: none.
+std::optional<RefusedAllocation> refused_allocation();
+// "tried to allocate 12.0 MiB for activations with 250.3 MiB of the 256.0 MiB cap in use (params 98.0 MiB, ...)"
+std::string describe(const RefusedAllocation& refused);
+nlohmann::json to_json(const RefusedAllocation& refused);
+
 struct ProcessMemory {
   int64_t rss_bytes = 0;  // /proc/self/status VmRSS
   int64_t hwm_bytes = 0;  // VmHWM: the peak resident set of the process's lifetime
@@ -89,6 +125,7 @@ std::optional<CudaMemory> cuda_memory();
 //                       communication scratch), and it is low when `buffers` counts peak gathers that
 //                       were not alive at the same moment. Only when the allocator is installed.
 //   measured {<category>: {current_bytes, peak_bytes}}                 the allocator's counts per MemoryCategory
+//   limit_bytes                                                       memory.limit's cap, when one is set
 //   rss_bytes, hwm_bytes                                              /proc/self/status
 //   cuda {device, allocated_bytes, allocated_peak_bytes, reserved_bytes, reserved_peak_bytes}  when available
 nlohmann::json memory_report(const StateBytes& state, int rank);

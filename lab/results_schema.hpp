@@ -15,6 +15,15 @@ inline constexpr const char* kModel = "model";
 inline constexpr const char* kSteps = "steps";
 inline constexpr const char* kSummary = "summary";
 inline constexpr const char* kMemory = "memory";
+// Optional (absent = ok): "oom" when the run stopped out of memory under memory.limit; then kOom holds the refusal
+// (rank, step (0 = setup), category, requested_bytes, in_use_bytes, limit_bytes, in_use_by_category, message),
+// memory.ranks each rank's memory when it stopped, and there is no summary.
+inline constexpr const char* kStatus = "status";
+inline constexpr const char* kStatusOom = "oom";
+inline constexpr const char* kOom = "oom";
+// `dtlab train`'s exit status (every rank's, and `dtlab launch`'s) when the run stopped out of memory, so scripts
+// and studies can tell it from a crash.
+inline constexpr int kOutOfMemoryExitCode = 3;
 inline constexpr const char* kDtypes =
     "dtypes";  // optional: dtype audit {params, master, grads, ..., collectives{op: [dtypes]}}
 inline constexpr const char* kCollectives =

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -12,6 +14,20 @@
 namespace dtlab {
 
 class Comm;
+
+// A key-value board every rank of the job reaches without collectives — the rendezvous store — for agreeing on a
+// stop when collectives may never complete (lab/train/oom_stop.hpp). Thread-safe. Operations throw
+// std::runtime_error when the board cannot be reached.
+class JobBoard {
+ public:
+  virtual ~JobBoard() = default;
+  virtual void set(const std::string& key, const std::string& value) = 0;
+  virtual std::optional<std::string> get(const std::string& key) = 0;  // nullopt: not set
+  virtual int64_t add(const std::string& key, int64_t delta) = 0;      // the new value (a missing key counts as 0)
+  // Calls `handler(value)` once, on the board's own thread, when `key` is set (polled every 50 ms), so a rank whose
+  // main thread is blocked in a collective still hears. One watch per board; the handler may end the process.
+  virtual void watch(const std::string& key, std::function<void(const std::string& value)> handler) = 0;
+};
 
 class World {
  public:
@@ -35,6 +51,8 @@ class World {
   virtual std::shared_ptr<Comm> split(const std::string& name, const std::vector<std::vector<int>>& groups) = 0;
   // Every communicator of this rank: the world's, then the groups from split() (records, audits).
   virtual std::vector<Comm*> all_comms() = 0;
+  // The job's board; nullptr in a single-process world (nobody to agree with).
+  virtual JobBoard* board() { return nullptr; }
 
  protected:
   int rank_ = 0, world_size_ = 1, local_rank_ = 0, local_world_size_ = 1;

@@ -13,6 +13,7 @@
 #include "lab/dist/dist_world.hpp"
 #include "lab/dist/rank_env.hpp"
 #include "lab/launch/cluster.hpp"
+#include "lab/train/oom_stop.hpp"
 #include "lab/train/trainer.hpp"
 #include "lab/world.hpp"
 #include "strategies/ddp_buckets.hpp"
@@ -87,7 +88,17 @@ int run_train(const TrainArgs& args, const std::string& command) {
   options.predict = analysis::run_prediction(config, topology);
   auto strategy = make_strategy(config.parallel.strategy);
   auto world = make_world(args, config.parallel.backend);
-  auto outcome = train(config, *strategy, *world, options);
+  TrainOutcome outcome;
+  try {
+    outcome = train(config, *strategy, *world, options);
+  } catch (const OutOfMemoryStop& e) {
+    std::fprintf(stderr, "error: %s; result.json records status oom\n", e.what());
+    std::fflush(nullptr);
+    // The other ranks have ended (or will, once the record is written); collectives in flight can never complete,
+    // so the process group is not torn down.
+    if (world->board() != nullptr) std::_Exit(kOutOfMemoryExitCode);
+    return kOutOfMemoryExitCode;
+  }
   if (world->is_main()) {
     const auto& summary = outcome.result["summary"];
     std::printf("done: %lld steps | final loss %.4f | median %.1f ms/step | %.0f tok/s | results in %s\n",

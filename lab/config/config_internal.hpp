@@ -65,7 +65,8 @@ struct KeySpec {
   std::string leaf() const { return name.substr(name.find('.') + 1); }
 };
 
-inline const std::array<std::string, 6> kSections = {"model", "data", "train", "parallel", "precision", "instrument"};
+inline const std::array<std::string, 7> kSections = {"model",     "data",       "train", "parallel",
+                                                     "precision", "instrument", "memory"};
 
 const std::vector<KeySpec>& key_table();
 const KeySpec* find_key(std::string_view name);   // nullptr if no such key
@@ -109,5 +110,8 @@ Config finish(Config config, const Sources& sources, const std::string& origin);
 void check_key(const KeySpec& k, const Config& config);  // throws Problem if the key's own rule fails
 void derive_accumulation(Config& config);                // fills train.accumulation = 0 where it divides exactly
 void check_rules(const Config& config);                  // every rule; throws Problem
+// memory.limit's bytes (0 for none), or nullopt when `text` is neither none nor a size with a binary unit.
+std::optional<int64_t> memory_limit_of(const std::string& text);
+std::string memory_limit_refusal(const std::string& text);  // the error for such a text
 
 }  // namespace dtlab::config_internal

@@ -143,6 +143,7 @@ const std::vector<KeySpec>& key_table() {
     using P = ParallelConfig;
     using X = PrecisionConfig;
     using I = InstrumentConfig;
+    using Y = MemoryConfig;
     std::vector<std::string> dtype_names;  // the config's spelling (lab/dtype.hpp)
     for (const Dtype d : kDtypes) dtype_names.emplace_back(config_name(d));
     const Rule dtype = one_of(dtype_names);
@@ -228,6 +229,8 @@ const std::vector<KeySpec>& key_table() {
         key("instrument.log_every", &C::instrument, &I::log_every, at_least(1), "print a step line every N steps"),
         key("instrument.profile", &C::instrument, &I::profile, any(),
             "machine profile for the prediction in result.json (dtlab calibrate)"),
+        key("memory.limit", &C::memory, &Y::limit, any(),
+            "tensor bytes per rank before out-of-memory (256MiB, 1GiB; none = no cap)"),
     };
     // clang-format on
   }();

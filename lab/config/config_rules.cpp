@@ -1,5 +1,8 @@
 // config_rules.cpp: validation — each key's own rule (from the key table), the rules relating two or more keys,
 // and the derived train.accumulation. A rule relating two keys lives in check_cross_rules().
+#include <map>
+#include <optional>
+#include <regex>
 #include <string>
 
 #include "lab/config/config_internal.hpp"
@@ -128,10 +131,35 @@ void check_rules(const Config& config) {
     throw Problem{
         "", "world_size=" + std::to_string(config.world_size) + " must be >= 1 (ranks in the job, from the launcher)"};
   for (const KeySpec& k : key_table()) check_key(k, config);
+  if (!memory_limit_of(config.memory.limit)) throw Problem{"memory.limit", memory_limit_refusal(config.memory.limit)};
   check_cross_rules(config);
 }
 
+std::optional<int64_t> memory_limit_of(const std::string& text) {
+  if (text == "none") return 0;
+  static const std::regex kForm(R"(([0-9]+(\.[0-9]+)?)\s*(B|KiB|MiB|GiB|TiB)?)");
+  static const std::map<std::string, double> kUnit = {
+      {"", 1}, {"B", 1}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
+  std::smatch match;
+  if (!std::regex_match(text, match, kForm)) return std::nullopt;
+  const double bytes = std::stod(match[1].str()) * kUnit.at(match[3].str());
+  if (!(bytes >= 1 && bytes < 9e18)) return std::nullopt;
+  return static_cast<int64_t>(bytes);
+}
+
+std::string memory_limit_refusal(const std::string& text) {
+  return "memory.limit=" + (text.empty() ? std::string("\"\"") : text) +
+         " must be none or a size of at least 1 byte with a binary unit (B, KiB, MiB, GiB, TiB), e.g. "
+         "memory.limit=256MiB";
+}
+
 }  // namespace config_internal
+
+int64_t memory_limit_bytes(const MemoryConfig& memory) {
+  const auto bytes = config_internal::memory_limit_of(memory.limit);
+  if (!bytes) throw ConfigError("config: " + config_internal::memory_limit_refusal(memory.limit));
+  return *bytes;
+}
 
 void validate(const Config& config) {
   try {

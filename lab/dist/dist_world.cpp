@@ -172,10 +172,10 @@ DistWorld::DistWorld(const RankEnv& env, const RendezvousOptions& options) : opt
   }
   auto world_store = c10::make_intrusive<c10d::PrefixStore>("dtlab/group/world/", store_);
   comm_ = std::make_shared<Comm>(make_backend(world_store, rank_, world_size_), "world", rank_, world_size_, rank_);
-  start_progress_board(env, master);
+  start_boards(env, master);
 }
 
-void DistWorld::start_progress_board(const RankEnv& env, const std::string& master) {
+void DistWorld::start_boards(const RankEnv& env, const std::string& master) {
   const int port = env.master_port;
   const bool agent_store = env.agent_store;
   const std::string prefix = env.store_prefix;
@@ -189,6 +189,7 @@ void DistWorld::start_progress_board(const RankEnv& env, const std::string& mast
     if (agent_store) store = c10::make_intrusive<c10d::PrefixStore>(prefix, store);
     return store;
   };
+  board_ = std::make_unique<StoreBoard>(make_store);
   progress_ = std::make_unique<ProgressBoard>(make_store, master + ":" + std::to_string(port), rank_, world_size_,
                                               [this] { return progress_status(); });
   attach(*comm_);

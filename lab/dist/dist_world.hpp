@@ -20,6 +20,7 @@
 
 #include "lab/dist/progress_board.hpp"
 #include "lab/dist/rank_env.hpp"
+#include "lab/dist/store_board.hpp"
 #include "lab/world.hpp"
 
 namespace c10d {
@@ -53,6 +54,7 @@ class DistWorld final : public World {
   Comm& comm() override { return *comm_; }
   std::shared_ptr<Comm> split(const std::string& name, const std::vector<std::vector<int>>& groups) override;
   std::vector<Comm*> all_comms() override;
+  JobBoard* board() override { return board_.get(); }
   const RendezvousOptions& options() const { return options_; }
 
  private:
@@ -60,15 +62,17 @@ class DistWorld final : public World {
 
   RendezvousOptions options_;
   std::string gloo_host_;
-  // Where each rank's heartbeat goes and what it says: the step and the last collective of every communicator.
-  void start_progress_board(const RankEnv& env, const std::string& master);
+  // The job board (board()) and the heartbeat: where each rank says what it is doing (the step and the last
+  // collective of every communicator).
+  void start_boards(const RankEnv& env, const std::string& master);
   std::string progress_status() const;
   void attach(Comm& comm);
 
   c10::intrusive_ptr<c10d::Store> store_;
   std::shared_ptr<Comm> comm_;
   std::map<std::string, std::shared_ptr<Comm>> groups_;
-  mutable std::mutex groups_mutex_;          // groups_ is read by the heartbeat thread
+  mutable std::mutex groups_mutex_;  // groups_ is read by the heartbeat thread
+  std::unique_ptr<StoreBoard> board_;
   std::unique_ptr<ProgressBoard> progress_;  // declared last: its thread stops before the comms go
 };
 

@@ -14,7 +14,10 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
+
+#include "lab/config.hpp"
 
 namespace dtlab {
 namespace {
@@ -70,6 +73,7 @@ struct Specs {
     int64_t step = -1;
     bool nan = false;
   } nonfinite;
+  std::optional<std::pair<int, int64_t>> memory_limit;  // rank, bytes
   std::string mutation;
 };
 
@@ -110,6 +114,17 @@ Specs parse_specs() {
       bad("DTLAB_INJECT_INF", spec, "is not RANK:STEP or RANK:STEP:nan");
     s.nonfinite = {true, parse_int("DTLAB_INJECT_INF", spec, parts[0], "rank"),
                    parse_int("DTLAB_INJECT_INF", spec, parts[1], "step"), parts.size() == 3};
+  }
+  if (const char* spec = std::getenv("DTLAB_INJECT_MEMORY_LIMIT"); spec && *spec) {
+    const std::string item = spec;
+    const auto colon = item.find(':');
+    if (colon == std::string::npos) bad("DTLAB_INJECT_MEMORY_LIMIT", spec, "is not RANK:SIZE (e.g. 1:4MiB)");
+    const int rank = parse_int("DTLAB_INJECT_MEMORY_LIMIT", spec, item.substr(0, colon), "rank");
+    try {
+      s.memory_limit = {rank, memory_limit_bytes(MemoryConfig{item.substr(colon + 1)})};
+    } catch (const ConfigError& e) {
+      bad("DTLAB_INJECT_MEMORY_LIMIT", spec, std::string("has no valid SIZE: ") + e.what());
+    }
   }
   if (const char* spec = std::getenv("DTLAB_INJECT_MUTATION"); spec && *spec) {
     s.mutation = spec;
@@ -185,6 +200,14 @@ bool inject_nonfinite(int64_t step, int rank) {
 
 double nonfinite_injection_value() {
   return specs().nonfinite.nan ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
+}
+
+std::optional<int64_t> injected_memory_limit(int rank) {
+  const auto& limit = specs().memory_limit;
+  if (!limit || limit->first != rank) return std::nullopt;
+  std::fprintf(stderr, "fault injection: rank %d's memory.limit is %lld bytes\n", rank,
+               static_cast<long long>(limit->second));
+  return limit->second;
 }
 
 bool mutation(const char* name) { return specs().mutation == name; }

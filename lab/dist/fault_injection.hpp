@@ -8,6 +8,8 @@
 //       POINT = step_end (default: after the optimizer step) | a collective point below | mid_ring (inside a ring
 //       reduce-scatter/all-gather, after its first exchange: the other ranks are in the middle of it).
 //   DTLAB_INJECT_INF="RANK:STEP[:nan]"           RANK writes an inf (or nan) into a gradient at STEP.
+//   DTLAB_INJECT_MEMORY_LIMIT="RANK:SIZE"        RANK's memory.limit is SIZE (e.g. 1:4MiB) instead: that rank alone
+//       runs out of memory, while the others go on into their next collective (lab/train/oom_stop.hpp).
 //   DTLAB_INJECT_MUTATION="NAME"                 a deliberate bug, to prove the parity suite can fail:
 //       drop_world_factor    gradients are not divided by the data-parallel size (a sum, not a mean)
 //       sum_hybrid_replicas  fsdp_hybrid sums its replicas instead of averaging them
@@ -18,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 
 namespace dtlab {
@@ -43,6 +46,9 @@ void inject_fault(const char* point, int rank);
 // gradient.
 bool inject_nonfinite(int64_t step, int rank);
 double nonfinite_injection_value();  // +inf, or nan with the ":nan" suffix
+
+// DTLAB_INJECT_MEMORY_LIMIT's bytes when it names `rank`.
+std::optional<int64_t> injected_memory_limit(int rank);
 
 // True when DTLAB_INJECT_MUTATION names `name` (one of the names above).
 bool mutation(const char* name);

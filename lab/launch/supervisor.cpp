@@ -177,7 +177,8 @@ class Supervisor {
         for (const Rank& rank : ranks_) {
           if (rank.reaped && !(WIFEXITED(rank.wait_status) && WEXITSTATUS(rank.wait_status) == 0)) {
             report_failure(rank);
-            exit_code_ = 1;
+            // The first failed rank's own status when it exited (dtlab train's 3 = out of memory), else 1.
+            exit_code_ = WIFEXITED(rank.wait_status) ? WEXITSTATUS(rank.wait_status) : 1;
             begin_stop();
             break;
           }

@@ -2,11 +2,14 @@
 #include "lab/train/trainer.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <iterator>
 #include <map>
+#include <memory>
+#include <optional>
 #include <thread>
 
 #include <ATen/Parallel.h>
@@ -24,6 +27,7 @@
 #include "lab/model_shape.hpp"
 #include "lab/results.hpp"
 #include "lab/results_schema.hpp"
+#include "lab/train/oom_stop.hpp"
 #include "lab/train/run_trace.hpp"
 #include "lab/train/schedule.hpp"
 
@@ -164,6 +168,49 @@ nlohmann::json result_header(const Config& config, const Strategy& strategy, con
   return result;
 }
 
+// How far a run got, for stopping it part-way: the step running (0 = setup) and the results writer.
+struct RunProgress {
+  int64_t step = 0;
+  std::atomic<bool> wrapped{false};  // the strategy is whole: its state_bytes() can be asked (from any thread)
+  std::unique_ptr<ResultsWriter> writer;
+};
+
+// This rank's memory for an out-of-memory record: the strategy's state once it is whole, the measured categories
+// always (a refusal inside wrap() leaves a strategy half-built).
+nlohmann::json memory_now(const Strategy& strategy, const World& world, const RunProgress& progress) {
+  return memory_report(progress.wrapped ? strategy.state_bytes() : StateBytes{}, world.rank());
+}
+
+// The out-of-memory stop on the rank whose allocation was refused (lab/train/oom_stop.hpp): agree with the other
+// ranks, write result.json with status oom — the refusal, every rank's memory, the steps done — and throw.
+[[noreturn]] void stop_out_of_memory(const Config& config, Strategy& strategy, World& world,
+                                     const TrainOptions& options, const RefusedAllocation& refused,
+                                     const TrainOutcome& outcome, const RunProgress& progress, OomAgreement& oom) {
+  const std::string where = progress.step == 0 ? "in setup" : "at step " + std::to_string(progress.step);
+  const std::string message =
+      "rank " + std::to_string(world.rank()) + " ran out of memory " + where + ": " + describe(refused);
+  nlohmann::json refusal = to_json(refused);
+  refusal["rank"] = world.rank();
+  refusal["step"] = progress.step;
+  refusal["message"] = message;
+  const std::vector<nlohmann::json> memory = oom.claim(refusal);  // another rank's claim ends this process here
+  if (progress.writer) {
+    nlohmann::json result = result_header(config, strategy, world, options.command,
+                                          static_cast<int>(at::get_num_threads()), model_counts(config.model).params);
+    result[schema::kStatus] = schema::kStatusOom;
+    result[schema::kOom] = refusal;
+    result[schema::kMemory] = memory_now(strategy, world, progress);
+    result[schema::kMemory][schema::kRanks] = memory;
+    nlohmann::json steps = nlohmann::json::array();
+    for (const StepRecord& r : outcome.steps) steps.push_back(step_json(r, config.precision.loss_scale == "dynamic"));
+    result[schema::kSteps] = steps;
+    if (options.predict) result[schema::kPrediction] = options.predict(config, world.rank());
+    progress.writer->write_result(result);
+  }
+  oom.written();
+  throw OutOfMemoryStop(message);
+}
+
 }  // namespace
 
 std::string format_step_line(const StepRecord& r, int64_t total_steps) {
@@ -194,13 +241,11 @@ int configure_threads(const Config& config, const World& world) {
   return threads;
 }
 
-TrainOutcome train(const Config& config, Strategy& strategy, World& world, const TrainOptions& options) {
-  if (!config.model.trainable)
-    throw std::invalid_argument("model.preset=" + config.model.preset +
-                                " is a prediction-only shape (too large for this machine); use `dtlab predict`, "
-                                "or a trainable preset (tiny | small | medium)");
-  validate_fault_injection();    // a malformed DTLAB_INJECT_* fails before any work
-  install_counting_allocator();  // before the model exists, so every tensor of the run is counted
+namespace {
+
+// The run after its checks: setup, the steps and the results. `progress` says how far it got, for a stop.
+void run_training(const Config& config, Strategy& strategy, World& world, const TrainOptions& options,
+                  TrainOutcome& outcome, RunProgress& progress) {
   const int threads = configure_threads(config, world);
   const TrainConfig& t = config.train;
 
@@ -210,13 +255,17 @@ TrainOutcome train(const Config& config, Strategy& strategy, World& world, const
   }();
   auto source = make_token_source(config.data, config.model.vocab_size);
   strategy.wrap(model, config, world);
+  progress.wrapped = true;
   // The data each rank reads, the accumulation and the loss sum follow the strategy's data-parallel layout.
   const ParallelLayout layout = strategy.layout();
   check_layout(layout, strategy, world, t);
   const int64_t accumulation = t.global_batch / (t.micro_batch * layout.dp_size);
   Sampler sampler(*source, config.model.seq_len, t.global_batch, t.micro_batch, accumulation, layout.dp_rank,
                   layout.dp_size, config.data.seed, config.data.mask_token);
-  const JobPeak peak = job_peak_tflops(config, world, threads);
+  const JobPeak peak = [&] {
+    const UncappedScope measuring;  // the probe's matrices are the lab's, not the run's
+    return job_peak_tflops(config, world, threads);
+  }();
   reset_peak_cpu_tensor_memory();              // the peak of training, not of construction
   std::map<Comm*, size_t> first_training_seq;  // collectives before this are setup
   for (Comm* comm : world.all_comms()) first_training_seq[comm] = comm->record_count();
@@ -232,13 +281,11 @@ TrainOutcome train(const Config& config, Strategy& strategy, World& world, const
     std::fflush(stdout);
   }
 
-  std::unique_ptr<ResultsWriter> writer;
-  if (!options.out_dir.empty()) writer = std::make_unique<ResultsWriter>(options.out_dir, world.rank());
+  ResultsWriter* writer = progress.writer.get();
   RunTrace trace(config, world, config.instrument.trace && writer);
   ProfilerSession profiler_session(config.instrument.nvtx, trace.writer());
   StepProfiler& profiler = StepProfiler::instance();
 
-  TrainOutcome outcome;
   RunTotals totals;
   totals.planned_steps = t.steps;
   totals.warmup_steps = t.steps > config.instrument.warmup_steps ? config.instrument.warmup_steps : 0;
@@ -258,6 +305,7 @@ TrainOutcome train(const Config& config, Strategy& strategy, World& world, const
       wall_us_at_measure = lab_clock_us();
     }
     set_fault_step(step + 1);
+    progress.step = step + 1;
     profiler.begin_step(step + 1);
     const StepOutcome stepped = train_step(step, config, strategy, world, sampler, layout, accumulation);
     profiler.end_step();
@@ -298,6 +346,32 @@ TrainOutcome train(const Config& config, Strategy& strategy, World& world, const
   }
   if (writer && world.is_main()) writer->write_result(result);
   outcome.result = std::move(result);
+}
+
+}  // namespace
+
+TrainOutcome train(const Config& config, Strategy& strategy, World& world, const TrainOptions& options) {
+  if (!config.model.trainable)
+    throw std::invalid_argument("model.preset=" + config.model.preset +
+                                " is a prediction-only shape (too large for this machine); use `dtlab predict`, "
+                                "or a trainable preset (tiny | small | medium)");
+  validate_fault_injection();    // a malformed DTLAB_INJECT_* fails before any work
+  install_counting_allocator();  // before the model exists, so every tensor of the run is counted
+  // The cap before the model exists: its own tensors count against it, as on a GPU.
+  set_cpu_tensor_memory_limit(injected_memory_limit(world.rank()).value_or(memory_limit_bytes(config.memory)));
+  TrainOutcome outcome;
+  RunProgress progress;
+  OomAgreement oom(world.board(), world.rank(), world.world_size(),
+                   [&strategy, &world, &progress] { return memory_now(strategy, world, progress); });
+  oom.listen();
+  if (!options.out_dir.empty()) progress.writer = std::make_unique<ResultsWriter>(options.out_dir, world.rank());
+  try {
+    run_training(config, strategy, world, options, outcome, progress);
+  } catch (const std::exception& e) {
+    const std::optional<RefusedAllocation> refused = refused_allocation();
+    if (!refused) throw;
+    stop_out_of_memory(config, strategy, world, options, *refused, outcome, progress, oom);
+  }
   return outcome;
 }
 

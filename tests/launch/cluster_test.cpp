@@ -187,7 +187,7 @@ TEST_F(ClusterTest, RankFailureStopsTheJobAndRemovesTheCluster) {
       {"launch", "--nodes", "2", "-n", "1", "/bin/sh", "-c",
        write_pid("$$", "pid$RANK") + "; if [ $RANK = 1 ]; then " + wait_file("pid0") + "; exit 3; fi; sleep 300"});
   ASSERT_FALSE(run.timed_out);
-  EXPECT_EQ(run.exit_code, 1) << run.err;
+  EXPECT_EQ(run.exit_code, 3) << "the failed rank's own status: " << run.err;
   EXPECT_NE(run.err.find("rank 1 exited with code 3"), std::string::npos) << run.err;
   EXPECT_TRUE(process_gone(read_pid("pid0")));
 }
@@ -358,7 +358,8 @@ TEST_F(ClusterTest, CommBenchRunsOneLevelWithGroup) {
 TEST_F(ClusterTest, CalibrateOnAClusterFitsBothLevelsAndPredictMovesThemToAnotherLink) {
   const std::string profile_path = path("cal/profile.json");
   const LaunchRun calibrate = run_dtlab(
-      {"calibrate", "--quick", "--nodes", "2", "--ranks", "2", "--inter-link", "1gbit", "--out", profile_path});
+      {"calibrate", "--quick", "--nodes", "2", "--ranks", "2", "--inter-link", "1gbit", "--out", profile_path,
+       "model.preset=tiny"});  // tiny's GEMMs: the compute part is not what this test checks (small's took 90 s here)
   ASSERT_EQ(calibrate.exit_code, 0) << calibrate.out << calibrate.err;
   std::ifstream in(profile_path);
   const nlohmann::json profile = nlohmann::json::parse(in);

@@ -1,9 +1,10 @@
-// fault_test.cpp: jobs that fail (RELIABILITY C14-C16, D21), over real processes. Each case must end with a non-zero
-// exit, a message naming the rank (and the collective, where one was in flight), within its time bound, and with no
-// process of the job left behind.
+// fault_test.cpp: jobs that fail (RELIABILITY C14-C16, D21), and jobs that run out of memory under memory.limit,
+// over real processes. Each case must end with a non-zero exit, a message naming the rank (and the collective, where
+// one was in flight), within its time bound, and with no process of the job left behind.
 //   rank 0 (the store host) dies; a rank dies in the middle of a ring reduce-scatter (world 4); a rank stalls
 //   (SIGSTOP) and the others time out naming it; a rank dies with no launcher supervising (ranks started by hand, and
-//   under torchrun), so each survivor's own timeout or error ends it; a NaN gradient at world 2 in fp32.
+//   under torchrun), so each survivor's own timeout or error ends it; a NaN gradient at world 2 in fp32; out of
+//   memory on one rank, on every rank and in one process, each ending every rank with status 3 and one record.
 #include <dirent.h>
 #include <unistd.h>
 
@@ -14,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "tests/strategy/job.hpp"
 
 namespace dtlab {
@@ -21,6 +24,8 @@ namespace {
 
 const std::string kBin = std::string(DTLAB_BINARY_DIR) + "/bin/";
 const std::string kConfig = std::string(DTLAB_SOURCE_DIR) + "/tests/strategy/tiny_ddp.yaml";
+// A cap tiny's setup fits under but its first step does not (measured: see OutOfMemory tests).
+constexpr const char* kStepDoesNotFit = "3MiB";
 
 // Processes whose command line mentions `marker` (a run directory unique to the test).
 std::vector<std::string> processes_mentioning(const std::string& marker) {
@@ -40,14 +45,14 @@ std::vector<std::string> processes_mentioning(const std::string& marker) {
   return found;
 }
 
-// A `dtlab train` of tiny under `dtlab launch -n world`, with a fault in the environment.
+// A `dtlab train` of tiny under `dtlab launch -n world`, with a fault in the environment (none: "").
 testing::JobResult launched_job(const std::string& out, int world, const std::string& fault,
                                 std::vector<std::string> overrides = {}, const std::string& timeout_s = "30") {
   std::vector<std::string> args = {
       kBin + "dtlab",    "launch", "-n", std::to_string(world), kBin + "dtlab", "train", "--config", kConfig,
       "train.steps=200", "--out",  out,  "--timeout",           timeout_s};
   args.insert(args.end(), overrides.begin(), overrides.end());
-  return testing::run_job(args, 120, {fault});
+  return testing::run_job(args, 120, fault.empty() ? std::vector<std::string>{} : std::vector<std::string>{fault});
 }
 
 void expect_nothing_left(const std::string& out) {
@@ -149,6 +154,88 @@ TEST_P(NanGradient, EveryRankStopsAtTheStepNamingIt) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Strategies, NanGradient, ::testing::Values("ddp", "fsdp_full_shard"));
+
+// ---- out of memory under memory.limit (lab/train/oom_stop.hpp) ------------------------------------------------
+
+nlohmann::json read_result(const std::string& out) {
+  std::ifstream in(out + "/result.json");
+  return nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+}
+
+// What every out-of-memory stop must leave: exit status 3 on every path, result.json with status oom naming the
+// refused rank, the category, the bytes and the cap, and one memory report per rank.
+void expect_out_of_memory_record(const testing::JobResult& job, const std::string& out, int world) {
+  EXPECT_EQ(job.exit_code, 3) << job.output;
+  EXPECT_LT(job.seconds, 30.0) << "no rank may wait for a collective's timeout: " << job.output;
+  const nlohmann::json result = read_result(out);
+  ASSERT_TRUE(result.is_object()) << "no result.json in " << out << "\n" << job.output;
+  EXPECT_EQ(result.value("status", ""), "oom");
+  const nlohmann::json& oom = result["oom"];
+  EXPECT_GT(oom.value("requested_bytes", 0), 0) << oom.dump();
+  EXPECT_GT(oom.value("requested_bytes", 0) + oom.value("in_use_bytes", 0), oom.value("limit_bytes", 0));
+  EXPECT_NE(oom.value("message", "").find("ran out of memory"), std::string::npos) << oom.dump();
+  const nlohmann::json& ranks = result["memory"]["ranks"];
+  ASSERT_EQ(ranks.size(), static_cast<size_t>(world)) << result["memory"].dump();
+  for (int r = 0; r < world; ++r) {
+    EXPECT_EQ(ranks[r].value("rank", -1), r) << ranks[r].dump();
+    EXPECT_FALSE(ranks[r].contains("missing")) << ranks[r].dump();
+    EXPECT_TRUE(ranks[r].contains("measured")) << ranks[r].dump();
+  }
+  expect_nothing_left(out);
+}
+
+// Rank 1 alone is refused (its cap injected below what a step needs) while rank 0 goes on into the step's gradient
+// all-reduce, where it would wait for rank 1 forever: rank 0 hears it through the store and stops too.
+TEST(OutOfMemory, OneRankRefusedStopsTheOthersBlockedInACollective) {
+  const std::string out = ::testing::TempDir() + "dtlab_oom_one_rank";
+  const auto job = launched_job(out, 2, "DTLAB_INJECT_MEMORY_LIMIT=1:" + std::string(kStepDoesNotFit));
+  expect_out_of_memory_record(job, out, 2);
+  const nlohmann::json oom = read_result(out)["oom"];
+  EXPECT_EQ(oom.value("rank", -1), 1) << oom.dump();
+  EXPECT_GE(oom.value("step", 0), 1) << "setup fits; the first step does not: " << oom.dump();
+  EXPECT_NE(job.output.find("[rank 0] rank 0: stopping: rank 1 ran out of memory at step"), std::string::npos)
+      << job.output;
+  EXPECT_NE(job.output.find("dtlab launch: rank "), std::string::npos) << job.output;
+}
+
+// Refused while the strategy is still being built (its optimizer state does not fit): the record says "setup", and
+// the memory report of the half-built strategy reads the measured categories only.
+TEST(OutOfMemory, ARefusalInSetupIsRecordedAsSetup) {
+  const std::string out = ::testing::TempDir() + "dtlab_oom_setup";
+  const auto job = launched_job(out, 2, "DTLAB_INJECT_MEMORY_LIMIT=1:1MiB");
+  expect_out_of_memory_record(job, out, 2);
+  const nlohmann::json oom = read_result(out)["oom"];
+  EXPECT_EQ(oom.value("rank", -1), 1) << oom.dump();
+  EXPECT_EQ(oom.value("step", -1), 0) << oom.dump();
+  EXPECT_NE(job.output.find("ran out of memory in setup"), std::string::npos) << job.output;
+}
+
+// The same cap on every rank: both are refused at about the same moment; one reports, the other stops as a peer
+// (its own refusal kept beside its memory).
+TEST(OutOfMemory, EveryRankRefusedAgreesOnOneRecord) {
+  const std::string out = ::testing::TempDir() + "dtlab_oom_every_rank";
+  const auto job = launched_job(out, 2, "", {"memory.limit=" + std::string(kStepDoesNotFit)});
+  expect_out_of_memory_record(job, out, 2);
+}
+
+// One process: nobody to agree with; the record is its own, and the exit status the same.
+TEST(OutOfMemory, SingleProcessRecordsItAndExitsThree) {
+  const std::string out = ::testing::TempDir() + "dtlab_oom_single";
+  const auto job =
+      testing::run_job({kBin + "dtlab", "train", "--config", kConfig, "parallel.strategy=single",
+                        "train.global_batch=4", "memory.limit=" + std::string(kStepDoesNotFit), "--out", out},
+                       60);
+  expect_out_of_memory_record(job, out, 1);
+  EXPECT_NE(job.output.find("error: rank 0 ran out of memory"), std::string::npos) << job.output;
+}
+
+// The same job with room to spare trains to the end: the cap refuses only what passes it.
+TEST(OutOfMemory, ACapWithRoomToSpareChangesNothing) {
+  const std::string out = ::testing::TempDir() + "dtlab_oom_room";
+  const auto job = launched_job(out, 2, "", {"train.steps=3", "memory.limit=64MiB"});
+  EXPECT_EQ(job.exit_code, 0) << job.output;
+  EXPECT_FALSE(read_result(out).contains("status")) << "a completed run has no status";
+}
 
 }  // namespace
 }  // namespace dtlab

@@ -293,8 +293,24 @@ INSTANTIATE_TEST_SUITE_P(Rules, ConfigRule, ::testing::Values(
              {"precision.loss_scale=dynamic requires precision.param_dtype=fp16", "bf16", "loss_scale=none"}},
     RuleCase{{"instrument.cupti=maybe"}, 1, {"instrument.cupti=maybe", "one of auto | on | off"}},
     RuleCase{{"instrument.warmup_steps=-1"}, 1, {"instrument.warmup_steps=-1", ">= 0"}},
-    RuleCase{{"instrument.log_every=0"}, 1, {"instrument.log_every=0", ">= 1"}}));
+    RuleCase{{"instrument.log_every=0"}, 1, {"instrument.log_every=0", ">= 1"}},
+    RuleCase{{"memory.limit=256MB"}, 1, {"memory.limit=256MB", "binary unit (B, KiB, MiB, GiB, TiB)", "256MiB"}},
+    RuleCase{{"memory.limit=0B"}, 1, {"memory.limit=0B", "at least 1 byte"}},
+    RuleCase{{"memory.limit=lots"}, 1, {"memory.limit=lots", "none or a size"}}));
 // clang-format on
+
+// memory.limit's sizes: binary units, fractions, plain bytes, none.
+TEST(ConfigRules, MemoryLimitSizes) {
+  EXPECT_EQ(memory_limit_bytes({"none"}), 0);
+  EXPECT_EQ(memory_limit_bytes({"256MiB"}), int64_t{256} << 20);
+  EXPECT_EQ(memory_limit_bytes({"1.5GiB"}), int64_t{3} << 29);
+  EXPECT_EQ(memory_limit_bytes({"512 KiB"}), int64_t{512} << 10);
+  EXPECT_EQ(memory_limit_bytes({"65536"}), 65536);
+  EXPECT_EQ(memory_limit_bytes({"100B"}), 100);
+  EXPECT_THROW(memory_limit_bytes({"-1MiB"}), ConfigError);
+  EXPECT_EQ(load_config_text("", {"memory.limit=64MiB"}, 1).memory.limit, "64MiB");
+  EXPECT_EQ(load_config_text("memory:\n  limit: 1GiB\n", {}, 1).memory.limit, "1GiB");
+}
 
 TEST(ConfigRules, OverrideIsNamedInTheMessage) {
   expect_contains(override_error({"train.lr=-1"}), {"(set by override 'train.lr=-1')"});

@@ -5,6 +5,8 @@
 // which is the point: it must be invisible to them.
 #include <gtest/gtest.h>
 
+#include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -86,6 +88,45 @@ TEST_F(CountingAllocator, TensorsStillComputeCorrectly) {
   at::Tensor a = at::arange(1000, at::kFloat).reshape({10, 100});
   at::Tensor b = a.matmul(a.t()).clone();
   EXPECT_FLOAT_EQ(b[0][0].item<float>(), 328350.0f);  // Σ k² for k < 100
+}
+
+// memory.limit: an allocation past the cap is refused the way the CUDA caching allocator refuses one —
+// c10::OutOfMemoryError — allocating and counting nothing; the refusal names the category that asked, the bytes,
+// the cap and what is in use; below the cap, and with the cap off, allocation goes on as before.
+TEST_F(CountingAllocator, AnAllocationPastTheCapIsRefusedAndRecorded) {
+  const int64_t start = cpu_tensor_memory().current_bytes;
+  set_cpu_tensor_memory_limit(start + 3 * kMiB);
+  at::Tensor fits;
+  {
+    MemoryScope grads(MemoryCategory::grads);
+    fits = at::empty({2 * kMiB / 4}, at::kFloat);
+  }
+  EXPECT_FALSE(refused_allocation().has_value());
+  {
+    MemoryScope activations(MemoryCategory::activations);
+    EXPECT_THROW(at::empty({2 * kMiB / 4}, at::kFloat), c10::OutOfMemoryError);
+  }
+  EXPECT_EQ(cpu_tensor_memory().current_bytes, start + 2 * kMiB) << "the refused bytes are not counted";
+  const std::optional<RefusedAllocation> refused = refused_allocation();
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->category, MemoryCategory::activations);
+  EXPECT_EQ(refused->requested_bytes, 2 * kMiB);
+  EXPECT_EQ(refused->in_use_bytes, start + 2 * kMiB);
+  EXPECT_EQ(refused->limit_bytes, start + 3 * kMiB);
+  EXPECT_GE(refused->in_use_by_category[static_cast<size_t>(MemoryCategory::grads)], 2 * kMiB);
+  const std::string text = describe(*refused);
+  EXPECT_NE(text.find("tried to allocate 2.0 MiB for activations"), std::string::npos) << text;
+  EXPECT_EQ(to_json(*refused).at("category"), "activations");
+  try {
+    at::Tensor again = at::empty({2 * kMiB / 4}, at::kFloat);
+    ADD_FAILURE() << "not refused";
+  } catch (const c10::OutOfMemoryError& e) {
+    EXPECT_NE(std::string(e.what()).find("out of memory under memory.limit"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(refused_allocation()->category, MemoryCategory::activations) << "the first refusal is kept";
+  set_cpu_tensor_memory_limit(0);
+  EXPECT_FALSE(refused_allocation().has_value()) << "a new cap starts afresh";
+  EXPECT_NO_THROW(at::empty({2 * kMiB / 4}, at::kFloat));
 }
 
 TEST(ProcessMemory, RssAndHwmArePositive) {
