@@ -55,6 +55,11 @@ std::string prediction_part(SectionContext& ctx);
 // analysis/crossover.hpp). "" when the scenario has no series over two or more rates.
 std::string crossover_part(SectionContext& ctx);
 
+// What fits under a memory cap, for studies over a ladder of model sizes with memory.limit (analysis/report_fit.cpp,
+// analysis/fit_ladder.hpp): per series and size, fit or out-of-memory, the peak against the cap, the memory model's
+// prediction, and takeaways computed from the runs. "" when the scenario has no such ladder.
+std::string fit_part(SectionContext& ctx);
+
 // Instrumentation views of a scenario (analysis/report_instrument.cpp and the files it names): a one-step timeline
 // per run with compute and comm lanes per rank (SVG drawn directly), step time stacked by phase, overlap % per run.
 // Reads result.json's steps[].phases_ms, summary.phases_ms, comm, and rank<r>/timeline.json; "" when no run has them.

@@ -16,16 +16,6 @@
 namespace dtlab::analysis {
 namespace {
 
-std::optional<double> number_at(const nlohmann::json& j, std::initializer_list<const char*> path) {
-  const nlohmann::json* at = &j;
-  for (const char* key : path) {
-    if (!at->is_object() || !at->contains(key)) return std::nullopt;
-    at = &(*at)[key];
-  }
-  if (!at->is_number()) return std::nullopt;
-  return at->get<double>();
-}
-
 std::string rate_label(double mbps) {
   return mbps >= 1000 ? fmt_fixed(mbps / 1000, mbps >= 10000 ? 0 : 1) + " Gbit/s" : fmt_fixed(mbps, 0) + " Mbit/s";
 }
@@ -67,8 +57,8 @@ std::map<std::string, std::vector<CrossoverPoint>> crossover_series(const Scenar
     p.step_ms = r.step_ms_median;
     p.exposed_ms = r.comm_wait_ms_median.value_or(0);
     p.exposed_pct = 100.0 * p.exposed_ms / p.step_ms;
-    p.predicted_step_ms = number_at(r.raw, {"prediction", "step_ms"});
-    p.predicted_exposed_ms = number_at(r.raw, {"prediction", "comm", "exposed_ms"});
+    p.predicted_step_ms = json_number_at(r.raw, {"prediction", "step_ms"});
+    p.predicted_exposed_ms = json_number_at(r.raw, {"prediction", "comm", "exposed_ms"});
     if (p.predicted_step_ms && p.predicted_exposed_ms && *p.predicted_step_ms > 0)
       p.predicted_exposed_pct = 100.0 * *p.predicted_exposed_ms / *p.predicted_step_ms;
     series[r.name.substr(0, r.name.find('@'))].push_back(p);

@@ -17,6 +17,26 @@ bool is_reduced_precision(const std::string& dtype) {
   return d && dtlab::is_reduced_precision(*d);
 }
 
+// The runs that stopped out of memory under memory.limit: data points, not failures (charts show completed runs).
+std::string out_of_memory_table(const Scenario& sc) {
+  if (sc.oom_runs.empty()) return "";
+  const auto mib = [](double bytes) { return fmt_fixed(bytes / (1024.0 * 1024.0), 1); };
+  std::ostringstream h;
+  h << "<p><strong>Out of memory.</strong> These runs stopped under their memory cap (<code>memory.limit</code>, per "
+       "rank), every rank together; the charts show the runs that completed.</p>\n"
+    << "<table class=\"runs oom\">\n<tr><th>run</th><th>strategy</th><th>rank</th><th>when</th><th>asked for</th>"
+       "<th>MiB asked</th><th>MiB in use</th><th>cap MiB</th></tr>\n";
+  for (const RunResult& r : sc.oom_runs) {
+    const RunResult::OutOfMemory& o = *r.oom;
+    h << "<tr><td>" << html_escape(r.name) << "</td><td>" << html_escape(r.strategy) << "</td><td>" << o.rank
+      << "</td><td>" << (o.step == 0 ? std::string("setup") : "step " + std::to_string(o.step)) << "</td><td>"
+      << html_escape(o.category) << "</td><td>" << mib(o.requested_bytes) << "</td><td>" << mib(o.in_use_bytes)
+      << "</td><td>" << mib(o.limit_bytes) << "</td></tr>\n";
+  }
+  h << "</table>\n";
+  return h.str();
+}
+
 std::string intro_part(SectionContext& ctx) {
   const Scenario& sc = ctx.scenario;
   std::ostringstream h;
@@ -35,7 +55,8 @@ std::string intro_part(SectionContext& ctx) {
          "slow; with AVX-512 BF16 or AMX they can beat fp32. Read the measured step times below rather than "
          "assuming a GPU's tensor-core speed-up.</p>\n";
   }
-  if (sc.runs.empty()) h << "<p class=\"muted\">This scenario lists no runs.</p>\n";
+  if (sc.runs.empty() && sc.oom_runs.empty()) h << "<p class=\"muted\">This scenario lists no runs.</p>\n";
+  h << out_of_memory_table(sc);
   return h.str();
 }
 
@@ -250,10 +271,14 @@ std::string scaling_part(SectionContext& ctx) {
 
 std::string reproduce_part(SectionContext& ctx) {
   const Scenario& sc = ctx.scenario;
-  if (sc.runs.empty()) return "";
+  if (sc.runs.empty() && sc.oom_runs.empty()) return "";
+  std::vector<const RunResult*> runs;  // the completed runs, then those that stopped out of memory
+  for (const RunResult& r : sc.runs) runs.push_back(&r);
+  for (const RunResult& r : sc.oom_runs) runs.push_back(&r);
   std::ostringstream h;
   h << "<h3>Reproduce</h3>\n<dl class=\"repro\">\n";
-  for (const RunResult& r : sc.runs) {
+  for (const RunResult* run : runs) {
+    const RunResult& r = *run;
     h << "<dt>" << html_escape(r.name) << " <span class=\"muted\" style=\"font-weight:400\">— " << html_escape(r.dir)
       << "</span></dt>\n<dd>";
     if (r.command.empty()) {
@@ -293,6 +318,7 @@ std::vector<SectionPart> default_section_parts() {
       table_part,
       scaling_part,
       crossover_part,
+      fit_part,
       prediction_part,
       reproduce_part,
   };

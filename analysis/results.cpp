@@ -185,6 +185,16 @@ const std::vector<StepRecord>& RunResult::chart_steps() const {
   return steps;
 }
 
+std::optional<double> json_number_at(const json& j, std::initializer_list<const char*> path) {
+  const json* at = &j;
+  for (const char* key : path) {
+    if (!at->is_object() || !at->contains(key)) return std::nullopt;
+    at = &(*at)[key];
+  }
+  if (!at->is_number()) return std::nullopt;
+  return at->get<double>();
+}
+
 RunResult parse_result(const json& doc, const std::string& source) {
   namespace k = schema;
   const Obj top(doc, source, "");
@@ -244,6 +254,24 @@ RunResult parse_result(const json& doc, const std::string& source) {
   r.steps.reserve(steps.size());
   for (std::size_t i = 0; i < steps.size(); ++i) {
     r.steps.push_back(parse_step(Obj(steps[i], source, std::string(k::kSteps) + "[" + std::to_string(i) + "]")));
+  }
+
+  if (top.has(k::kStatus)) {
+    const std::string status = top.str(k::kStatus);
+    if (status != k::kStatusOom)
+      throw AnalysisError(source + ": \"" + k::kStatus + "\" is \"" + status + "\"; this reader knows \"" +
+                          k::kStatusOom + "\" (or no status: the run completed)");
+    const Obj oom = top.object(k::kOom);
+    RunResult::OutOfMemory o;
+    o.rank = static_cast<int>(oom.integer("rank"));
+    o.step = oom.integer("step");
+    o.category = oom.str("category");
+    o.requested_bytes = oom.num("requested_bytes");
+    o.in_use_bytes = oom.num("in_use_bytes");
+    o.limit_bytes = oom.num("limit_bytes");
+    o.message = oom.str_or("message", "");
+    r.oom = o;
+    return r;  // no summary, memory or collectives: the run stopped
   }
 
   const Obj sum = top.object(k::kSummary);
@@ -352,7 +380,8 @@ Scenario load_scenario(const fs::path& dir) {
     const Obj run(runs[i], source, std::string(k::kRuns) + "[" + std::to_string(i) + "]");
     const std::string run_name = run.str(k::kRunName);
     const std::string run_dir = run.str_or(k::kRunDir, run_name);
-    s.runs.push_back(load_run(dir / run_dir, run_name));
+    RunResult r = load_run(dir / run_dir, run_name);
+    (r.oom ? s.oom_runs : s.runs).push_back(std::move(r));
   }
   return s;
 }
@@ -397,9 +426,9 @@ std::vector<Scenario> discover(const std::vector<std::string>& inputs) {
     const bool clash =
         std::any_of(loose.runs.begin(), loose.runs.end(), [&](const RunResult& o) { return o.name == r.name; });
     if (clash) r.name = basename_of(tidy(d).parent_path()) + "/" + r.name;
-    loose.runs.push_back(std::move(r));
+    (r.oom ? loose.oom_runs : loose.runs).push_back(std::move(r));
   }
-  if (!loose.runs.empty()) {
+  if (!loose.runs.empty() || !loose.oom_runs.empty()) {
     if (loose.runs.size() == 1) loose.dir = loose.runs.front().dir;
     out.push_back(std::move(loose));
   }

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <initializer_list>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -99,6 +100,17 @@ struct RunResult {
 
   nlohmann::json raw;  // the whole result.json, for sections that read keys added later
 
+  // status oom (lab/results_schema.hpp): the run stopped out of memory under memory.limit; it has no summary
+  // (the fields above stay 0) and the scenario keeps it apart, in Scenario::oom_runs.
+  struct OutOfMemory {
+    int rank = 0;
+    std::int64_t step = 0;  // 0 = in setup
+    std::string category;   // what asked: params | grads | optimizer | buffers | comm | activations | other
+    double requested_bytes = 0, in_use_bytes = 0, limit_bytes = 0;
+    std::string message;
+  };
+  std::optional<OutOfMemory> oom;
+
   // config.precision.param_dtype, or "fp32" when the config does not say.
   std::string param_dtype() const;
   // config.instrument.warmup_steps, or 0 when the config does not say.
@@ -113,8 +125,12 @@ struct Scenario {
   std::string description;
   std::string dir;
   std::vector<std::string> notes;
-  std::vector<RunResult> runs;
+  std::vector<RunResult> runs;      // runs that completed
+  std::vector<RunResult> oom_runs;  // runs that stopped out of memory (RunResult::oom), in scenario.json order
 };
+
+// The number at `path` in `j` (e.g. {"prediction", "step_ms"}); nullopt when a key is missing or not a number.
+std::optional<double> json_number_at(const nlohmann::json& j, std::initializer_list<const char*> path);
 
 // Parses one result.json document. `source` names the file in error messages.
 RunResult parse_result(const nlohmann::json& doc, const std::string& source);

@@ -12,6 +12,7 @@
 
 #include "lab/launch/cluster.hpp"
 #include "lab/process.hpp"
+#include "lab/results_schema.hpp"
 #include "scenarios/compare.hpp"
 #include "scenarios/study.hpp"
 
@@ -19,6 +20,13 @@ namespace fs = std::filesystem;
 
 namespace dtlab {
 namespace {
+
+// result.json in `run_dir` says the run stopped out of memory (lab/results_schema.hpp: status oom).
+bool stopped_out_of_memory(const fs::path& run_dir) {
+  std::ifstream in(run_dir / schema::kResultFile);
+  const nlohmann::json result = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  return result.is_object() && result.value(schema::kStatus, std::string()) == schema::kStatusOom;
+}
 
 // Runs argv as a child process (stdout/stderr inherited); returns its exit status (128+signal if killed, 127 if it
 // could not be started). A program that cannot be executed says why as perror() would: "<program>: <reason>".
@@ -144,7 +152,10 @@ int run_trainings(const Scenario& scenario, const RunnerOptions& options) {
     const auto start = std::chrono::steady_clock::now();
     const int status = run_child(args);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (status != 0) {
+    // A run that stops out of memory under its cap is a data point (the fit study expects some), not a failure.
+    const bool out_of_memory = status == schema::kOutOfMemoryExitCode && stopped_out_of_memory(run_dir);
+    if (out_of_memory) std::cout << "(out of memory under memory.limit: recorded as a data point)" << std::endl;
+    if (status != 0 && !out_of_memory) {
       std::cerr << "scenario_" << scenario.name << ": run '" << run.name << "' failed with status " << status
                 << "; command: " << join(args) << "\n";
       return 1;

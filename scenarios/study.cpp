@@ -104,26 +104,51 @@ std::vector<ScenarioRun> read_runs(const SpecReader& spec, const YAML::Node& roo
     if (defaults["nodes"]) default_nodes = spec.world(defaults["nodes"], "defaults.nodes");
     default_intra_link = spec.text(defaults["intra_link"], "defaults.intra_link", false);
   }
-  // sweep: {inter_link: [rates], quick: [rates]} runs every run once per rate, named <name>@<rate>; with --quick only
-  // at the `quick` rates (default: every rate).
-  std::vector<std::string> sweep_rates, quick_rates;
-  if (const YAML::Node sweep = root["sweep"]) {
-    spec.expect_map(sweep, "sweep", {"inter_link", "quick"});
-    sweep_rates = spec.texts(sweep["inter_link"], "sweep.inter_link");
-    quick_rates = sweep["quick"] ? spec.texts(sweep["quick"], "sweep.quick") : sweep_rates;
-    for (size_t i = 0; i < quick_rates.size(); ++i)
-      if (std::find(sweep_rates.begin(), sweep_rates.end(), quick_rates[i]) == sweep_rates.end())
-        spec.fail(sweep["quick"][i], "sweep.quick[" + std::to_string(i) + "]",
-                  "'" + quick_rates[i] + "' is not one of sweep.inter_link");
-    if (sweep_rates.empty()) spec.fail(sweep, "sweep.inter_link", "must list at least one rate (200mbit, 1gbit, ...)");
-    for (size_t i = 0; i < sweep_rates.size(); ++i) {
-      try {
-        parse_link_rate(sweep_rates[i], "sweep.inter_link");
-      } catch (const std::invalid_argument& e) {
-        spec.fail(sweep["inter_link"][i], "sweep.inter_link[" + std::to_string(i) + "]", e.what());
+  // sweep: every run once per point, named <name>@<point>; with --quick only at the `quick` points (default: all).
+  // The points are link rates (inter_link: [rates]) or steps of a ladder (model: {label: [overrides]}, added after
+  // the run's own overrides).
+  struct SweepPoint {
+    std::string label, inter_link;
+    std::vector<std::string> overrides;
+  };
+  std::vector<SweepPoint> points;
+  std::vector<std::string> quick_points;
+  const YAML::Node sweep = root["sweep"];
+  if (sweep) {
+    spec.expect_map(sweep, "sweep", {"inter_link", "model", "quick"});
+    if (sweep["inter_link"] && sweep["model"])
+      spec.fail(sweep, "sweep", "sweeps one axis: inter_link or model, not both");
+    if (sweep["inter_link"]) {
+      for (const std::string& rate : spec.texts(sweep["inter_link"], "sweep.inter_link"))
+        points.push_back({rate, rate, {}});
+      for (size_t i = 0; i < points.size(); ++i) {
+        try {
+          parse_link_rate(points[i].label, "sweep.inter_link");
+        } catch (const std::invalid_argument& e) {
+          spec.fail(sweep["inter_link"][i], "sweep.inter_link[" + std::to_string(i) + "]", e.what());
+        }
       }
+    } else if (const YAML::Node ladder = sweep["model"]) {
+      if (!ladder.IsMap()) spec.fail(ladder, "sweep.model", "must be a map {<label>: [overrides]}, in ladder order");
+      for (const auto& entry : ladder) {
+        const std::string label = entry.first.as<std::string>();
+        if (label.empty() || label.find_first_of("/@ ") != std::string::npos)
+          spec.fail(entry.first, "sweep.model." + label, "a label is part of a directory name: no '/', '@' or space");
+        points.push_back({label, "", spec.overrides(entry.second, "sweep.model." + label)});
+      }
+    } else {
+      spec.fail(sweep, "sweep", "needs inter_link: [rates] or model: {label: [overrides]}");
     }
+    if (points.empty()) spec.fail(sweep, "sweep", "must list at least one point");
+    std::vector<std::string> labels;
+    for (const SweepPoint& p : points) labels.push_back(p.label);
+    quick_points = sweep["quick"] ? spec.texts(sweep["quick"], "sweep.quick") : labels;
+    for (size_t i = 0; i < quick_points.size(); ++i)
+      if (std::find(labels.begin(), labels.end(), quick_points[i]) == labels.end())
+        spec.fail(sweep["quick"][i], "sweep.quick[" + std::to_string(i) + "]",
+                  "'" + quick_points[i] + "' is not one of the sweep's points");
   }
+  const bool sweeps_links = sweep && sweep["inter_link"];
   std::map<int, std::vector<std::string>> per_world;
   if (const YAML::Node node = root["per_world"]) {
     if (!node.IsMap()) spec.fail(node, "per_world", "must be a map {<world size>: [overrides]}");
@@ -160,17 +185,18 @@ std::vector<ScenarioRun> read_runs(const SpecReader& spec, const YAML::Node& roo
     run.inter_link = spec.text(node["inter_link"], key + ".inter_link", false);
     run.intra_link =
         node["intra_link"] ? spec.text(node["intra_link"], key + ".intra_link", false) : default_intra_link;
-    if (run.nodes == 1 && (!run.inter_link.empty() || !sweep_rates.empty()))
+    if (run.nodes == 1 && (!run.inter_link.empty() || sweeps_links))
       spec.fail(node, key + ".inter_link", "a link rate needs nodes >= 2 (set `nodes` for the run or in defaults)");
-    if (sweep_rates.empty()) {
+    if (points.empty()) {
       out.push_back(std::move(run));
       continue;
     }
-    for (const std::string& rate : sweep_rates) {
+    for (const SweepPoint& point : points) {
       ScenarioRun swept = run;
-      swept.name = run.name + "@" + rate;
-      swept.inter_link = rate;
-      swept.in_quick = std::find(quick_rates.begin(), quick_rates.end(), rate) != quick_rates.end();
+      swept.name = run.name + "@" + point.label;
+      if (!point.inter_link.empty()) swept.inter_link = point.inter_link;
+      swept.overrides.insert(swept.overrides.end(), point.overrides.begin(), point.overrides.end());
+      swept.in_quick = std::find(quick_points.begin(), quick_points.end(), point.label) != quick_points.end();
       if (!names.insert(swept.name).second) spec.fail(node["name"], key + ".name", "'" + swept.name + "' is taken");
       out.push_back(std::move(swept));
     }

@@ -8,8 +8,9 @@
 //   config        file under scenarios/configs/ for every run (a run may name its own: runs[i].config)
 //   quick[]       overrides added to every run with --quick
 //   defaults      {world, nodes, intra_link}: for runs that name none (world 1, nodes 1, unshaped)
-//   sweep         {inter_link: [rates], quick: [rates]}: every run once per rate, named <name>@<rate> (runs need
-//                 nodes >= 2); with --quick only at the `quick` rates (default: all)
+//   sweep         every run once per point, named <name>@<point>; with --quick only at the `quick` points
+//                 (default: all). One axis: {inter_link: [rates], quick: [rates]} (runs need nodes >= 2), or a
+//                 ladder {model: {<label>: [overrides]}, quick: [labels]} whose overrides follow the run's own
 //   per_world     {<world>: [overrides]}: added after the overrides of every run of that world size
 //   runs[]        {name, overrides[], world, note, config, nodes, inter_link, intra_link}, started in this order;
 //                 nodes > 1 runs on an emulated cluster (dtlab launch --nodes), nodes must divide world

@@ -22,12 +22,17 @@ fs::path spec_path(const std::string& name) {
   return dir / (name + ".yaml");
 }
 
-// The error text of loading `text` as spec_path(name) ("" when it loads).
-std::string load_error(const std::string& text, const std::string& name = "bad") {
+// `text` written as spec_path(name) and loaded.
+Study load_text(const std::string& name, const std::string& text) {
   const fs::path file = spec_path(name);
   std::ofstream(file) << text;
+  return load_study(file);
+}
+
+// The error text of loading `text` as spec_path(name) ("" when it loads).
+std::string load_error(const std::string& text, const std::string& name = "bad") {
   try {
-    load_study(file);
+    load_text(name, text);
     return "";
   } catch (const StudyError& e) {
     return e.what();
@@ -50,12 +55,12 @@ TEST(ScenarioStudy, EveryShippedSpecLoadsAndNamesAConfigThatExists) {
 }
 
 TEST(ScenarioStudy, DefaultsAndPerWorldOverridesExpandInOrder) {
-  const fs::path file = spec_path("expand");
-  std::ofstream(file) << "name: expand\ntitle: t\ndescription: d\nconfig: ddp.yaml\nquick: [train.steps=2]\n"
-                         "defaults: {world: 2}\nper_world: {2: [train.micro_batch=4], 4: [train.micro_batch=2]}\n"
-                         "runs:\n  - {name: a, overrides: [parallel.strategy=x]}\n"
-                         "  - {name: b, world: 4, config: other.yaml, note: n}\n  - {name: c, world: 1}\n";
-  const Study study = load_study(file);
+  const Study study =
+      load_text("expand",
+                "name: expand\ntitle: t\ndescription: d\nconfig: ddp.yaml\nquick: [train.steps=2]\n"
+                "defaults: {world: 2}\nper_world: {2: [train.micro_batch=4], 4: [train.micro_batch=2]}\n"
+                "runs:\n  - {name: a, overrides: [parallel.strategy=x]}\n"
+                "  - {name: b, world: 4, config: other.yaml, note: n}\n  - {name: c, world: 1}\n");
   const auto& runs = study.scenario.runs;
   ASSERT_EQ(runs.size(), 3u);
   EXPECT_EQ(runs[0].overrides, (std::vector<std::string>{"parallel.strategy=x", "train.micro_batch=4"}));
@@ -70,11 +75,11 @@ TEST(ScenarioStudy, DefaultsAndPerWorldOverridesExpandInOrder) {
 
 // A sweep over link rates: every run once per rate on its nodes, named <run>@<rate>; only the quick rates with --quick.
 TEST(ScenarioStudy, ASweepRunsEveryRunAtEveryRateOnTheCluster) {
-  const fs::path file = spec_path("sweep");
-  std::ofstream(file) << "name: sweep\ntitle: t\ndescription: d\nconfig: ddp.yaml\ndefaults: {world: 4, nodes: 2}\n"
-                         "sweep: {inter_link: [200mbit, 1gbit], quick: [1gbit]}\n"
-                         "runs:\n  - {name: a}\n  - {name: b, intra_link: 8gbit}\n";
-  const Study study = load_study(file);
+  const Study study =
+      load_text("sweep",
+                "name: sweep\ntitle: t\ndescription: d\nconfig: ddp.yaml\ndefaults: {world: 4, nodes: 2}\n"
+                "sweep: {inter_link: [200mbit, 1gbit], quick: [1gbit]}\n"
+                "runs:\n  - {name: a}\n  - {name: b, intra_link: 8gbit}\n");
   const auto& runs = study.scenario.runs;
   ASSERT_EQ(runs.size(), 4u);
   EXPECT_EQ(runs[0].name, "a@200mbit");
@@ -97,12 +102,43 @@ TEST(ScenarioStudy, ASweepRunsEveryRunAtEveryRateOnTheCluster) {
                 "e.g. 200mbit, 1gbit, 4gbit (also 1Gbps, 500Mbit/s), between 1 Mbit/s and 1000 Gbit/s");
   EXPECT_EQ(
       load_error(kMinimal + "sweep: {inter_link: [1gbit], quick: [2gbit]}\nruns: [{name: a, world: 2, nodes: 2}]\n"),
-      bad + ":5: study: sweep.quick[0]: '2gbit' is not one of sweep.inter_link");
+      bad + ":5: study: sweep.quick[0]: '2gbit' is not one of the sweep's points");
   EXPECT_EQ(
       load_error(kMinimal + "sweep: {inter_link: [1gbit]}\nruns: [{name: a, world: 2}]\n"),
       bad + ":6: study: runs[0].inter_link: a link rate needs nodes >= 2 (set `nodes` for the run or in defaults)");
   EXPECT_EQ(load_error(kMinimal + "runs: [{name: a, world: 3, nodes: 2}]\n"),
             bad + ":5: study: runs[0].nodes: 2 nodes must divide the world size 3");
+}
+
+// A ladder: every run once per step, named <run>@<label>, the step's overrides after the run's own (and after
+// per_world's); only the quick steps with --quick.
+TEST(ScenarioStudy, ALadderRunsEveryRunAtEveryStepWithItsOverrides) {
+  const Study study =
+      load_text("ladder",
+                "name: ladder\ntitle: t\ndescription: d\nconfig: ddp.yaml\ndefaults: {world: 2}\n"
+                "per_world: {2: [train.micro_batch=4]}\n"
+                "sweep:\n  model: {d256: [model.d_model=256], d128: [model.d_model=128, model.n_layers=2]}\n"
+                "  quick: [d128]\nruns:\n  - {name: a, overrides: [memory.limit=64MiB]}\n");
+  const auto& runs = study.scenario.runs;
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].name, "a@d256") << "in the ladder's order";
+  EXPECT_EQ(runs[0].overrides,
+            (std::vector<std::string>{"memory.limit=64MiB", "train.micro_batch=4", "model.d_model=256"}));
+  EXPECT_FALSE(runs[0].in_quick);
+  EXPECT_EQ(runs[1].name, "a@d128");
+  EXPECT_EQ(runs[1].overrides, (std::vector<std::string>{"memory.limit=64MiB", "train.micro_batch=4",
+                                                         "model.d_model=128", "model.n_layers=2"}));
+  EXPECT_TRUE(runs[1].in_quick);
+  EXPECT_TRUE(runs[1].inter_link.empty());
+  EXPECT_FALSE(study.scenario.needs_cluster());
+
+  const std::string bad = spec_path("bad").string();
+  EXPECT_EQ(load_error(kMinimal + "sweep: {model: [d128]}\nruns: [{name: a}]\n"),
+            bad + ":5: study: sweep.model: must be a map {<label>: [overrides]}, in ladder order");
+  EXPECT_EQ(load_error(kMinimal + "sweep: {model: {a/b: [model.d_model=64]}}\nruns: [{name: a}]\n"),
+            bad + ":5: study: sweep.model.a/b: a label is part of a directory name: no '/', '@' or space");
+  EXPECT_EQ(load_error(kMinimal + "sweep: {model: {s: [x]}, inter_link: [1gbit]}\nruns: [{name: a}]\n"),
+            bad + ":5: study: sweep: sweeps one axis: inter_link or model, not both");
 }
 
 TEST(ScenarioStudy, BadSpecsAreRefusedNamingFileLineKeyAndRule) {
