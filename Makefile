@@ -1,11 +1,20 @@
 # dtlab Makefile: a thin, friendly front over CMake (CMake is the truth).
-#   make benchmark   setup + build + every study + benchmarks + reports/latest/index.html
+#   make benchmark   setup + build + every study + benchmarks + reports/latest/index.html (each study's time printed)
+#   make benchmark QUICK=1   the same at every study's smallest point, in results-quick/ and reports/quick/
 #   make test        setup + build + all tests (ctest)
 #   make setup | build | build-cuda | test-cuda | calibrate | report | fixtures | format | check | clean
 BUILD      ?= build
 BUILD_CUDA ?= build-cuda
 JOBS       ?= 2
 CMAKE_ARGS ?=
+# QUICK=1: a smoke test of `make benchmark` (.ci/run runs it): every study at its smallest point (--quick), a quick
+# calibration on loopback only, no micro-benchmarks or peer comparisons, into results-quick/ and reports/quick/.
+QUICK      ?=
+ifeq ($(QUICK),1)
+RESULTS    ?= results-quick
+REPORT     ?= reports/quick
+QUICK_FLAG := --quick
+endif
 RESULTS    ?= results
 REPORT     ?= reports/latest
 DTLAB      := $(BUILD)/bin/dtlab
@@ -48,16 +57,17 @@ test-cuda: build-cuda
 benchmark: build
 	@mkdir -p $(RESULTS)
 	@$(MAKE) --no-print-directory calibrate
-	@for s in $(BUILD)/bin/scenario_*; do echo "== $$s"; $$s --out $(RESULTS) || exit 1; done
-	@$(MAKE) --no-print-directory bench-micro
-	@$(MAKE) --no-print-directory bench-peer
+	@for s in $(BUILD)/bin/scenario_*; do echo "== $$s"; start=$$(date +%s); \
+	  $$s --out $(RESULTS) $(QUICK_FLAG) || exit 1; echo "== $$(basename $$s): $$(( $$(date +%s) - start )) s"; done
+	@if [ "$(QUICK)" != 1 ]; then $(MAKE) --no-print-directory bench-micro && $(MAKE) --no-print-directory bench-peer; fi
 	@$(MAKE) --no-print-directory report
 
 # Machine profile: comm-bench (world 2) + GEMM/optimizer microbenchmarks, fitted (analysis/cost/); where an emulated
 # cluster can be built, also both levels of one (2 nodes x 2 ranks, 1 Gbit/s) for the runs on clusters.
 calibrate: build
-	@$(DTLAB) calibrate --out $(RESULTS)/calibration/profile.json
-	@if $(DTLAB) launch --nodes 2 -n 1 true >/dev/null 2>&1; then \
+	@$(DTLAB) calibrate --out $(RESULTS)/calibration/profile.json $(QUICK_FLAG)
+	@if [ "$(QUICK)" = 1 ]; then echo "calibrate: QUICK=1, loopback only"; \
+	elif $(DTLAB) launch --nodes 2 -n 1 true >/dev/null 2>&1; then \
 	  $(DTLAB) calibrate --out $(RESULTS)/calibration/cluster/profile.json --nodes 2 --ranks 2 --inter-link 1gbit; \
 	else echo "calibrate: no emulated cluster on this machine (needs root): cluster runs predict from the loopback profile"; fi
 
