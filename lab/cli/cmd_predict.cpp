@@ -66,7 +66,9 @@ Command add_predict_command(CLI::App& app) {
   predict->add_option("--ranks-per-node", args->ranks_per_node, "ranks on each node")->check(CLI::PositiveNumber);
   predict->add_option("--inter-link", args->inter_link,
                       "inter-node link rate (200mbit, 1gbit, 400gbit): the profile's inter_node model at that rate");
-  predict->add_option("--intra-link", args->intra_link, "intra-node link rate (e.g. 8gbit, or NVLink's 3600gbit)");
+  predict->add_option("--intra-link", args->intra_link,
+                      "intra-node link rate (e.g. 8gbit, at most 1000gbit; a spec-sheet profile's intra_node model "
+                      "is NVLink's already)");
   predict
       ->add_option("--ranks-per-link", args->ranks_per_link,
                    "ranks of a node sharing one inter-node link (1: a NIC per GPU; default: the profile's, or "
