@@ -83,7 +83,9 @@ TEST_F(Scenarios, EveryScenarioProgramRunsInQuickModeAndWritesItsRuns) {
       const auto result = read_json(dir / run["dir"].get<std::string>() / "result.json");
       EXPECT_EQ(result["config"]["model"]["preset"], "tiny") << run["name"];
       // A run that stopped out of memory under its cap (the fit study's larger sizes) is a data point: status oom.
-      if (result.value("status", "") != "oom") EXPECT_FALSE(result["steps"].empty()) << run["name"];
+      if (result.value("status", "") != "oom") {
+        EXPECT_FALSE(result["steps"].empty()) << run["name"];
+      }
       // The command that reruns it: the dtlab binary (by the path the study used), then its arguments.
       const std::string command = result["context"]["command"];
       EXPECT_EQ(fs::path(command.substr(0, command.find(' '))).filename(), "dtlab") << run["name"] << ": " << command;
