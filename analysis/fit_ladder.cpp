@@ -15,19 +15,6 @@ std::optional<double> limit_of(const RunResult& r) {
   return limit;
 }
 
-// The largest tensor peak over the ranks (rank 0's when the others are not recorded).
-double peak_over_ranks(const RunResult& r) {
-  double peak = r.memory && r.memory->tensor_peak ? *r.memory->tensor_peak : 0;
-  const nlohmann::json* ranks = nullptr;
-  if (r.raw.contains("memory") && r.raw["memory"].is_object() && r.raw["memory"].contains("ranks"))
-    ranks = &r.raw["memory"]["ranks"];
-  if (ranks && ranks->is_array())
-    for (const nlohmann::json& rank : *ranks)
-      if (rank.is_object() && rank.contains("tensor_peak_bytes") && rank["tensor_peak_bytes"].is_number())
-        peak = std::max(peak, rank["tensor_peak_bytes"].get<double>());
-  return peak;
-}
-
 }  // namespace
 
 std::optional<bool> FitCell::predicted_fits() const {
@@ -61,7 +48,7 @@ std::optional<FitLadder> fit_ladder(const Scenario& sc) {
     c.params = static_cast<double>(r.params);
     c.limit_bytes = *limit;
     c.fits = !r.oom;
-    c.peak_bytes = r.oom ? r.oom->in_use_bytes + r.oom->requested_bytes : peak_over_ranks(r);
+    c.peak_bytes = r.oom ? r.oom->in_use_bytes + r.oom->requested_bytes : largest_rank_peak(r);
     if (r.oom) c.oom_step = r.oom->step, c.oom_category = r.oom->category;
     c.predicted_peak_bytes = json_number_at(r.raw, {"prediction", "memory_bytes", "peak"});
     ladder.limit_bytes = std::max(ladder.limit_bytes, *limit);

@@ -143,9 +143,11 @@ ChartFiles write_chart(const LineChart& c, const fs::path& dir) {
   gp << "plot \\\n";
   for (std::size_t i = 0; i < c.series.size(); ++i) {
     const Series& s = c.series[i];
-    const char* style = s.x.size() > 30 ? "lines" : "linespoints";
-    gp << "  '" << c.id << ".dat' index " << i << " using 1:2 with " << style << " lt " << i + 1 << " title "
-       << gq(s.name) << (i + 1 < c.series.size() ? ", \\\n" : "\n");
+    const char* style = s.points_only ? "points" : s.x.size() > 30 ? "lines" : "linespoints";
+    gp << "  '" << c.id << ".dat' index " << i << " using 1:2 with " << style << " lt "
+       << (s.colour > 0 ? s.colour : static_cast<int>(i) + 1) << (s.dashed ? " dt 2" : "")
+       << (s.muted ? " lc rgb '#b0b0b0' pt 6 ps 0.9" : "") << " title " << gq(s.name)
+       << (i + 1 < c.series.size() ? ", \\\n" : "\n");
   }
   gp << epilogue(c.id);
   write_file(f.script, gp.str());

@@ -22,6 +22,10 @@ struct Series {
   std::string name;       // legend entry
   std::vector<double> x;  // REQUIRES: x.size() == y.size(); NaN y values are gaps
   std::vector<double> y;
+  bool dashed = false;       // a dashed line (a model's prediction beside measured points)
+  bool muted = false;        // drawn in light grey (points that are not the result, e.g. oversubscribed runs)
+  bool points_only = false;  // points without a line (points that do not form a curve)
+  int colour = 0;            // > 0: the palette's colour number (a model line in its points' colour); 0: by position
 };
 
 struct LineChart {

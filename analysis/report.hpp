@@ -60,6 +60,11 @@ std::string crossover_part(SectionContext& ctx);
 // prediction, and takeaways computed from the runs. "" when the scenario has no such ladder.
 std::string fit_part(SectionContext& ctx);
 
+// Memory per rank as the job grows, for studies over world sizes (runs <series>@w<N>; analysis/report_scaling.cpp,
+// analysis/scaling.hpp): state and peak per rank against ranks, measured and modelled to 1024, step times only where
+// each rank had a core, a table by category, and takeaways computed from the runs. "" when there is no such sweep.
+std::string memory_scaling_part(SectionContext& ctx);
+
 // Instrumentation views of a scenario (analysis/report_instrument.cpp and the files it names): a one-step timeline
 // per run with compute and comm lanes per rank (SVG drawn directly), step time stacked by phase, overlap % per run.
 // Reads result.json's steps[].phases_ms, summary.phases_ms, comm, and rank<r>/timeline.json; "" when no run has them.

@@ -37,6 +37,75 @@ std::string out_of_memory_table(const Scenario& sc) {
   return h.str();
 }
 
+// The completed fp32 run whose config is `r`'s but for the precision section (same world and nodes), if any.
+const RunResult* fp32_twin(const Scenario& sc, const RunResult& r) {
+  nlohmann::json mine = r.config;
+  mine.erase("precision");
+  for (const RunResult& other : sc.runs) {
+    if (&other == &r || is_reduced_precision(other.param_dtype())) continue;
+    nlohmann::json theirs = other.config;
+    theirs.erase("precision");
+    if (theirs == mine && other.world_size == r.world_size && other.nodes == r.nodes) return &other;
+  }
+  return nullptr;
+}
+
+// What bf16/fp16 did to time on the CPU these runs had: the CPU's bf16 support as cpuid reported it (result.json
+// context.cpu), and each reduced-precision run's step time against its fp32 twin's, measured here. The text follows
+// the data: a result against the CPU's expectation is said to be one.
+std::string mixed_precision_callout(const Scenario& sc) {
+  std::vector<const RunResult*> reduced;
+  for (const RunResult& r : sc.runs)
+    if (is_reduced_precision(r.param_dtype())) reduced.push_back(&r);
+  if (reduced.empty()) return "";
+  std::ostringstream h;
+  h << "<div class=\"callout\"><p><strong>Mixed precision on this CPU.</strong> On a CPU-only machine bf16/fp16 is "
+       "first of all a saving in memory (parameters, gradients, activations) and communication bytes; what it does "
+       "to step time depends on the CPU. ";
+  const std::optional<RunResult::Cpu>& cpu = reduced.front()->cpu;
+  if (cpu) {
+    h << "These runs ran on <strong>" << html_escape(cpu->model) << "</strong>, which "
+      << (cpu->native_bf16() ? std::string("has native bf16 (cpuid: ") + (cpu->avx512_bf16 ? "AVX-512 BF16" : "") +
+                                   (cpu->avx512_bf16 && cpu->amx_bf16 ? ", " : "") + (cpu->amx_bf16 ? "AMX-BF16" : "") +
+                                   "): its bf16 matrix multiplies have instructions of their own."
+                             : std::string("has no native bf16 (cpuid: no AVX-512 BF16, no AMX") +
+                                   (cpu->avx512f ? "; AVX-512F"
+                                    : cpu->avx2  ? "; AVX2"
+                                                 : "") +
+                                   "): bf16 matrix multiplies are converted to fp32 and back, so expect bf16 to cost "
+                                   "time.");
+  } else {
+    h << "The CPU of these runs was not recorded (result.json written before context.cpu): read the times below "
+         "without knowing whether bf16 was native.";
+  }
+  h << "</p>\n<ul>\n";
+  for (const RunResult* r : reduced) {
+    const RunResult* twin = fp32_twin(sc, *r);
+    if (!twin || twin->step_ms_median <= 0 || r->step_ms_median <= 0) {
+      h << "  <li>" << html_escape(r->name) << " (" << html_escape(r->param_dtype())
+        << "): no fp32 run of this scenario differs from it only in precision, so its time has nothing to be "
+           "compared with here.</li>\n";
+      continue;
+    }
+    const double ratio = r->step_ms_median / twin->step_ms_median;
+    const bool slower = ratio > 1;
+    h << "  <li><strong>" << html_escape(r->name) << "</strong> (" << html_escape(r->param_dtype())
+      << "): " << fmt_fixed(r->step_ms_median, 0) << " ms per step against " << fmt_fixed(twin->step_ms_median, 0)
+      << " ms for " << html_escape(twin->name)
+      << " (fp32, otherwise the same): " << fmt_fixed(slower ? ratio : 1 / ratio, 2) << "× "
+      << (slower ? "slower" : "faster");
+    if (cpu && slower && cpu->native_bf16())
+      h << ", even though this CPU has native bf16 (probably the conversions and the fp32 work around the matrix "
+           "multiplies, which bf16 does not speed up, at this size)";
+    if (cpu && !slower && !cpu->native_bf16())
+      h << ", even though this CPU has no native bf16 (probably the memory and bytes it saves outweigh its slower "
+           "matrix multiplies here)";
+    h << ".</li>\n";
+  }
+  h << "</ul></div>\n";
+  return h.str();
+}
+
 std::string intro_part(SectionContext& ctx) {
   const Scenario& sc = ctx.scenario;
   std::ostringstream h;
@@ -46,15 +115,7 @@ std::string intro_part(SectionContext& ctx) {
     for (const std::string& n : sc.notes) h << "  <li>" << html_escape(n) << "</li>\n";
     h << "</ul>\n";
   }
-  const bool reduced = std::any_of(sc.runs.begin(), sc.runs.end(),
-                                   [](const RunResult& r) { return is_reduced_precision(r.param_dtype()); });
-  if (reduced) {
-    h << "<p class=\"callout\"><strong>Mixed precision on CPU.</strong> On a CPU-only machine bf16/fp16 is first "
-         "of all a saving in memory (parameters, gradients, activations) and communication bytes. Its effect on "
-         "step time depends on the CPU: without native bf16 instructions reduced-precision matrix multiplies are "
-         "slow; with AVX-512 BF16 or AMX they can beat fp32. Read the measured step times below rather than "
-         "assuming a GPU's tensor-core speed-up.</p>\n";
-  }
+  h << mixed_precision_callout(sc);
   if (sc.runs.empty() && sc.oom_runs.empty()) h << "<p class=\"muted\">This scenario lists no runs.</p>\n";
   h << out_of_memory_table(sc);
   return h.str();
@@ -319,6 +380,7 @@ std::vector<SectionPart> default_section_parts() {
       scaling_part,
       crossover_part,
       fit_part,
+      memory_scaling_part,
       prediction_part,
       reproduce_part,
   };

@@ -66,6 +66,12 @@ class Obj {
   }
   double num_or_nan(const char* key) const { return has(key) ? num(key) : kNaN; }
   std::string str_or(const char* key, const std::string& fallback) const { return has(key) ? str(key) : fallback; }
+  bool flag(const char* key) const {  // optional boolean: false when absent
+    if (!has(key)) return false;
+    const json& v = at(key);
+    if (!v.is_boolean()) wrong_type(key, "true or false", v);
+    return v.get<bool>();
+  }
 
  private:
   std::string key_path(const char* key) const { return path_.empty() ? key : path_ + "." + key; }
@@ -195,6 +201,18 @@ std::optional<double> json_number_at(const json& j, std::initializer_list<const 
   return at->get<double>();
 }
 
+double largest_rank_peak(const RunResult& r) {
+  double peak = r.memory && r.memory->tensor_peak ? *r.memory->tensor_peak : 0;
+  const json* ranks = nullptr;
+  if (r.raw.contains("memory") && r.raw["memory"].is_object() && r.raw["memory"].contains("ranks"))
+    ranks = &r.raw["memory"]["ranks"];
+  if (ranks && ranks->is_array())
+    for (const json& rank : *ranks)
+      if (rank.is_object() && rank.contains("tensor_peak_bytes") && rank["tensor_peak_bytes"].is_number())
+        peak = std::max(peak, rank["tensor_peak_bytes"].get<double>());
+  return peak;
+}
+
 RunResult parse_result(const json& doc, const std::string& source) {
   namespace k = schema;
   const Obj top(doc, source, "");
@@ -228,6 +246,17 @@ RunResult parse_result(const json& doc, const std::string& source) {
   r.inter_link = ctx.str_or(k::kInterLink, "");
   r.intra_link = ctx.str_or(k::kIntraLink, "");
   r.inter_link_bps = ctx.opt_num(k::kInterLinkBps);
+  if (ctx.has(k::kCpu)) {
+    const Obj cpu = ctx.object(k::kCpu);
+    RunResult::Cpu c;
+    c.model = cpu.str_or("model", "unknown CPU");
+    c.cores = cpu.has("cores") ? static_cast<int>(cpu.integer("cores")) : 0;
+    c.avx2 = cpu.flag("avx2");
+    c.avx512f = cpu.flag("avx512f");
+    c.avx512_bf16 = cpu.flag("avx512_bf16");
+    c.amx_bf16 = cpu.flag("amx_bf16");
+    r.cpu = c;
+  }
   std::string config_strategy = "unknown";
   if (r.config.contains(k::kConfigParallel)) {
     const json& par = r.config.at(k::kConfigParallel);

@@ -64,6 +64,14 @@ struct RunResult {
   int ranks_per_node = 0;                // 0 when not recorded
   std::string inter_link, intra_link;    // "1 Gbit/s" | "unshaped" | "unknown"; "" when not recorded or one node
   std::optional<double> inter_link_bps;  // the set inter-node rate; nullopt = one node, unknown; 0 = unshaped
+  // optional context.cpu (lab/cpu_features.hpp, from cpuid); nullopt in results written before it
+  struct Cpu {
+    std::string model;
+    int cores = 0;
+    bool avx2 = false, avx512f = false, avx512_bf16 = false, amx_bf16 = false;
+    bool native_bf16() const { return avx512_bf16 || amx_bf16; }
+  };
+  std::optional<Cpu> cpu;
 
   nlohmann::json config;  // the resolved config exactly as stored
 
@@ -131,6 +139,10 @@ struct Scenario {
 
 // The number at `path` in `j` (e.g. {"prediction", "step_ms"}); nullopt when a key is missing or not a number.
 std::optional<double> json_number_at(const nlohmann::json& j, std::initializer_list<const char*> path);
+
+// The largest tensor peak over the ranks (memory.ranks[].tensor_peak_bytes), or rank 0's when the others are not
+// recorded; 0 without a memory section.
+double largest_rank_peak(const RunResult& r);
 
 // Parses one result.json document. `source` names the file in error messages.
 RunResult parse_result(const nlohmann::json& doc, const std::string& source);

@@ -18,6 +18,7 @@
 
 #include <torch/version.h>
 
+#include "lab/cpu_features.hpp"
 #include "lab/launch/cluster.hpp"
 #include "lab/results_schema.hpp"
 
@@ -84,7 +85,8 @@ nlohmann::json run_context(int world_size, int ranks_per_node, const std::string
                             {schema::kStrategy, strategy},
                             {schema::kStartedAt, utc_timestamp()},
                             {schema::kThreads, threads},
-                            {schema::kCommand, command}};
+                            {schema::kCommand, command},
+                            {schema::kCpu, to_json(cpu_features())}};
   // Between nodes only; inside a node, one machine's loopback is unshaped unless the launcher shaped it.
   using LinkFacts = std::pair<nlohmann::json, nlohmann::json>;
   const LinkFacts inter = nodes > 1 ? link_facts("DTLAB_INTER_LINK", dtlab_launcher) : LinkFacts{nullptr, nullptr};

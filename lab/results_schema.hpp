@@ -40,6 +40,9 @@ inline constexpr const char* kStartedAt = "started_at";
 inline constexpr const char* kCommand = "command";  // the exact command line that reproduces the run
 inline constexpr const char* kThreads = "threads";
 inline constexpr const char* kStrategy = "strategy";
+// The CPU the run ran on, from cpuid (lab/cpu_features.hpp): {model, cores, avx2, avx512f, avx512_bf16, amx_bf16,
+// native_bf16}. Optional (results written before it have none): bf16 step times flip with native_bf16.
+inline constexpr const char* kCpu = "cpu";
 // The job's topology: nodes (1 on one machine; M on `dtlab launch --nodes M`), ranks per node, and the link rates:
 // inter_link / intra_link as text ("1 Gbit/s", "unshaped"; "unknown" under a launcher that does not say; inter_link is
 // null on one node), inter_link_bps / intra_link_bps in bits per second (0 = unshaped; null = unknown or one node).

@@ -61,7 +61,7 @@ std::vector<std::string> run_command(const ScenarioRun& run, const fs::path& dtl
             std::to_string(run.nodes), "-n",     std::to_string(run.world_size / run.nodes)};
     if (!run.inter_link.empty()) args.insert(args.end(), {"--inter-link", run.inter_link});
     if (!run.intra_link.empty()) args.insert(args.end(), {"--intra-link", run.intra_link});
-  } else if (run.world_size > 1) {  // ranks are processes started by the lab's launcher
+  } else if (run.world_size > 1 || run.launched) {  // ranks are processes started by the lab's launcher
     args = {display_path(dtlab), "launch", "-n", std::to_string(run.world_size)};
   }
   for (const std::string& a : {display_path(dtlab), std::string("train"), std::string("--config"),

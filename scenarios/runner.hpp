@@ -28,6 +28,8 @@ struct ScenarioRun {
   std::vector<std::string> overrides;        // section.key=value
   std::vector<std::string> quick_overrides;  // added with --quick
   int world_size = 1;                        // > 1: started through `dtlab launch -n N`
+  bool launched = false;                     // started through `dtlab launch` even at world 1 (a world sweep's
+                                             // 1-rank point runs the strategy on a communicator of one rank)
   std::string note;                          // shown with the run (e.g. "oversubscribed: 4 ranks on 2 cores")
   // > 1: on an emulated cluster, `dtlab launch --nodes N -n world/N --inter-link R [--intra-link I]` (needs root).
   int nodes = 1;

@@ -94,6 +94,16 @@ class SpecReader {
   std::filesystem::path file_;
 };
 
+// A list naming sweep points (sweep.quick, runs[i].points), each one of `keys`.
+std::vector<std::string> point_names(const SpecReader& spec, const YAML::Node& node, const std::string& key,
+                                     const std::vector<std::string>& keys) {
+  const std::vector<std::string> names = spec.texts(node, key);
+  for (size_t i = 0; i < names.size(); ++i)
+    if (std::find(keys.begin(), keys.end(), names[i]) == keys.end())
+      spec.fail(node[i], key + "[" + std::to_string(i) + "]", "'" + names[i] + "' is not one of the sweep's points");
+  return names;
+}
+
 std::vector<ScenarioRun> read_runs(const SpecReader& spec, const YAML::Node& root, const std::string& config,
                                    const std::vector<std::string>& quick) {
   int default_world = 1, default_nodes = 1;
@@ -105,22 +115,24 @@ std::vector<ScenarioRun> read_runs(const SpecReader& spec, const YAML::Node& roo
     default_intra_link = spec.text(defaults["intra_link"], "defaults.intra_link", false);
   }
   // sweep: every run once per point, named <name>@<point>; with --quick only at the `quick` points (default: all).
-  // The points are link rates (inter_link: [rates]) or steps of a ladder (model: {label: [overrides]}, added after
-  // the run's own overrides).
+  // The points are link rates (inter_link: [rates]), steps of a ladder (model: {label: [overrides]}, added after
+  // the run's own overrides) or world sizes (world: [sizes], named w<N>; per_world applies at each).
+  // `key`: how quick[] and a run's points[] name the point (the rate, the ladder label, the world size).
   struct SweepPoint {
-    std::string label, inter_link;
+    std::string label, key, inter_link;
     std::vector<std::string> overrides;
+    int world = 0;  // > 0: the world size of the point (a world sweep)
   };
   std::vector<SweepPoint> points;
-  std::vector<std::string> quick_points;
+  std::vector<std::string> point_keys, quick_points;
   const YAML::Node sweep = root["sweep"];
   if (sweep) {
-    spec.expect_map(sweep, "sweep", {"inter_link", "model", "quick"});
-    if (sweep["inter_link"] && sweep["model"])
-      spec.fail(sweep, "sweep", "sweeps one axis: inter_link or model, not both");
+    spec.expect_map(sweep, "sweep", {"inter_link", "model", "world", "quick"});
+    if ((sweep["inter_link"] ? 1 : 0) + (sweep["model"] ? 1 : 0) + (sweep["world"] ? 1 : 0) > 1)
+      spec.fail(sweep, "sweep", "sweeps one axis: inter_link, model or world");
     if (sweep["inter_link"]) {
       for (const std::string& rate : spec.texts(sweep["inter_link"], "sweep.inter_link"))
-        points.push_back({rate, rate, {}});
+        points.push_back({rate, rate, rate, {}, 0});
       for (size_t i = 0; i < points.size(); ++i) {
         try {
           parse_link_rate(points[i].label, "sweep.inter_link");
@@ -134,19 +146,20 @@ std::vector<ScenarioRun> read_runs(const SpecReader& spec, const YAML::Node& roo
         const std::string label = entry.first.as<std::string>();
         if (label.empty() || label.find_first_of("/@ ") != std::string::npos)
           spec.fail(entry.first, "sweep.model." + label, "a label is part of a directory name: no '/', '@' or space");
-        points.push_back({label, "", spec.overrides(entry.second, "sweep.model." + label)});
+        points.push_back({label, label, "", spec.overrides(entry.second, "sweep.model." + label), 0});
+      }
+    } else if (const YAML::Node worlds = sweep["world"]) {
+      if (!worlds.IsSequence()) spec.fail(worlds, "sweep.world", "must be a list of world sizes");
+      for (size_t i = 0; i < worlds.size(); ++i) {
+        const int world = spec.world(worlds[i], "sweep.world[" + std::to_string(i) + "]");
+        points.push_back({"w" + std::to_string(world), std::to_string(world), "", {}, world});
       }
     } else {
-      spec.fail(sweep, "sweep", "needs inter_link: [rates] or model: {label: [overrides]}");
+      spec.fail(sweep, "sweep", "needs inter_link: [rates], model: {label: [overrides]} or world: [sizes]");
     }
     if (points.empty()) spec.fail(sweep, "sweep", "must list at least one point");
-    std::vector<std::string> labels;
-    for (const SweepPoint& p : points) labels.push_back(p.label);
-    quick_points = sweep["quick"] ? spec.texts(sweep["quick"], "sweep.quick") : labels;
-    for (size_t i = 0; i < quick_points.size(); ++i)
-      if (std::find(labels.begin(), labels.end(), quick_points[i]) == labels.end())
-        spec.fail(sweep["quick"][i], "sweep.quick[" + std::to_string(i) + "]",
-                  "'" + quick_points[i] + "' is not one of the sweep's points");
+    for (const SweepPoint& p : points) point_keys.push_back(p.key);
+    quick_points = sweep["quick"] ? point_names(spec, sweep["quick"], "sweep.quick", point_keys) : point_keys;
   }
   const bool sweeps_links = sweep && sweep["inter_link"];
   std::map<int, std::vector<std::string>> per_world;
@@ -164,7 +177,8 @@ std::vector<ScenarioRun> read_runs(const SpecReader& spec, const YAML::Node& roo
   for (size_t i = 0; i < runs.size(); ++i) {
     const std::string key = "runs[" + std::to_string(i) + "]";
     const YAML::Node node = runs[i];
-    spec.expect_map(node, key, {"name", "overrides", "world", "note", "config", "nodes", "inter_link", "intra_link"});
+    spec.expect_map(node, key,
+                    {"name", "overrides", "world", "note", "config", "nodes", "inter_link", "intra_link", "points"});
     ScenarioRun run;
     run.name = spec.text(node["name"], key + ".name", true);
     if (run.name.empty() || run.name.find('/') != std::string::npos)
@@ -174,12 +188,18 @@ std::vector<ScenarioRun> read_runs(const SpecReader& spec, const YAML::Node& roo
     if (run.config.empty()) spec.fail(node, key + ".config", "no config: set `config` for the study or the run");
     run.overrides = spec.overrides(node["overrides"], key + ".overrides");
     run.world_size = node["world"] ? spec.world(node["world"], key + ".world") : default_world;
-    const auto extra = per_world.find(run.world_size);
-    if (extra != per_world.end()) run.overrides.insert(run.overrides.end(), extra->second.begin(), extra->second.end());
+    const bool sweeps_worlds = sweep && sweep["world"];
+    if (node["world"] && sweeps_worlds)
+      spec.fail(node["world"], key + ".world", "the sweep sets the world size of every run (sweep.world)");
+    const auto add_per_world = [&](ScenarioRun& r) {
+      const auto extra = per_world.find(r.world_size);
+      if (extra != per_world.end()) r.overrides.insert(r.overrides.end(), extra->second.begin(), extra->second.end());
+    };
+    if (!sweeps_worlds) add_per_world(run);
     run.quick_overrides = quick;
     run.note = spec.text(node["note"], key + ".note", false);
     run.nodes = node["nodes"] ? spec.world(node["nodes"], key + ".nodes") : default_nodes;
-    if (run.world_size % run.nodes != 0)
+    if (!sweeps_worlds && run.world_size % run.nodes != 0)
       spec.fail(node, key + ".nodes",
                 std::to_string(run.nodes) + " nodes must divide the world size " + std::to_string(run.world_size));
     run.inter_link = spec.text(node["inter_link"], key + ".inter_link", false);
@@ -187,16 +207,31 @@ std::vector<ScenarioRun> read_runs(const SpecReader& spec, const YAML::Node& roo
         node["intra_link"] ? spec.text(node["intra_link"], key + ".intra_link", false) : default_intra_link;
     if (run.nodes == 1 && (!run.inter_link.empty() || sweeps_links))
       spec.fail(node, key + ".inter_link", "a link rate needs nodes >= 2 (set `nodes` for the run or in defaults)");
+    if (node["points"] && points.empty()) spec.fail(node["points"], key + ".points", "the study has no sweep");
+    // points: the sweep points this run takes (default: all), e.g. HYBRID's shard group does not fit one rank.
+    const std::vector<std::string> run_points =
+        node["points"] ? point_names(spec, node["points"], key + ".points", point_keys) : point_keys;
+    if (node["points"] && run_points.empty())
+      spec.fail(node["points"], key + ".points", "must name at least one of the sweep's points");
     if (points.empty()) {
       out.push_back(std::move(run));
       continue;
     }
     for (const SweepPoint& point : points) {
+      if (std::find(run_points.begin(), run_points.end(), point.key) == run_points.end()) continue;
       ScenarioRun swept = run;
       swept.name = run.name + "@" + point.label;
       if (!point.inter_link.empty()) swept.inter_link = point.inter_link;
+      if (point.world > 0) {
+        swept.world_size = point.world;
+        swept.launched = true;
+        if (swept.world_size % swept.nodes != 0)
+          spec.fail(node, key + ".nodes",
+                    std::to_string(swept.nodes) + " nodes must divide the swept world size " + point.key);
+        add_per_world(swept);
+      }
       swept.overrides.insert(swept.overrides.end(), point.overrides.begin(), point.overrides.end());
-      swept.in_quick = std::find(quick_points.begin(), quick_points.end(), point.label) != quick_points.end();
+      swept.in_quick = std::find(quick_points.begin(), quick_points.end(), point.key) != quick_points.end();
       if (!names.insert(swept.name).second) spec.fail(node["name"], key + ".name", "'" + swept.name + "' is taken");
       out.push_back(std::move(swept));
     }

@@ -9,10 +9,12 @@
 //   quick[]       overrides added to every run with --quick
 //   defaults      {world, nodes, intra_link}: for runs that name none (world 1, nodes 1, unshaped)
 //   sweep         every run once per point, named <name>@<point>; with --quick only at the `quick` points
-//                 (default: all). One axis: {inter_link: [rates], quick: [rates]} (runs need nodes >= 2), or a
-//                 ladder {model: {<label>: [overrides]}, quick: [labels]} whose overrides follow the run's own
+//                 (default: all). One axis: {inter_link: [rates], quick: [rates]} (runs need nodes >= 2), a
+//                 ladder {model: {<label>: [overrides]}, quick: [labels]} whose overrides follow the run's own, or
+//                 world sizes {world: [sizes], quick: [sizes]} (points named w<N>; runs then name no world)
 //   per_world     {<world>: [overrides]}: added after the overrides of every run of that world size
-//   runs[]        {name, overrides[], world, note, config, nodes, inter_link, intra_link}, started in this order;
+//   runs[]        {name, overrides[], world, note, config, nodes, inter_link, intra_link, points[]}, started in
+//                 this order; points: the sweep points the run takes (default: every one), as quick names them;
 //                 nodes > 1 runs on an emulated cluster (dtlab launch --nodes), nodes must divide world
 //   compare[]     {kind, why, ...}: what the finished runs are compared for (kinds in scenarios/compare.hpp)
 //

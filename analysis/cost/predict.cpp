@@ -38,13 +38,42 @@ std::string label_of(const Config& config, const MachineProfile* profile, std::v
   return "prediction";
 }
 
+// Memory per rank by category of the same job at 1, 2, 4, ... 1024 ranks with the same per-rank batch (micro-batch
+// and accumulation kept, the global batch grown with the world); sizes the strategy cannot run at (e.g. HYBRID's
+// shard group larger than the world) are left out.
+nlohmann::json memory_by_world(const dtlab::Config& config, const std::string& backend) {
+  nlohmann::json out = nlohmann::json::array();
+  for (int64_t world = 1; world <= 1024; world *= 2) {
+    dtlab::Config c = config;
+    c.world_size = world;
+    if (config.train.global_batch * world % config.world_size != 0) continue;
+    c.train.global_batch = config.train.global_batch * world / config.world_size;
+    if (config.ranks_per_node > 0) c.ranks_per_node = std::min<int64_t>(config.ranks_per_node, world);
+    try {
+      dtlab::validate(c);
+    } catch (const dtlab::ConfigError&) {
+      continue;
+    }
+    const MemoryPrediction m = predict_memory(c, cost_plan(c, 0), backend);
+    out.push_back({{"world_size", world},
+                   {"params", m.params},
+                   {"grads", m.grads},
+                   {"optimizer", m.optimizer},
+                   {"buffers", m.buffers},
+                   {"activations", m.activations},
+                   {"logits", m.logits},
+                   {"peak", m.peak}});
+  }
+  return out;
+}
+
 }  // namespace
 
 const std::vector<std::string>& prediction_keys() {
-  static const std::vector<std::string> keys = {"label",        "profile",         "profile_kind", "world_size",
-                                                "rank",         "strategy",        "memory_bytes", "comm",
-                                                "compute_ms",   "optimizer_ms",    "offload_ms",   "step_ms",
-                                                "tokens_per_s", "flops_per_token", "notes"};
+  static const std::vector<std::string> keys = {"label",   "profile",      "profile_kind",    "world_size",
+                                                "rank",    "strategy",     "memory_bytes",    "memory_by_world",
+                                                "comm",    "compute_ms",   "optimizer_ms",    "offload_ms",
+                                                "step_ms", "tokens_per_s", "flops_per_token", "notes"};
   return keys;
 }
 
@@ -76,6 +105,7 @@ nlohmann::json predict(const dtlab::Config& config, const MachineProfile* profil
                        {"activations", memory.activations},
                        {"logits", memory.logits},
                        {"peak", memory.peak}};
+  j["memory_by_world"] = memory_by_world(config, backend);
 
   const nlohmann::json null = nullptr;
   auto op_row_json = [](const OpTime& row, nlohmann::json time_ms) {

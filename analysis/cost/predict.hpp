@@ -10,6 +10,8 @@
 //                  is larger than the profile measured, or the profile is a spec sheet
 //   profile, profile_kind, world_size, rank, strategy
 //   memory_bytes   {params, grads, optimizer, buffers, activations, logits, peak}   per rank, bytes
+//   memory_by_world  [{world_size, params, ..., peak}]: the same job at 1, 2, 4 ... 1024 ranks with the same per-rank
+//                  batch (rank 0; the sizes the strategy can run at), for the scaling study's projection
 //   comm           {bytes_per_step, time_ms, exposed_ms,
 //                   by_op: [{op, algorithm, dtype, group_size, count, bytes_per_step, time_ms}]}
 //   compute_ms, optimizer_ms, offload_ms, step_ms, tokens_per_s, flops_per_token

@@ -21,6 +21,7 @@
 #include "analysis/cost/fit.hpp"
 #include "analysis/cost/profile.hpp"
 #include "analysis/cost/step_model.hpp"
+#include "lab/cpu_features.hpp"
 #include "lab/data.hpp"
 #include "lab/dist/rank_env.hpp"
 #include "lab/dtype_torch.hpp"
@@ -131,18 +132,6 @@ double measure_adamw_ms(const TrainConfig& train, int64_t n, bool quick, std::ve
   auto optimizer = make_optimizer(train, {param}, {true});
   repeats = repeat_ms(small_budget(quick), [&] { optimizer->step(grads, 1e-4); });
   return median_or_zero(repeats);
-}
-
-std::string cpu_model_name() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      const auto colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(line.find_first_not_of(" \t", colon + 1));
-    }
-  }
-  return "unknown CPU";
 }
 
 std::string host_name() {
@@ -488,12 +477,14 @@ CommCalibration calibrate_comm(const CalibrateOptions& options, int ranks_per_no
 json profile_document(const CalibrateOptions& options, const Config& config, const ComputeCalibration& compute,
                       const CommCalibration& comm_levels, const std::string& host, const std::string& when) {
   const analysis::CommModel& comm = comm_levels.intra;
+  const CpuFeatures cpu = cpu_features();
   json profile = {
       {"name", host + "_cpu"},
       {"kind", "measured"},
       {"source", "dtlab calibrate on " + host + ", " + when + ": `" + options.command + "` (dtlab " + dtlab_version() +
                      ", git " + git_sha() + ")"},
-      {"device", "cpu: " + cpu_model_name() + " (" + std::to_string(compute.cores) + " cores)"},
+      {"device", "cpu: " + cpu.model + " (" + std::to_string(compute.cores) + " cores)"},
+      {"cpu", to_json(cpu)},  // cpuid: whether bf16 is native here decides train_efficiency_by_dtype's bf16
       {"compute",
        {{"matmul_tflops", compute.matmul_tflops},
         {"train_efficiency", compute.train_efficiency},
@@ -568,6 +559,7 @@ int run_calibrate(const CalibrateOptions& given) {
       host.c_str(), std::thread::hardware_concurrency(), threads, threads == 1 ? "" : "s", options.ranks,
       config.model.preset.c_str(), static_cast<long long>(config.train.micro_batch * config.model.seq_len),
       options.quick ? " (--quick: fewer repeats)" : "");
+  std::printf("calibrate: %s\n", cpu_features().bf16_summary().c_str());
   std::fflush(stdout);
 
   const ComputeCalibration compute = measure_compute_alongside_companions(config, threads, options);

@@ -39,6 +39,34 @@ int64_t bytes_at(const nlohmann::json& prediction, const char* category) {
   return prediction["memory_bytes"][category].get<int64_t>();
 }
 
+// memory_by_world: the same job at 1, 2, 4 ... 1024 ranks with the same per-rank batch — each entry what predict()
+// says of the config loaded at that world size; sizes the strategy cannot run at are left out.
+TEST(Predict, MemoryByWorldIsThePredictionAtEachWorldSize) {
+  const std::vector<std::string> base = {"parallel.strategy=fsdp_hybrid", "parallel.shard_size=2",
+                                         "train.micro_batch=2"};
+  const auto at_world = [&](int64_t world) {
+    std::vector<std::string> overrides = base;
+    overrides.push_back("train.global_batch=" + std::to_string(4 * world));  // micro 2, accumulation 2
+    return load_config_text("", overrides, world);
+  };
+  const nlohmann::json by_world = predict(at_world(4), nullptr)["memory_by_world"];
+  ASSERT_TRUE(by_world.is_array());
+  ASSERT_EQ(by_world.size(), 10u) << "2 .. 1024: HYBRID's group of 2 does not fit one rank";
+  EXPECT_EQ(by_world.front()["world_size"], 2);
+  EXPECT_EQ(by_world.back()["world_size"], 1024);
+  for (const nlohmann::json& entry : by_world) {
+    const int64_t world = entry["world_size"].get<int64_t>();
+    const nlohmann::json own = predict(at_world(world), nullptr)["memory_bytes"];
+    for (const char* category : {"params", "grads", "optimizer", "buffers", "activations", "logits", "peak"})
+      EXPECT_EQ(entry[category], own[category]) << "world " << world << " " << category;
+  }
+  const nlohmann::json ddp =
+      predict(load_config_text("", {"parallel.strategy=ddp", "train.global_batch=8", "train.micro_batch=4"}, 2),
+              nullptr)["memory_by_world"];
+  ASSERT_EQ(ddp.size(), 11u);
+  EXPECT_EQ(ddp.front()["peak"], ddp.back()["peak"]) << "a full replica: the same at every size";
+}
+
 TEST(Predict, KeysAreExactlyTheDocumentedOnes) {
   const Config c = load_config_text("", {"parallel.strategy=ddp", "train.global_batch=8", "train.micro_batch=4"}, 2);
   const MachineProfile p = load_profile(shipped("h100_sxm.json"));

@@ -136,8 +136,26 @@ TEST(Report, GoldenFromFixtures) {
   ASSERT_GT(warmup, 0);
   EXPECT_TRUE(contains(read_text(out / "step_time_baseline.gp"), "to first " + std::to_string(warmup) + ".5, graph 1"));
 
-  // the mixed precision note appears once: only mixed_precision has a bf16 run
-  EXPECT_EQ(count(html, "Mixed precision on CPU."), 1u);
+  // the mixed precision note appears once: only mixed_precision has a bf16 run. It states what cpuid said of this
+  // CPU (result.json context.cpu) and the bf16 run's measured time against its fp32 twin's, the way the data went.
+  EXPECT_EQ(count(html, "Mixed precision on this CPU."), 1u);
+  const auto mixed_at =
+      std::find_if(scenarios.begin(), scenarios.end(), [](const Scenario& sc) { return sc.name == "mixed_precision"; });
+  ASSERT_NE(mixed_at, scenarios.end());
+  const Scenario& mixed = *mixed_at;
+  ASSERT_EQ(mixed.runs.size(), 2u);
+  const RunResult& fp32 = mixed.runs[0];
+  const RunResult& bf16 = mixed.runs[1];
+  ASSERT_TRUE(bf16.cpu.has_value()) << "the fixture records context.cpu";
+  EXPECT_TRUE(contains(html, "These runs ran on <strong>" + html_escape(bf16.cpu->model) + "</strong>, which " +
+                                 (bf16.cpu->native_bf16() ? "has native bf16" : "has no native bf16")))
+      << html;
+  const double ratio = bf16.step_ms_median / fp32.step_ms_median;
+  EXPECT_TRUE(contains(html, "<strong>bf16</strong> (bf16): " + fixed(bf16.step_ms_median, 0) +
+                                 " ms per step against " + fixed(fp32.step_ms_median, 0) +
+                                 " ms for fp32 (fp32, otherwise the same): " + fixed(ratio > 1 ? ratio : 1 / ratio, 2) +
+                                 "× " + (ratio > 1 ? "slower" : "faster")))
+      << html;
 }
 
 TEST(Report, EscapesEverythingFromFiles) {

@@ -138,7 +138,46 @@ TEST(ScenarioStudy, ALadderRunsEveryRunAtEveryStepWithItsOverrides) {
   EXPECT_EQ(load_error(kMinimal + "sweep: {model: {a/b: [model.d_model=64]}}\nruns: [{name: a}]\n"),
             bad + ":5: study: sweep.model.a/b: a label is part of a directory name: no '/', '@' or space");
   EXPECT_EQ(load_error(kMinimal + "sweep: {model: {s: [x]}, inter_link: [1gbit]}\nruns: [{name: a}]\n"),
-            bad + ":5: study: sweep: sweeps one axis: inter_link or model, not both");
+            bad + ":5: study: sweep: sweeps one axis: inter_link, model or world");
+}
+
+// A world sweep: every run once per world size, named <run>@w<N>, with that size's per_world overrides; a run's
+// points[] keeps it to some sizes; only the quick sizes with --quick.
+TEST(ScenarioStudy, AWorldSweepRunsEveryRunAtEverySizeWithItsPerWorldOverrides) {
+  const Study study = load_text("worlds",
+                                "name: worlds\ntitle: t\ndescription: d\nconfig: ddp.yaml\n"
+                                "per_world: {1: [train.global_batch=1], 4: [train.global_batch=4]}\n"
+                                "sweep: {world: [1, 2, 4], quick: [1, 2]}\n"
+                                "runs:\n  - {name: a, overrides: [parallel.strategy=ddp]}\n"
+                                "  - {name: h, overrides: [parallel.shard_size=2], points: [2, 4]}\n");
+  const auto& runs = study.scenario.runs;
+  ASSERT_EQ(runs.size(), 5u);
+  EXPECT_EQ(runs[0].name, "a@w1");
+  EXPECT_EQ(runs[0].world_size, 1);
+  EXPECT_EQ(runs[0].overrides, (std::vector<std::string>{"parallel.strategy=ddp", "train.global_batch=1"}));
+  EXPECT_TRUE(runs[0].in_quick);
+  EXPECT_TRUE(runs[0].launched) << "the 1-rank point runs the strategy under the launcher";
+  EXPECT_EQ(runs[1].name, "a@w2");
+  EXPECT_EQ(runs[1].world_size, 2);
+  EXPECT_EQ(runs[1].overrides, std::vector<std::string>{"parallel.strategy=ddp"}) << "no per_world entry for 2";
+  EXPECT_EQ(runs[2].name, "a@w4");
+  EXPECT_EQ(runs[2].world_size, 4);
+  EXPECT_EQ(runs[2].overrides, (std::vector<std::string>{"parallel.strategy=ddp", "train.global_batch=4"}));
+  EXPECT_FALSE(runs[2].in_quick);
+  EXPECT_EQ(runs[3].name, "h@w2") << "points: [2, 4] leaves out h@w1";
+  EXPECT_EQ(runs[4].name, "h@w4");
+
+  const std::string bad = spec_path("bad").string();
+  EXPECT_EQ(load_error(kMinimal + "sweep: {world: [1, 0]}\nruns: [{name: a}]\n"),
+            bad + ":5: study: sweep.world[1]: must be an integer >= 1");
+  EXPECT_EQ(load_error(kMinimal + "sweep: {world: [1, 2]}\nruns: [{name: a, world: 2}]\n"),
+            bad + ":6: study: runs[0].world: the sweep sets the world size of every run (sweep.world)");
+  EXPECT_EQ(load_error(kMinimal + "sweep: {world: [1, 2]}\nruns: [{name: a, points: [3]}]\n"),
+            bad + ":6: study: runs[0].points[0]: '3' is not one of the sweep's points");
+  EXPECT_EQ(load_error(kMinimal + "runs: [{name: a, points: [1]}]\n"),
+            bad + ":5: study: runs[0].points: the study has no sweep");
+  EXPECT_EQ(load_error(kMinimal + "sweep: {world: [1, 2]}\nruns: [{name: a, nodes: 2}]\n"),
+            bad + ":6: study: runs[0].nodes: 2 nodes must divide the swept world size 1");
 }
 
 TEST(ScenarioStudy, BadSpecsAreRefusedNamingFileLineKeyAndRule) {
@@ -148,7 +187,7 @@ TEST(ScenarioStudy, BadSpecsAreRefusedNamingFileLineKeyAndRule) {
   EXPECT_EQ(load_error(kMinimal + "runs:\n  - {name: a, overides: []}\n"),
             file +
                 ":6: study: runs[0].overides: unknown key (known: config, inter_link, intra_link, name, nodes, note, "
-                "overrides, world)");
+                "overrides, points, world)");
   EXPECT_EQ(load_error(kMinimal + "runs:\n  - {name: a, overrides: [train.steps]}\n"),
             file + ":6: study: runs[0].overrides[0]: 'train.steps' is not section.key=value");
   EXPECT_EQ(load_error(kMinimal + "runs:\n  - name: a\n  - name: a\n"), file + ":7: study: runs[1].name: 'a' is taken");
