@@ -134,6 +134,7 @@ ChartFiles write_chart(const LineChart& c, const fs::path& dir) {
      << (c.y_from_zero ? "set yrange [0:*]\n" : "set autoscale y\n") << "set autoscale xfix\n"
      << "set offsets 0, 0, graph 0.05, 0\n";
   if (c.log_x) gp << "set logscale x 2\n";
+  if (c.log_y) gp << "set logscale y 2\n";
   if (!c.x_format.empty()) gp << "set format x " << gq(c.x_format) << "\n";
   if (c.shade_until_x > 0) {
     gp << "set object 1 rect from graph 0, graph 0 to first " << num(c.shade_until_x)

@@ -40,6 +40,7 @@ struct LineChart {
   double shade_until_x = 0;
   std::string shade_label;
   bool log_x = false;    // log2 x axis (message-size sweeps); REQUIRES x > 0
+  bool log_y = false;    // log2 y axis (loss scales); REQUIRES y > 0
   std::string x_format;  // gnuplot `set format x`, e.g. "%.0b%BB" for bytes as 1kiB ... 64MiB; "" = default
 };
 

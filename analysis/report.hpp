@@ -65,6 +65,11 @@ std::string fit_part(SectionContext& ctx);
 // each rank had a core, a table by category, and takeaways computed from the runs. "" when there is no such sweep.
 std::string memory_scaling_part(SectionContext& ctx);
 
+// Precision: every bf16/fp16 run against its fp32 twin (the run whose config differs only in `precision`;
+// analysis/report_precision.cpp): loss difference per step, memory, bytes and time, the dynamic loss scale and
+// skipped steps over time, with takeaways computed from the runs. "" when no reduced-precision run has a twin.
+std::string precision_part(SectionContext& ctx);
+
 // Instrumentation views of a scenario (analysis/report_instrument.cpp and the files it names): a one-step timeline
 // per run with compute and comm lanes per rank (SVG drawn directly), step time stacked by phase, overlap % per run.
 // Reads result.json's steps[].phases_ms, summary.phases_ms, comm, and rank<r>/timeline.json; "" when no run has them.

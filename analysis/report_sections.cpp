@@ -37,19 +37,6 @@ std::string out_of_memory_table(const Scenario& sc) {
   return h.str();
 }
 
-// The completed fp32 run whose config is `r`'s but for the precision section (same world and nodes), if any.
-const RunResult* fp32_twin(const Scenario& sc, const RunResult& r) {
-  nlohmann::json mine = r.config;
-  mine.erase("precision");
-  for (const RunResult& other : sc.runs) {
-    if (&other == &r || is_reduced_precision(other.param_dtype())) continue;
-    nlohmann::json theirs = other.config;
-    theirs.erase("precision");
-    if (theirs == mine && other.world_size == r.world_size && other.nodes == r.nodes) return &other;
-  }
-  return nullptr;
-}
-
 // What bf16/fp16 did to time on the CPU these runs had: the CPU's bf16 support as cpuid reported it (result.json
 // context.cpu), and each reduced-precision run's step time against its fp32 twin's, measured here. The text follows
 // the data: a result against the CPU's expectation is said to be one.
@@ -381,6 +368,7 @@ std::vector<SectionPart> default_section_parts() {
       crossover_part,
       fit_part,
       memory_scaling_part,
+      precision_part,
       prediction_part,
       reproduce_part,
   };

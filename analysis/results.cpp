@@ -99,6 +99,8 @@ StepRecord parse_step(const Obj& o) {
   s.grad_norm = o.num_or_nan(k::kGradNorm);
   s.tokens_per_s = o.num_or_nan(k::kTokensPerS);
   s.comm_wait_ms = o.num_or_nan(k::kCommWaitMs);
+  s.loss_scale = o.num_or_nan(k::kLossScale);
+  s.skipped = o.flag(k::kSkipped);
   return s;
 }
 
@@ -199,6 +201,18 @@ std::optional<double> json_number_at(const json& j, std::initializer_list<const 
   }
   if (!at->is_number()) return std::nullopt;
   return at->get<double>();
+}
+
+const RunResult* fp32_twin(const Scenario& sc, const RunResult& r) {
+  json mine = r.config;
+  mine.erase("precision");
+  for (const RunResult& other : sc.runs) {
+    if (&other == &r || other.param_dtype() != "fp32") continue;
+    json theirs = other.config;
+    theirs.erase("precision");
+    if (theirs == mine && other.world_size == r.world_size && other.nodes == r.nodes) return &other;
+  }
+  return nullptr;
 }
 
 double largest_rank_peak(const RunResult& r) {

@@ -42,6 +42,8 @@ struct StepRecord {
   double step_ms = 0;
   double tokens_per_s = 0;
   double comm_wait_ms = 0;  // optional; NaN when not recorded
+  double loss_scale = 0;    // optional (dynamic loss scaling: the step's scale); NaN when not recorded
+  bool skipped = false;     // dynamic loss scaling: non-finite gradients, the update was skipped
 };
 
 struct RunResult {
@@ -139,6 +141,10 @@ struct Scenario {
 
 // The number at `path` in `j` (e.g. {"prediction", "step_ms"}); nullopt when a key is missing or not a number.
 std::optional<double> json_number_at(const nlohmann::json& j, std::initializer_list<const char*> path);
+
+// The completed fp32 run of `scenario` whose config is `r`'s but for the precision section (same world and nodes): what
+// a bf16 or fp16 run is compared with. nullptr when there is none.
+const RunResult* fp32_twin(const Scenario& scenario, const RunResult& r);
 
 // The largest tensor peak over the ranks (memory.ranks[].tensor_peak_bytes), or rank 0's when the others are not
 // recorded; 0 without a memory section.

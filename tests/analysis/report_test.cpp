@@ -143,7 +143,7 @@ TEST(Report, GoldenFromFixtures) {
       std::find_if(scenarios.begin(), scenarios.end(), [](const Scenario& sc) { return sc.name == "mixed_precision"; });
   ASSERT_NE(mixed_at, scenarios.end());
   const Scenario& mixed = *mixed_at;
-  ASSERT_EQ(mixed.runs.size(), 2u);
+  ASSERT_EQ(mixed.runs.size(), 3u);  // fp32, bf16, fp16
   const RunResult& fp32 = mixed.runs[0];
   const RunResult& bf16 = mixed.runs[1];
   ASSERT_TRUE(bf16.cpu.has_value()) << "the fixture records context.cpu";
