@@ -65,6 +65,11 @@ std::string fit_part(SectionContext& ctx);
 // each rank had a core, a table by category, and takeaways computed from the runs. "" when there is no such sweep.
 std::string memory_scaling_part(SectionContext& ctx);
 
+// Gradient accumulation, for studies that split one global batch into more micro-steps (runs <series>@<label> whose
+// configs differ in train.accumulation; analysis/report_accumulation.cpp): bytes per optimizer step measured and
+// modelled, peak memory and step time against micro-steps, with takeaways from the runs. "" when there is none.
+std::string accumulation_part(SectionContext& ctx);
+
 // Precision: every bf16/fp16 run against its fp32 twin (the run whose config differs only in `precision`;
 // analysis/report_precision.cpp): loss difference per step, memory, bytes and time, the dynamic loss scale and
 // skipped steps over time, with takeaways computed from the runs. "" when no reduced-precision run has a twin.

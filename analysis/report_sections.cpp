@@ -369,6 +369,7 @@ std::vector<SectionPart> default_section_parts() {
       fit_part,
       memory_scaling_part,
       precision_part,
+      accumulation_part,
       prediction_part,
       reproduce_part,
   };

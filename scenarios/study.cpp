@@ -115,8 +115,9 @@ std::vector<ScenarioRun> read_runs(const SpecReader& spec, const YAML::Node& roo
     default_intra_link = spec.text(defaults["intra_link"], "defaults.intra_link", false);
   }
   // sweep: every run once per point, named <name>@<point>; with --quick only at the `quick` points (default: all).
-  // The points are link rates (inter_link: [rates]), steps of a ladder (model: {label: [overrides]}, added after
-  // the run's own overrides) or world sizes (world: [sizes], named w<N>; per_world applies at each).
+  // The points are link rates (inter_link: [rates]), steps of a ladder of model sizes or of any other setting
+  // (model: / setting: {label: [overrides]}, added after the run's own overrides) or world sizes (world: [sizes],
+  // named w<N>; per_world applies at each).
   // `key`: how quick[] and a run's points[] name the point (the rate, the ladder label, the world size).
   struct SweepPoint {
     std::string label, key, inter_link;
@@ -127,9 +128,10 @@ std::vector<ScenarioRun> read_runs(const SpecReader& spec, const YAML::Node& roo
   std::vector<std::string> point_keys, quick_points;
   const YAML::Node sweep = root["sweep"];
   if (sweep) {
-    spec.expect_map(sweep, "sweep", {"inter_link", "model", "world", "quick"});
-    if ((sweep["inter_link"] ? 1 : 0) + (sweep["model"] ? 1 : 0) + (sweep["world"] ? 1 : 0) > 1)
-      spec.fail(sweep, "sweep", "sweeps one axis: inter_link, model or world");
+    spec.expect_map(sweep, "sweep", {"inter_link", "model", "setting", "world", "quick"});
+    int axes = 0;
+    for (const char* axis : {"inter_link", "model", "setting", "world"}) axes += sweep[axis] ? 1 : 0;
+    if (axes > 1) spec.fail(sweep, "sweep", "sweeps one axis: inter_link, model, setting or world");
     if (sweep["inter_link"]) {
       for (const std::string& rate : spec.texts(sweep["inter_link"], "sweep.inter_link"))
         points.push_back({rate, rate, rate, {}, 0});
@@ -140,13 +142,16 @@ std::vector<ScenarioRun> read_runs(const SpecReader& spec, const YAML::Node& roo
           spec.fail(sweep["inter_link"][i], "sweep.inter_link[" + std::to_string(i) + "]", e.what());
         }
       }
-    } else if (const YAML::Node ladder = sweep["model"]) {
-      if (!ladder.IsMap()) spec.fail(ladder, "sweep.model", "must be a map {<label>: [overrides]}, in ladder order");
+    } else if (sweep["model"] || sweep["setting"]) {
+      const std::string axis = sweep["model"] ? "model" : "setting";
+      const YAML::Node ladder = sweep[axis];
+      const std::string key = "sweep." + axis;
+      if (!ladder.IsMap()) spec.fail(ladder, key, "must be a map {<label>: [overrides]}, in ladder order");
       for (const auto& entry : ladder) {
         const std::string label = entry.first.as<std::string>();
         if (label.empty() || label.find_first_of("/@ ") != std::string::npos)
-          spec.fail(entry.first, "sweep.model." + label, "a label is part of a directory name: no '/', '@' or space");
-        points.push_back({label, label, "", spec.overrides(entry.second, "sweep.model." + label), 0});
+          spec.fail(entry.first, key + "." + label, "a label is part of a directory name: no '/', '@' or space");
+        points.push_back({label, label, "", spec.overrides(entry.second, key + "." + label), 0});
       }
     } else if (const YAML::Node worlds = sweep["world"]) {
       if (!worlds.IsSequence()) spec.fail(worlds, "sweep.world", "must be a list of world sizes");
@@ -155,7 +160,9 @@ std::vector<ScenarioRun> read_runs(const SpecReader& spec, const YAML::Node& roo
         points.push_back({"w" + std::to_string(world), std::to_string(world), "", {}, world});
       }
     } else {
-      spec.fail(sweep, "sweep", "needs inter_link: [rates], model: {label: [overrides]} or world: [sizes]");
+      spec.fail(sweep, "sweep",
+                "needs inter_link: [rates], model: {label: [overrides]}, setting: {label: [overrides]} or world: "
+                "[sizes]");
     }
     if (points.empty()) spec.fail(sweep, "sweep", "must list at least one point");
     for (const SweepPoint& p : points) point_keys.push_back(p.key);

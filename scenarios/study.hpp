@@ -10,7 +10,8 @@
 //   defaults      {world, nodes, intra_link}: for runs that name none (world 1, nodes 1, unshaped)
 //   sweep         every run once per point, named <name>@<point>; with --quick only at the `quick` points
 //                 (default: all). One axis: {inter_link: [rates], quick: [rates]} (runs need nodes >= 2), a
-//                 ladder {model: {<label>: [overrides]}, quick: [labels]} whose overrides follow the run's own, or
+//                 ladder {model: {<label>: [overrides]}, quick: [labels]} whose overrides follow the run's own (or
+//                 the same over any setting: {setting: {<label>: [overrides]}}, e.g. accumulation), or
 //                 world sizes {world: [sizes], quick: [sizes]} (points named w<N>; runs then name no world)
 //   per_world     {<world>: [overrides]}: added after the overrides of every run of that world size
 //   runs[]        {name, overrides[], world, note, config, nodes, inter_link, intra_link, points[]}, started in

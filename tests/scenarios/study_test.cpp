@@ -138,7 +138,14 @@ TEST(ScenarioStudy, ALadderRunsEveryRunAtEveryStepWithItsOverrides) {
   EXPECT_EQ(load_error(kMinimal + "sweep: {model: {a/b: [model.d_model=64]}}\nruns: [{name: a}]\n"),
             bad + ":5: study: sweep.model.a/b: a label is part of a directory name: no '/', '@' or space");
   EXPECT_EQ(load_error(kMinimal + "sweep: {model: {s: [x]}, inter_link: [1gbit]}\nruns: [{name: a}]\n"),
-            bad + ":5: study: sweep: sweeps one axis: inter_link, model or world");
+            bad + ":5: study: sweep: sweeps one axis: inter_link, model, setting or world");
+  const Study setting = load_text("setting",
+                                  "name: setting\ntitle: t\ndescription: d\nconfig: ddp.yaml\n"
+                                  "sweep: {setting: {a1: [train.micro_batch=8], a2: [train.micro_batch=4]}}\n"
+                                  "runs: [{name: ddp, world: 2}]\n");
+  ASSERT_EQ(setting.scenario.runs.size(), 2u);
+  EXPECT_EQ(setting.scenario.runs[1].name, "ddp@a2");
+  EXPECT_EQ(setting.scenario.runs[1].overrides, std::vector<std::string>{"train.micro_batch=4"});
 }
 
 // A world sweep: every run once per world size, named <run>@w<N>, with that size's per_world overrides; a run's
