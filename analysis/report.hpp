@@ -70,6 +70,10 @@ std::string memory_scaling_part(SectionContext& ctx);
 // modelled, peak memory and step time against micro-steps, with takeaways from the runs. "" when there is none.
 std::string accumulation_part(SectionContext& ctx);
 
+// Granularity, for series whose runs differ only in DDP's bucket size or FSDP's wrap (analysis/report_granularity.cpp):
+// calls per step, overlap %, exposed wait, buffers and step time per run, with takeaways. "" when there is none.
+std::string granularity_part(SectionContext& ctx);
+
 // Precision: every bf16/fp16 run against its fp32 twin (the run whose config differs only in `precision`;
 // analysis/report_precision.cpp): loss difference per step, memory, bytes and time, the dynamic loss scale and
 // skipped steps over time, with takeaways computed from the runs. "" when no reduced-precision run has a twin.

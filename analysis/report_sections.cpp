@@ -370,6 +370,7 @@ std::vector<SectionPart> default_section_parts() {
       memory_scaling_part,
       precision_part,
       accumulation_part,
+      granularity_part,
       prediction_part,
       reproduce_part,
   };
