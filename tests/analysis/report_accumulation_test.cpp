@@ -17,25 +17,13 @@ Scenario accumulation() {
   return load_scenario(std::filesystem::path(testing::fixtures_dir()) / "studies/accumulation");
 }
 
-const RunResult& run_named(const Scenario& sc, const std::string& name) {
-  for (const RunResult& r : sc.runs)
-    if (r.name == name) return r;
-  throw std::runtime_error("no run " + name);
-}
-
-std::string fixed(double v, int decimals) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return buf;
-}
-
 // The fixture itself: what the part's lesson rests on, measured (DDP's bytes per step flat, FULL_SHARD's x4).
 TEST(Accumulation, DdpSendsTheSameBytesPerStepAndFullShardSendsThemPerMicroStep) {
   const Scenario sc = accumulation();
-  const RunResult& ddp1 = run_named(sc, "ddp@a1");
-  const RunResult& ddp4 = run_named(sc, "ddp@a4");
-  const RunResult& fs1 = run_named(sc, "fsdp_full_shard@a1");
-  const RunResult& fs4 = run_named(sc, "fsdp_full_shard@a4");
+  const RunResult& ddp1 = testing::run_named(sc, "ddp@a1");
+  const RunResult& ddp4 = testing::run_named(sc, "ddp@a4");
+  const RunResult& fs1 = testing::run_named(sc, "fsdp_full_shard@a1");
+  const RunResult& fs4 = testing::run_named(sc, "fsdp_full_shard@a4");
   EXPECT_EQ(ddp4.config["train"]["accumulation"], 4);
   ASSERT_TRUE(ddp1.comm_bytes_per_step && ddp4.comm_bytes_per_step && fs1.comm_bytes_per_step &&
               fs4.comm_bytes_per_step);
@@ -53,8 +41,8 @@ TEST(Accumulation, ThePartSaysWhoCommunicatesPerMicroStepFromTheRuns) {
   const std::string html = accumulation_part(ctx);
   EXPECT_TRUE(problems.empty()) << problems.front();
   const double mib = 1024.0 * 1024.0;
-  const RunResult& ddp1 = run_named(sc, "ddp@a1");
-  EXPECT_NE(html.find("<strong>ddp</strong>: " + fixed(*ddp1.comm_bytes_per_step / mib, 2) +
+  const RunResult& ddp1 = testing::run_named(sc, "ddp@a1");
+  EXPECT_NE(html.find("<strong>ddp</strong>: " + testing::fixed(*ddp1.comm_bytes_per_step / mib, 2) +
                       " MiB sent per optimizer step at 1 micro-step"),
             std::string::npos)
       << html;

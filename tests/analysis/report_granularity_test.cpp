@@ -22,20 +22,14 @@ double calls_per_step(const RunResult& r) {
   return calls / r.config["train"]["steps"].get<double>();
 }
 
-const RunResult& run_named(const Scenario& sc, const std::string& name) {
-  for (const RunResult& r : sc.runs)
-    if (r.name == name) return r;
-  throw std::runtime_error("no run " + name);
-}
-
 // What the part rests on, measured: smaller buckets and units mean more calls; one unit gathers the whole model.
 TEST(Granularity, SmallerBucketsAndUnitsMakeMoreCallsAndOneUnitHoldsTheWholeModel) {
   const Scenario sc = granularity();
-  EXPECT_GT(calls_per_step(run_named(sc, "ddp@b0.25")), calls_per_step(run_named(sc, "ddp@b25")));
-  EXPECT_GT(calls_per_step(run_named(sc, "fsdp_full_shard@block")),
-            calls_per_step(run_named(sc, "fsdp_full_shard@model")));
-  EXPECT_GT(run_named(sc, "fsdp_full_shard@model").memory->buffers,
-            run_named(sc, "fsdp_full_shard@block").memory->buffers);
+  EXPECT_GT(calls_per_step(testing::run_named(sc, "ddp@b0.25")), calls_per_step(testing::run_named(sc, "ddp@b25")));
+  EXPECT_GT(calls_per_step(testing::run_named(sc, "fsdp_full_shard@block")),
+            calls_per_step(testing::run_named(sc, "fsdp_full_shard@model")));
+  EXPECT_GT(testing::run_named(sc, "fsdp_full_shard@model").memory->buffers,
+            testing::run_named(sc, "fsdp_full_shard@block").memory->buffers);
 }
 
 TEST(Granularity, ThePartTabulatesEachSettingAndTeachesFromTheRuns) {
@@ -50,7 +44,7 @@ TEST(Granularity, ThePartTabulatesEachSettingAndTeachesFromTheRuns) {
   EXPECT_NE(html.find("<strong>ddp</strong> over <code>parallel.bucket_cap_mb</code>"), std::string::npos) << html;
   EXPECT_NE(html.find("<strong>fsdp_full_shard</strong> over <code>parallel.wrap</code>"), std::string::npos) << html;
   char calls[32];
-  std::snprintf(calls, sizeof calls, "%.0f", calls_per_step(run_named(sc, "ddp@b0.25")));
+  std::snprintf(calls, sizeof calls, "%.0f", calls_per_step(testing::run_named(sc, "ddp@b0.25")));
   EXPECT_NE(html.find(std::string(calls) + " collective calls per step at 0.25"), std::string::npos) << html;
   for (const char* setting :
        {"parallel.bucket_cap_mb=0.25", "parallel.bucket_cap_mb=25", "parallel.wrap=block", "parallel.wrap=model"})

@@ -18,28 +18,16 @@ Scenario mixed_precision() {
   return load_scenario(std::filesystem::path(testing::fixtures_dir()) / "results/mixed_precision");
 }
 
-const RunResult& run_named(const Scenario& sc, const std::string& name) {
-  for (const RunResult& r : sc.runs)
-    if (r.name == name) return r;
-  throw std::runtime_error("no run " + name);
-}
-
-std::string fixed(double v, int decimals) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return buf;
-}
-
 // The twin is the run whose config differs only in precision; a run with another difference has none.
 TEST(Precision, EachReducedRunIsPairedWithTheFp32RunThatDiffersOnlyInPrecision) {
   const Scenario sc = mixed_precision();
-  const RunResult& fp32 = run_named(sc, "fp32");
-  EXPECT_EQ(fp32_twin(sc, run_named(sc, "bf16")), &fp32);
-  EXPECT_EQ(fp32_twin(sc, run_named(sc, "fp16")), &fp32);
+  const RunResult& fp32 = testing::run_named(sc, "fp32");
+  EXPECT_EQ(fp32_twin(sc, testing::run_named(sc, "bf16")), &fp32);
+  EXPECT_EQ(fp32_twin(sc, testing::run_named(sc, "fp16")), &fp32);
   Scenario other = sc;
   for (RunResult& r : other.runs)
     if (r.name == "fp32") r.config["train"]["lr"] = 0.5;
-  EXPECT_EQ(fp32_twin(other, run_named(other, "bf16")), nullptr) << "another learning rate is not a twin";
+  EXPECT_EQ(fp32_twin(other, testing::run_named(other, "bf16")), nullptr) << "another learning rate is not a twin";
 }
 
 // The part: takeaways with the largest loss difference computed from the steps, the loss-difference and loss-scale
@@ -53,26 +41,26 @@ TEST(Precision, ThePartComparesLossesMemoryAndTimeAndDrawsTheLossScale) {
   SectionContext ctx{sc, "mixed", tmp.path(), tmp.path().string(), log, problems};
   const std::string html = precision_part(ctx);
   EXPECT_TRUE(problems.empty()) << problems.front();
-  const RunResult& fp32 = run_named(sc, "fp32");
+  const RunResult& fp32 = testing::run_named(sc, "fp32");
   for (const char* name : {"bf16", "fp16"}) {
-    const RunResult& r = run_named(sc, name);
+    const RunResult& r = testing::run_named(sc, name);
     double largest = 0;
     for (const StepRecord& s : r.steps)
       for (const StepRecord& t : fp32.steps)
         if (s.step == t.step) largest = std::max(largest, std::fabs(s.loss - t.loss));
     EXPECT_NE(html.find("<strong>" + std::string(name) + "</strong> (params " + name), std::string::npos) << html;
-    EXPECT_NE(html.find("losses within " + fixed(largest, 4) + " nats of fp32's over " +
+    EXPECT_NE(html.find("losses within " + testing::fixed(largest, 4) + " nats of fp32's over " +
                         std::to_string(r.steps.size()) + " steps"),
               std::string::npos)
         << name << ": " << html;
     EXPECT_NE(html.find("<tr><td>" + std::string(name) + "</td>"), std::string::npos) << name;
   }
-  const RunResult& fp16 = run_named(sc, "fp16");
+  const RunResult& fp16 = testing::run_named(sc, "fp16");
   ASSERT_FALSE(fp16.steps.empty());
   EXPECT_TRUE(std::isfinite(fp16.steps.front().loss_scale)) << "fp16 records its loss scale per step";
-  EXPECT_FALSE(std::isfinite(run_named(sc, "bf16").steps.front().loss_scale)) << "bf16 has none";
-  EXPECT_NE(html.find("loss scale " + fixed(fp16.steps.front().loss_scale, 0) + " → " +
-                      fixed(fp16.steps.back().loss_scale, 0)),
+  EXPECT_FALSE(std::isfinite(testing::run_named(sc, "bf16").steps.front().loss_scale)) << "bf16 has none";
+  EXPECT_NE(html.find("loss scale " + testing::fixed(fp16.steps.front().loss_scale, 0) + " → " +
+                      testing::fixed(fp16.steps.back().loss_scale, 0)),
             std::string::npos)
       << html;
   EXPECT_TRUE(std::filesystem::exists(tmp.path() / "precision_delta_mixed.png"));

@@ -41,12 +41,6 @@ class ScopedPath {
   std::string old_;
 };
 
-std::string fixed(double v, int decimals) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return buf;
-}
-
 // "a" or "a, b (differ between runs)": the report header's summary of one context field over every run.
 std::string header_values(const std::vector<Scenario>& scenarios, std::string RunResult::*field) {
   std::set<std::string> values;
@@ -118,10 +112,11 @@ TEST(Report, GoldenFromFixtures) {
       EXPECT_TRUE(contains(html, "<tr><td>" + r.name + "</td><td><code>" + r.strategy +
                                      "</code></td><td class=\"num\">" + std::to_string(r.world_size) + "</td><td>" +
                                      r.preset + "</td>" + (precision_column ? "<td>" + r.param_dtype() + "</td>" : "") +
-                                     "<td class=\"num\">" + fixed(r.params / 1e3, 1) + " k</td>"))
+                                     "<td class=\"num\">" + testing::fixed(r.params / 1e3, 1) + " k</td>"))
           << sc.name << "/" << r.name;
-      EXPECT_TRUE(contains(html, "<td class=\"num\">" + fixed(r.step_ms_median, 1) + " <span class=\"range\">(" +
-                                     fixed(r.step_ms_min, 1) + "–" + fixed(r.step_ms_max, 1) + ")</span></td>"))
+      EXPECT_TRUE(contains(html, "<td class=\"num\">" + testing::fixed(r.step_ms_median, 1) +
+                                     " <span class=\"range\">(" + testing::fixed(r.step_ms_min, 1) + "–" +
+                                     testing::fixed(r.step_ms_max, 1) + ")</span></td>"))
           << sc.name << "/" << r.name;
       EXPECT_TRUE(contains(html, "<pre><code>" + html_escape(r.command) + "</code></pre>")) << sc.name << "/" << r.name;
     }
@@ -151,10 +146,10 @@ TEST(Report, GoldenFromFixtures) {
                                  (bf16.cpu->native_bf16() ? "has native bf16" : "has no native bf16")))
       << html;
   const double ratio = bf16.step_ms_median / fp32.step_ms_median;
-  EXPECT_TRUE(contains(html, "<strong>bf16</strong> (bf16): " + fixed(bf16.step_ms_median, 0) +
-                                 " ms per step against " + fixed(fp32.step_ms_median, 0) +
-                                 " ms for fp32 (fp32, otherwise the same): " + fixed(ratio > 1 ? ratio : 1 / ratio, 2) +
-                                 "× " + (ratio > 1 ? "slower" : "faster")))
+  EXPECT_TRUE(contains(
+      html, "<strong>bf16</strong> (bf16): " + testing::fixed(bf16.step_ms_median, 0) + " ms per step against " +
+                testing::fixed(fp32.step_ms_median, 0) + " ms for fp32 (fp32, otherwise the same): " +
+                testing::fixed(ratio > 1 ? ratio : 1 / ratio, 2) + "× " + (ratio > 1 ? "slower" : "faster")))
       << html;
 }
 

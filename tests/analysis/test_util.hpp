@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +14,8 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "analysis/results.hpp"
 
 namespace dtlab::analysis::testing {
 
@@ -125,11 +128,25 @@ inline void write_scenario(const std::filesystem::path& dir, const std::string& 
   write_text(dir / "scenario.json", doc.dump(1));
 }
 
+// printf's "%.*f": the text a report shows for a number, computed here independently of the report's formatting.
+inline std::string fixed(double v, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
 #ifdef DTLAB_ANALYSIS_FIXTURES  // analysis_tests defines it; other test executables use only the helpers above
 // tests/analysis/fixtures: real runs written by fixtures/make_fixtures.py (`make fixtures`). Their timings, dates
 // and host change with every regeneration, so a test reads what it expects from these files, or builds the
 // situation it needs from a copy with an explicit modification (copy_fixture, edit_result).
 inline std::string fixtures_dir() { return DTLAB_ANALYSIS_FIXTURES; }
+
+// The run of `sc` named `name` (a fixture's run); throws naming it when the scenario has none.
+inline const RunResult& run_named(const Scenario& sc, const std::string& name) {
+  for (const RunResult& r : sc.runs)
+    if (r.name == name) return r;
+  throw std::runtime_error(sc.name + ": no run named " + name);
+}
 
 // A fixture file, `rel` to fixtures_dir(), parsed.
 inline nlohmann::json fixture_json(const std::string& rel) {
