@@ -29,6 +29,16 @@ double intra_beta(const CommModel& intra, const std::string& key, bool large) {
 
 }  // namespace
 
+int floor_betas(CommModel& model, double floor_us_per_byte) {
+  int raised = 0;
+  map_betas(model, [&](const std::string&, double beta, bool) {
+    if (beta >= floor_us_per_byte) return beta;
+    ++raised;
+    return floor_us_per_byte;
+  });
+  return raised;
+}
+
 MachineProfile on_topology(const MachineProfile& profile, const Topology& t) {
   if (t.nodes < 1 || t.ranks_per_node < 0 || t.ranks_per_link < 0)
     throw std::invalid_argument("topology: nodes must be >= 1 and ranks_per_node, ranks_per_link >= 0");
@@ -60,11 +70,11 @@ MachineProfile on_topology(const MachineProfile& profile, const Topology& t) {
     } else if (comm.inter_link_bps > 0) {
       const double scale = comm.inter_link_bps / t.inter_link_bps;
       map_betas(*comm.inter_node, [&](const std::string& key, double beta, bool large) {
-        return std::max(beta * scale, intra_beta(intra, key, large));
+        return std::max({beta * scale, intra_beta(intra, key, large), wire});
       });
       p.adjustments.push_back("inter_node measured at " + describe_rate(comm.inter_link_bps) + ", scaled to " +
                               describe_rate(t.inter_link_bps) + " (β × " + std::to_string(scale) +
-                              ", never below the intra-node β)");
+                              ", never below the intra-node β or the wire time)");
     } else {
       map_betas(*comm.inter_node, [&](const std::string&, double, bool) { return wire; });
       p.adjustments.push_back("inter_node β set to the wire time at " + describe_rate(t.inter_link_bps) +

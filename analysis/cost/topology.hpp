@@ -9,7 +9,8 @@
 //   ranks_per_node   the topology's; groups span nodes by it (step_model.hpp)
 //   inter_node β     the profile measured inter_node at inter_link_bps R₀: β scales with the rate, β·R₀/R, but never
 //                    below the same op's intra-node β (a fast enough link leaves the CPU's per-byte work, which the
-//                    intra-node figure measures). Without a recorded R₀ (spec sheets) β becomes the wire time 8/R.
+//                    intra-node figure measures) nor below the wire time 8/R (no fit, however noisy, sends faster
+//                    than the link). Without a recorded R₀ (spec sheets) β becomes the wire time 8/R.
 //                    Without an inter_node model at all (a loopback calibration) inter_node is derived from
 //                    intra_node with β = max(β_intra, 8/R).
 //   intra_node β     with intra_link_bps: max(β, 8/R_intra) (loopback shaped like the emulated cluster's --intra-link)
@@ -35,5 +36,10 @@ MachineProfile on_topology(const MachineProfile& profile, const Topology& topolo
 
 // Wire time of one byte at `bits_per_s`, in µs (the unit of β).
 inline double wire_us_per_byte(double bits_per_s) { return 8.0 / bits_per_s * 1e6; }
+
+// Raises every β of `model` (both size regimes) below `floor_us_per_byte` to it; returns how many it raised. A fit
+// of few sizes on a busy machine can find a slope near 0 (the per-call term took the time): on a link of known rate
+// the wire time is the least a byte costs.
+int floor_betas(CommModel& model, double floor_us_per_byte);
 
 }  // namespace dtlab::analysis

@@ -21,6 +21,7 @@
 #include "analysis/cost/fit.hpp"
 #include "analysis/cost/profile.hpp"
 #include "analysis/cost/step_model.hpp"
+#include "analysis/cost/topology.hpp"
 #include "lab/cpu_features.hpp"
 #include "lab/data.hpp"
 #include "lab/dist/rank_env.hpp"
@@ -439,6 +440,7 @@ struct CommCalibration {
   std::optional<analysis::CommModel> inter;
   int ranks_per_node = kCpuRanksPerNode;
   double inter_link_bps = 0, intra_link_bps = 0;
+  int inter_betas_raised = 0;      // inter-node βs the fit put below the link's wire time (floor_betas)
   std::vector<std::string> files;  // the comm-bench documents, next to the profile
 };
 
@@ -468,6 +470,7 @@ CommCalibration calibrate_comm(const CalibrateOptions& options, int ranks_per_no
       analysis::fit_comm_model(run_comm_bench_child(ranks_per_node, options.quick, inter_path, with_group("cross")));
   c.ranks_per_node = ranks_per_node;
   c.inter_link_bps = parse_link_rate(options.inter_link, "--inter-link").bits_per_s;
+  c.inter_betas_raised = analysis::floor_betas(*c.inter, analysis::wire_us_per_byte(c.inter_link_bps));
   if (!options.intra_link.empty() && options.intra_link != "none")
     c.intra_link_bps = parse_link_rate(options.intra_link, "--intra-link").bits_per_s;
   return c;
@@ -527,6 +530,10 @@ json profile_document(const CalibrateOptions& options, const Config& config, con
                     options.inter_link +
                     " tbf link, one rank per node sending (comm-bench --group cross); ranks_per_link: the node's "
                     "ranks share that one link");
+    if (comm_levels.inter_betas_raised > 0)
+      notes.push_back("comm.inter_node: " + std::to_string(comm_levels.inter_betas_raised) +
+                      " fitted β(s) below the link's wire time raised to it (the per-call term took the time of "
+                      "those sizes)");
   }
   if (compute.train_efficiency < compute.model_tflops / compute.matmul_tflops.at(compute.train_dtype)) {
     profile["notes"].push_back("train_efficiency capped at 1: the training step ran faster than the GEMM benchmark");

@@ -64,6 +64,32 @@ TEST(Topology, AMeasuredInterNodeModelScalesWithTheRateDownToTheIntraNodeBeta) {
       << "never below what the same op costs inside a node";
 }
 
+// A quick fit on a busy machine can leave an inter-node β near 0 (the per-call term took the time). Scaled to another
+// rate it must still cost at least the wire time there, or every link rate predicts the same time; floor_betas does
+// the same to a fresh fit at the rate it was measured.
+TEST(Topology, AnInterNodeBetaNeverFallsBelowTheWireTime) {
+  MachineProfile measured = synthetic();
+  measured.comm.inter_link_bps = 1e9;
+  measured.comm.inter_node = distinct_comm(8);
+  CollectiveCost& flat = measured.comm.inter_node->ops.at("all_reduce/backend");
+  flat.beta_us_per_byte = 0;
+  flat.large_from_bytes = 1 << 20;
+  flat.large_beta_us_per_byte = -1e-4;
+  measured.comm.intra_node.ops.at("all_reduce/backend").beta_us_per_byte = 0;
+
+  const MachineProfile slow = on_topology(measured, {.nodes = 2, .inter_link_bps = 200e6});
+  EXPECT_DOUBLE_EQ(slow.comm.inter_node->ops.at("all_reduce/backend").beta_us_per_byte, 0.04);
+  EXPECT_DOUBLE_EQ(slow.comm.inter_node->ops.at("all_reduce/backend").large_beta_us_per_byte, 0.04);
+
+  CommModel fit = *measured.comm.inter_node;
+  const double kept = fit.ops.at("all_gather/ring").beta_us_per_byte;
+  ASSERT_GT(kept, kWire1G);
+  EXPECT_EQ(floor_betas(fit, kWire1G), 2) << "both regimes of the flat all-reduce, nothing else";
+  EXPECT_DOUBLE_EQ(fit.ops.at("all_reduce/backend").beta_us_per_byte, kWire1G);
+  EXPECT_DOUBLE_EQ(fit.ops.at("all_reduce/backend").large_beta_us_per_byte, kWire1G);
+  EXPECT_DOUBLE_EQ(fit.ops.at("all_gather/ring").beta_us_per_byte, kept);
+}
+
 // A spec sheet's inter-node model has no measured rate: its β becomes the wire time; the intra-node link, when
 // given, floors the intra-node β; ranks_per_link as given.
 TEST(Topology, SpecSheetLinksAndIntraNodeRates) {

@@ -392,7 +392,8 @@ TEST_F(ClusterTest, CalibrateOnAClusterFitsBothLevelsAndPredictMovesThemToAnothe
   // `small`'s 19 MB of gradients: the chunk that crosses (~9.7 MB, ~80 ms at 1 Gbit/s) is far above the quick fit's
   // per-call noise (tiny's 0.25 MB chunk was not, under load), so the link's β decides the time.
   EXPECT_GT(predicted_inter_ms("200mbit"), 2.0 * predicted_inter_ms("1gbit"))
-      << "a 5x slower link: the cross-node all-reduce of the hierarchical DDP takes much longer";
+      << "a 5x slower link: the cross-node all-reduce of the hierarchical DDP takes much longer; the fit:\n"
+      << comm.at("inter_node").dump(2);
 }
 
 // Without the capabilities: one message naming them and the way out, exit 2, nothing built. setpriv drops them from
