@@ -27,6 +27,13 @@ void check_id(const std::string& id) {
   if (!ok) throw AnalysisError("chart id \"" + id + "\" must be non-empty and use only [A-Za-z0-9_.-]");
 }
 
+// A string column of a data file: gnuplot reads a double-quoted field as one value (no escapes inside).
+std::string data_string(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? '\'' : c == '\n' || c == '\r' ? ' ' : c;
+  return out + "\"";
+}
+
 // A gnuplot single-quoted string: '' is a literal quote; newlines would end the command.
 std::string gq(const std::string& s) {
   std::string out = "'";
@@ -114,16 +121,24 @@ ChartFiles write_chart(const LineChart& c, const fs::path& dir) {
       throw AnalysisError("chart " + c.id + ": series \"" + s.name + "\" has " + std::to_string(s.x.size()) +
                           " x values but " + std::to_string(s.y.size()) + " y values");
     }
+    if (!s.point_labels.empty() && s.point_labels.size() != s.x.size()) {
+      throw AnalysisError("chart " + c.id + ": series \"" + s.name + "\" has " + std::to_string(s.point_labels.size()) +
+                          " point labels for " + std::to_string(s.x.size()) + " points");
+    }
   }
   const ChartFiles f = files_for(c.id, dir);
 
   // One data block per series, separated by two blank lines so `index i` selects series i.
   std::ostringstream dat;
-  dat << "# " << c.id << ".dat: one block per series (gnuplot `index`), columns: x y\n";
+  dat << "# " << c.id << ".dat: one block per series (gnuplot `index`), columns: x y [point label]\n";
   for (std::size_t i = 0; i < c.series.size(); ++i) {
     const Series& s = c.series[i];
     dat << (i ? "\n\n" : "") << "# series " << i << ": " << s.name << "\n";
-    for (std::size_t k = 0; k < s.x.size(); ++k) dat << num(s.x[k]) << ' ' << num(s.y[k]) << '\n';
+    for (std::size_t k = 0; k < s.x.size(); ++k) {
+      dat << num(s.x[k]) << ' ' << num(s.y[k]);
+      if (!s.point_labels.empty()) dat << ' ' << data_string(s.point_labels[k]);
+      dat << '\n';
+    }
     if (s.x.empty()) dat << "NaN NaN\n";  // keep the block so indices stay aligned
   }
   write_file(f.dat, dat.str());
@@ -147,8 +162,11 @@ ChartFiles write_chart(const LineChart& c, const fs::path& dir) {
     const char* style = s.points_only ? "points" : s.x.size() > 30 ? "lines" : "linespoints";
     gp << "  '" << c.id << ".dat' index " << i << " using 1:2 with " << style << " lt "
        << (s.colour > 0 ? s.colour : static_cast<int>(i) + 1) << (s.dashed ? " dt 2" : "")
-       << (s.muted ? " lc rgb '#b0b0b0' pt 6 ps 0.9" : "") << " title " << gq(s.name)
-       << (i + 1 < c.series.size() ? ", \\\n" : "\n");
+       << (s.muted ? " lc rgb '#b0b0b0' pt 6 ps 0.9" : "") << " title " << gq(s.name);
+    if (!s.point_labels.empty())
+      gp << ", \\\n  '" << c.id << ".dat' index " << i
+         << " using 1:2:3 with labels offset char 0.6, char 0.7 left font ',10' tc rgb '#444444' notitle";
+    gp << (i + 1 < c.series.size() ? ", \\\n" : "\n");
   }
   gp << epilogue(c.id);
   write_file(f.script, gp.str());

@@ -46,6 +46,13 @@ using ChartBuilder = std::function<std::optional<Chart>(const Scenario&)>;
 // inlined, links to PNG/script/data and the rerun command. If gnuplot fails, the figure says why.
 SectionPart chart_part(std::string kind, std::string caption, ChartBuilder build);
 
+// The page's opening summary (analysis/report_summary.cpp): every strategy's step time, peak memory and bytes as
+// multiples of its baseline twin's (result.json context.baseline) over all studies, with the catalogue's "choose it
+// when" line, as a table and a chart written to out_dir. "" when no run has a baseline twin.
+std::string strategy_summary_section(const std::vector<Scenario>& scenarios, const std::filesystem::path& out_dir,
+                                     const std::string& out_dir_display, std::ostream& log,
+                                     std::vector<std::string>& problems);
+
 // Predicted vs measured for the runs whose result.json carries "prediction": twin bars, scatters against
 // y = x, a table of errors (analysis/report_prediction.cpp). "" when no run of the scenario has one.
 std::string prediction_part(SectionContext& ctx);
@@ -73,6 +80,11 @@ std::string accumulation_part(SectionContext& ctx);
 // Granularity, for series whose runs differ only in DDP's bucket size or FSDP's wrap (analysis/report_granularity.cpp):
 // calls per step, overlap %, exposed wait, buffers and step time per run, with takeaways. "" when there is none.
 std::string granularity_part(SectionContext& ctx);
+
+// Activation checkpointing, for series whose runs differ in parallel.activation_checkpointing / checkpoint_every
+// (analysis/report_checkpointing.cpp): activation memory against step time per series (measured and modelled,
+// points labelled by setting), a table, and takeaways naming the settings another beats on both. "" when none.
+std::string checkpointing_part(SectionContext& ctx);
 
 // Precision: every bf16/fp16 run against its fp32 twin (the run whose config differs only in `precision`;
 // analysis/report_precision.cpp): loss difference per step, memory, bytes and time, the dynamic loss scale and

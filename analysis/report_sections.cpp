@@ -93,15 +93,66 @@ std::string mixed_precision_callout(const Scenario& sc) {
   return h.str();
 }
 
+// The distinct values of config `section.key` over the runs, as text: "a", "a, b" or, for numbers, "lo–hi" when
+// there are more than two.
+// `section` "" reads a top-level key.
+std::string distinct_values(const Scenario& sc, const std::string& section, const char* key) {
+  std::vector<std::string> texts;
+  std::vector<double> numbers;
+  for (const RunResult& r : sc.runs) {
+    const nlohmann::json& where = section.empty() ? r.config : r.config.value(section, nlohmann::json::object());
+    if (!where.is_object() || !where.contains(key)) continue;
+    const nlohmann::json& v = where[key];
+    const std::string text = v.is_string() ? v.get<std::string>() : v.dump();
+    if (std::find(texts.begin(), texts.end(), text) == texts.end()) texts.push_back(text);
+    if (v.is_number()) numbers.push_back(v.get<double>());
+  }
+  if (texts.size() > 2 && numbers.size() == sc.runs.size()) {
+    const auto [lo, hi] = std::minmax_element(numbers.begin(), numbers.end());
+    return fmt_fixed(*lo, 0) + "–" + fmt_fixed(*hi, 0);
+  }
+  std::string out;
+  for (const std::string& t : texts) out += (out.empty() ? "" : ", ") + t;
+  return out;
+}
+
+// One sentence on what the study ran, read from its runs' configs: strategies, ranks, model shape, batch, steps.
+std::string study_setup(const Scenario& sc) {
+  if (sc.runs.empty()) return "";
+  std::set<std::string> strategies;
+  for (const RunResult& r : sc.runs) strategies.insert(r.strategy);
+  std::string list;
+  for (const std::string& s : strategies) list += (list.empty() ? "" : ", ") + s;
+  std::ostringstream out;
+  out << sc.runs.size() << " run" << (sc.runs.size() == 1 ? "" : "s") << " of " << list << "; "
+      << distinct_values(sc, "", "world_size") << " rank(s)";
+  int nodes = 1;
+  for (const RunResult& r : sc.runs) nodes = std::max(nodes, r.nodes);
+  if (nodes > 1) out << " on " << nodes << " emulated nodes";
+  out << "; model " << distinct_values(sc, "model", "preset") << " at d_model "
+      << distinct_values(sc, "model", "d_model") << ", " << distinct_values(sc, "model", "n_layers") << " blocks, "
+      << distinct_values(sc, "model", "seq_len") << " tokens per sequence; "
+      << distinct_values(sc, "train", "global_batch") << " sequences per step, "
+      << distinct_values(sc, "train", "steps") << " steps; " << distinct_values(sc, "precision", "param_dtype")
+      << " parameters.";
+  return out.str();
+}
+
 std::string intro_part(SectionContext& ctx) {
   const Scenario& sc = ctx.scenario;
   std::ostringstream h;
+  if (!sc.question.empty())
+    h << "<p class=\"question\"><strong>The question.</strong> " << html_escape(sc.question) << "</p>\n";
+  if (const std::string setup = study_setup(sc); !setup.empty())
+    h << "<p class=\"setup\"><strong>The setup.</strong> " << html_escape(setup) << "</p>\n";
   if (!sc.description.empty()) h << "<p class=\"desc\">" << html_escape(sc.description) << "</p>\n";
   if (!sc.notes.empty()) {
     h << "<ul class=\"notes\">\n";
     for (const std::string& n : sc.notes) h << "  <li>" << html_escape(n) << "</li>\n";
     h << "</ul>\n";
   }
+  if (!sc.look_for.empty())
+    h << "<p class=\"lookfor\"><strong>What to look for.</strong> " << html_escape(sc.look_for) << "</p>\n";
   h << mixed_precision_callout(sc);
   if (sc.runs.empty() && sc.oom_runs.empty()) h << "<p class=\"muted\">This scenario lists no runs.</p>\n";
   h << out_of_memory_table(sc);
@@ -371,6 +422,7 @@ std::vector<SectionPart> default_section_parts() {
       precision_part,
       accumulation_part,
       granularity_part,
+      checkpointing_part,
       prediction_part,
       reproduce_part,
   };

@@ -255,6 +255,9 @@ RunResult parse_result(const json& doc, const std::string& source) {
   r.started_at = ctx.str(k::kStartedAt);
   r.threads = ctx.has(k::kThreads) ? static_cast<int>(ctx.integer(k::kThreads)) : 0;
   r.command = ctx.str_or(k::kCommand, "");
+  r.strategy_doc = ctx.str_or(k::kStrategyDoc, "");
+  r.choose_when = ctx.str_or(k::kChooseWhen, "");
+  r.baseline = ctx.str_or(k::kBaseline, "");
   r.nodes = ctx.has(k::kNodes) ? static_cast<int>(ctx.integer(k::kNodes)) : 1;
   r.ranks_per_node = ctx.has(k::kRanksPerNode) ? static_cast<int>(ctx.integer(k::kRanksPerNode)) : 0;
   r.inter_link = ctx.str_or(k::kInterLink, "");
@@ -407,6 +410,8 @@ Scenario load_scenario(const fs::path& dir) {
   s.name = top.str(k::kScenario);
   s.title = top.str_or(k::kTitle, s.name);
   s.description = top.str_or(k::kDescription, "");
+  s.question = top.str_or(k::kQuestion, "");
+  s.look_for = top.str_or(k::kLookFor, "");
   if (top.has(k::kNotes)) {
     const json& notes = top.at(k::kNotes);
     if (!notes.is_array()) throw AnalysisError(source + ": key \"notes\" must be an array of strings");

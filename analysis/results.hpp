@@ -61,6 +61,8 @@ struct RunResult {
   int threads = 0;         // optional; 0 when not recorded
   std::string strategy;    // context.strategy, else config.parallel.strategy, else "unknown"
   std::string command;     // optional; empty when not recorded
+  // optional: the strategy's catalogue lines and the strategy the report compares with (lab/results_schema.hpp)
+  std::string strategy_doc, choose_when, baseline;
   // optional topology (older results: one node, links not recorded)
   int nodes = 1;
   int ranks_per_node = 0;                // 0 when not recorded
@@ -133,6 +135,7 @@ struct Scenario {
   std::string name;  // scenario.json "scenario" (an id: lowercase, underscores)
   std::string title;
   std::string description;
+  std::string question, look_for;  // optional: the study's question and what to look for in its charts
   std::string dir;
   std::vector<std::string> notes;
   std::vector<RunResult> runs;      // runs that completed

@@ -21,6 +21,7 @@
 #include "lab/cpu_features.hpp"
 #include "lab/launch/cluster.hpp"
 #include "lab/results_schema.hpp"
+#include "strategies/catalog.hpp"
 
 #ifndef DTLAB_VERSION
 #define DTLAB_VERSION "0.0.0"
@@ -91,6 +92,11 @@ nlohmann::json run_context(int world_size, int ranks_per_node, const std::string
   using LinkFacts = std::pair<nlohmann::json, nlohmann::json>;
   const LinkFacts inter = nodes > 1 ? link_facts("DTLAB_INTER_LINK", dtlab_launcher) : LinkFacts{nullptr, nullptr};
   const LinkFacts intra = nodes > 1 ? link_facts("DTLAB_INTRA_LINK", dtlab_launcher) : LinkFacts{"unshaped", 0.0};
+  if (const StrategySpec* spec = find_strategy_spec(strategy)) {
+    context[schema::kStrategyDoc] = std::string(spec->doc);
+    context[schema::kChooseWhen] = std::string(spec->choose_when);
+  }
+  context[schema::kBaseline] = std::string(kComparisonBaseline);
   context[schema::kInterLink] = inter.first;
   context[schema::kInterLinkBps] = inter.second;
   context[schema::kIntraLink] = intra.first;

@@ -40,6 +40,11 @@ inline constexpr const char* kStartedAt = "started_at";
 inline constexpr const char* kCommand = "command";  // the exact command line that reproduces the run
 inline constexpr const char* kThreads = "threads";
 inline constexpr const char* kStrategy = "strategy";
+// The strategy's catalogue lines (strategies/spec.hpp doc, choose_when) and the id the report sets every strategy
+// against (strategies/catalog.hpp kComparisonBaseline). Optional: results written before them have none.
+inline constexpr const char* kStrategyDoc = "strategy_doc";
+inline constexpr const char* kChooseWhen = "choose_when";
+inline constexpr const char* kBaseline = "baseline";
 // The CPU the run ran on, from cpuid (lab/cpu_features.hpp): {model, cores, avx2, avx512f, avx512_bf16, amx_bf16,
 // native_bf16}. Optional (results written before it have none): bf16 step times flip with native_bf16.
 inline constexpr const char* kCpu = "cpu";
@@ -94,11 +99,14 @@ inline constexpr const char* kConfigInstrument = "instrument";
 inline constexpr const char* kConfigWarmupSteps = "warmup_steps";  // steps excluded from summary statistics
 
 // scenario.json, written by the scenario runner into results/<scenario>/
-// {scenario, title, description, notes, quick, runs: [{name, dir, command, world_size, wall_s, note}]}
+// {scenario, title, question, description, look_for, notes, quick, runs: [{name, dir, command, world_size, wall_s,
+// note}]}; question and look_for are optional (scenario.json files written before them have none)
 inline constexpr const char* kScenarioFile = "scenario.json";
 inline constexpr const char* kScenario = "scenario";
 inline constexpr const char* kTitle = "title";
 inline constexpr const char* kDescription = "description";
+inline constexpr const char* kQuestion = "question";  // the one question the study answers
+inline constexpr const char* kLookFor = "look_for";   // what to look for in its charts
 inline constexpr const char* kNotes = "notes";
 inline constexpr const char* kQuick = "quick";  // the scenario ran with its quick overrides
 inline constexpr const char* kRuns = "runs";

@@ -82,8 +82,10 @@ std::vector<std::string> run_command(const ScenarioRun& run, const fs::path& dtl
 // --print-runs: the study as scenario.json would describe it, and each run's command, one block per run.
 template <typename CommandOf>
 void print_study(const Scenario& scenario, const std::string& only, const CommandOf& command_of) {
-  std::cout << "scenario " << scenario.name << ": " << scenario.title << "\n"
-            << "description: " << scenario.description << "\n";
+  std::cout << "scenario " << scenario.name << ": " << scenario.title << "\n";
+  if (!scenario.question.empty()) std::cout << "question: " << scenario.question << "\n";
+  std::cout << "description: " << scenario.description << "\n";
+  if (!scenario.look_for.empty()) std::cout << "look_for: " << scenario.look_for << "\n";
   for (const auto& note : scenario.notes) std::cout << "note: " << note << "\n";
   std::cout << "needs_corpus: " << (scenario.needs_corpus ? "true" : "false") << "\n";
   for (const auto& run : scenario.runs) {
@@ -127,6 +129,8 @@ int run_trainings(const Scenario& scenario, const RunnerOptions& options) {
   nlohmann::json manifest = {
       {"scenario", scenario.name}, {"title", scenario.title}, {"description", scenario.description},
       {"notes", scenario.notes},   {"quick", quick},          {"runs", nlohmann::json::array()}};
+  if (!scenario.question.empty()) manifest["question"] = scenario.question;
+  if (!scenario.look_for.empty()) manifest["look_for"] = scenario.look_for;
   std::string why_not;
   if (scenario.needs_cluster() && !can_build_clusters(&why_not)) {
     std::cout << "scenario_" << scenario.name << ": skipped: its runs need an emulated cluster: " << why_not << "\n";

@@ -40,7 +40,9 @@ struct ScenarioRun {
 struct Scenario {
   std::string name;  // results/<name>/
   std::string title;
+  std::string question;  // the one question the study answers (the report's section opens with it)
   std::string description;
+  std::string look_for;  // what to look for in its charts
   std::vector<std::string> notes;
   std::vector<ScenarioRun> runs;
   bool needs_corpus = false;  // build data/corpus.bin first (`dtlab data build`) if missing

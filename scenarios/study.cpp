@@ -306,8 +306,8 @@ Study load_study(const std::filesystem::path& file) {
   const YAML::Node& root = parsed;  // const: reading a missing key must not add it
   const SpecReader spec(file);
   spec.expect_map(root, "",
-                  {"name", "title", "description", "notes", "needs_corpus", "config", "quick", "defaults", "per_world",
-                   "sweep", "runs", "compare"});
+                  {"name", "title", "question", "description", "look_for", "notes", "needs_corpus", "config", "quick",
+                   "defaults", "per_world", "sweep", "runs", "compare"});
   Study study;
   Scenario& s = study.scenario;
   s.name = spec.text(root["name"], "name", true);
@@ -315,6 +315,8 @@ Study load_study(const std::filesystem::path& file) {
     spec.fail(root["name"], "name", "'" + s.name + "' must be the file's stem '" + file.stem().string() + "'");
   s.title = spec.text(root["title"], "title", true);
   s.description = spec.text(root["description"], "description", true);
+  s.question = spec.text(root["question"], "question", false);
+  s.look_for = spec.text(root["look_for"], "look_for", false);
   s.notes = spec.texts(root["notes"], "notes");
   s.needs_corpus = spec.boolean(root["needs_corpus"], "needs_corpus");
   const std::string config = spec.text(root["config"], "config", false);

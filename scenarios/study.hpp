@@ -4,6 +4,8 @@
 // Spec keys (any other key is an error):
 //   name          = the file's stem; results go to <out>/<name>/
 //   title, description, notes[]    shown in scenario.json and the report
+//   question, look_for             the one question the study answers and what to look for in its charts: the
+//                                  report's section opens with them (optional; every shipped study has both)
 //   needs_corpus  build data/corpus.bin first when missing (default false)
 //   config        file under scenarios/configs/ for every run (a run may name its own: runs[i].config)
 //   quick[]       overrides added to every run with --quick

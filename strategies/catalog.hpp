@@ -17,6 +17,10 @@ namespace dtlab {
 // config's default (lab/config.hpp ParallelConfig::strategy) names the same id.
 inline constexpr std::string_view kReferenceStrategy = "single";
 
+// The strategy every other one is set against in the report's summary (time, peak memory and bytes as multiples of
+// its): plain replicated data parallelism, the one users start from. result.json records it (context.baseline).
+inline constexpr std::string_view kComparisonBaseline = "ddp";
+
 // In catalogue order.
 const std::vector<const StrategySpec*>& strategy_specs();
 std::vector<std::string> strategy_ids();

@@ -160,6 +160,9 @@ extern const StrategySpec ddp_spec;
 const StrategySpec ddp_spec{
     .id = "ddp",
     .doc = "full replicas; gradients all-reduced in buckets that overlap the backward pass",
+    .choose_when =
+        "the model, gradients and optimizer state fit on every rank: the fewest bytes (one all-reduce of the gradients "
+        "per step) and the simplest overlap",
     .keys = {"parallel.bucket_cap_mb", "parallel.collectives", "parallel.activation_checkpointing",
              "parallel.checkpoint_every"},
     .check = &check,

@@ -24,6 +24,9 @@ extern const StrategySpec fsdp_hybrid_spec;
 const StrategySpec fsdp_hybrid_spec{
     .id = "fsdp_hybrid",
     .doc = "FULL_SHARD inside groups of parallel.shard_size ranks, gradient shards all-reduced across the groups",
+    .choose_when =
+        "links between nodes are much slower than inside one: shard within a node, and only gradient shards cross the "
+        "slow link",
     .keys = {"parallel.shard_size", "parallel.prefetch", "parallel.wrap", "parallel.reduce_scatter", "parallel.offload",
              "parallel.activation_checkpointing", "parallel.checkpoint_every"},
     .check = &check,

@@ -42,6 +42,9 @@ extern const StrategySpec fsdp_no_shard_spec;
 const StrategySpec fsdp_no_shard_spec{
     .id = "fsdp_no_shard",
     .doc = "the sharded engine with one shard per rank: every unit's gradient all-reduced in the last micro-step",
+    .choose_when =
+        "you want the sharded engine's units and hooks with DDP's memory: the reference that separates the engine's "
+        "cost from sharding's",
     .keys = {"parallel.wrap", "parallel.reduce_scatter", "parallel.offload", "parallel.activation_checkpointing",
              "parallel.checkpoint_every"},
     .check = &check,

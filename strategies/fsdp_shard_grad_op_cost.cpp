@@ -23,6 +23,9 @@ extern const StrategySpec fsdp_shard_grad_op_spec;
 const StrategySpec fsdp_shard_grad_op_spec{
     .id = "fsdp_shard_grad_op",
     .doc = "gradients and optimizer state sharded; units gathered once per micro-step and kept through backward",
+    .choose_when =
+        "optimizer state and gradients are the problem but one full copy of the parameters fits: it gathers once per "
+        "micro-step, not twice",
     .keys = {"parallel.prefetch", "parallel.wrap", "parallel.reduce_scatter", "parallel.offload",
              "parallel.activation_checkpointing", "parallel.checkpoint_every"},
     .check = &check,

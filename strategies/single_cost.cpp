@@ -47,6 +47,8 @@ extern const StrategySpec single_spec;
 const StrategySpec single_spec{
     .id = "single",
     .doc = "one process holds everything: the reference every strategy's losses are compared with",
+    .choose_when =
+        "one device holds the model, its gradients and Adam's state with room for activations: no communication at all",
     .keys = {},
     .check = &check,
     .plan = &single_plan,

@@ -27,6 +27,8 @@ struct ScheduleInput {
 struct StrategySpec {
   std::string_view id;   // stable lowercase id: parallel.strategy=<id>, result.json, run names
   std::string_view doc;  // one line: what it shards and communicates ("available:" lists, docs)
+  // One line: when to choose it over the others (result.json context.choose_when; the report's strategy summary).
+  std::string_view choose_when;
   // The config keys beyond model/train/precision that the strategy reads (tests check each is a real key).
   std::vector<std::string_view> keys;
   // Combinations the strategy cannot honour (e.g. ddp with offload): throws std::invalid_argument naming the keys and

@@ -30,6 +30,9 @@ const StrategySpec zero1_spec{
     .doc =
         "full parameters and gradients, optimizer state sharded; reduce-scatter after backward, all-gather after the "
         "step",
+    .choose_when =
+        "Adam's moments dominate and the links are fast: sharding only the optimizer state costs DDP's bytes plus one "
+        "parameter gather",
     .keys = {"parallel.wrap", "parallel.reduce_scatter", "parallel.offload", "parallel.activation_checkpointing",
              "parallel.checkpoint_every"},
     .check = &check,

@@ -84,6 +84,24 @@ TEST(Plot, RendersSvgAndPng) {
   }
 }
 
+// Point labels go to the data file as a quoted third column and gnuplot draws them (the SVG has their text); a label
+// count that does not match the points is refused.
+TEST(Plot, PointLabelsAreDrawnBesideThePoints) {
+  LineChart c = two_series();
+  c.series[0].point_labels = {"none", "every 2", "full \"k\""};
+  TempDir tmp;
+  const ChartFiles f = write_chart(c, tmp.path());
+  EXPECT_NE(read_text(f.dat).find("2 4 \"every 2\"\n"), std::string::npos) << read_text(f.dat);
+  EXPECT_NE(read_text(f.dat).find("\"full 'k'\""), std::string::npos) << "a quote cannot end the field early";
+  EXPECT_NE(read_text(f.script).find("using 1:2:3 with labels"), std::string::npos);
+  if (gnuplot_available()) {
+    run_gnuplot(f, tmp.path());
+    EXPECT_NE(read_text(f.svg).find(">every 2<"), std::string::npos) << read_text(f.svg);
+  }
+  c.series[1].point_labels = {"one"};
+  EXPECT_THROW(write_chart(c, tmp.path()), AnalysisError);
+}
+
 TEST(Plot, GnuplotFailureIsReported) {
   if (!gnuplot_available()) GTEST_SKIP() << "gnuplot not installed (apt-get install gnuplot-nox)";
   TempDir tmp;

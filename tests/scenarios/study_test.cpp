@@ -41,6 +41,7 @@ std::string load_error(const std::string& text, const std::string& name = "bad")
 
 const std::string kMinimal = "name: bad\ntitle: t\ndescription: d\nconfig: ddp.yaml\n";
 
+// Every shipped study also states its question and what to look for: the report's section opens with them.
 TEST(ScenarioStudy, EveryShippedSpecLoadsAndNamesAConfigThatExists) {
   int specs = 0;
   for (const auto& entry : fs::directory_iterator(kStudies)) {
@@ -48,6 +49,8 @@ TEST(ScenarioStudy, EveryShippedSpecLoadsAndNamesAConfigThatExists) {
     ++specs;
     const Study study = load_study(entry.path());
     EXPECT_EQ(study.scenario.name, entry.path().stem().string());
+    EXPECT_FALSE(study.scenario.question.empty()) << entry.path() << ": no question";
+    EXPECT_FALSE(study.scenario.look_for.empty()) << entry.path() << ": no look_for";
     for (const auto& run : study.scenario.runs)
       EXPECT_TRUE(fs::exists(fs::path(DTLAB_SOURCE_DIR) / "scenarios" / "configs" / run.config)) << run.config;
   }

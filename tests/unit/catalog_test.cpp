@@ -63,6 +63,16 @@ TEST(Catalog, EverySpecHasADocAPlanAScheduleAndRealKeys) {
   }
 }
 
+// Every strategy says what it does and when to choose it (the report's summary shows both); the report's baseline is
+// a strategy of the catalogue.
+TEST(Catalog, EveryStrategySaysWhenToChooseItAndTheBaselineExists) {
+  for (const StrategySpec* spec : strategy_specs()) {
+    EXPECT_FALSE(spec->doc.empty()) << spec->id;
+    EXPECT_FALSE(spec->choose_when.empty()) << spec->id << ": no choose_when line";
+  }
+  EXPECT_NE(find_strategy_spec(kComparisonBaseline), nullptr) << kComparisonBaseline;
+}
+
 TEST(Catalog, UnknownIdsAreRefusedNamingEveryStrategyOfTheBuild) {
   try {
     strategy_spec("tensor_parallel");

@@ -45,6 +45,7 @@ extern const StrategySpec ddp_nobucket_spec;
 const StrategySpec ddp_nobucket_spec{
     .id = "ddp_nobucket",
     .doc = "toy DDP: full replicas, one synchronous all-reduce per gradient tensor after backward (tests only)",
+    .choose_when = "never: it exists to show that adding a strategy is two files and one catalogue line",
     .keys = {"parallel.activation_checkpointing", "parallel.checkpoint_every"},
     .check = &check,
     .plan = &plan,
