@@ -23,6 +23,7 @@ DEB_PACKAGES=(
   iproute2               # ip and tc build the emulated cluster (lab/launch/cluster.cpp)
   util-linux             # setpriv drops capabilities in the cluster tests' no-privilege case
   gnuplot-nox clang-format clang-tidy
+  chromium               # the report opened in a real browser (tests/analysis/browser_check.py)
   clang                  # clang++ builds clang-tidy's PCH of the LibTorch headers (cmake/tidy_cached.py)
 )
 # Python packages in the venv besides torch: numpy (torch warns without it; reference scripts).
