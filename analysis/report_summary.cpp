@@ -3,7 +3,8 @@
 // the catalogue's kComparisonBaseline) at the same world, nodes and link, the same sweep label (after '@') and the
 // same config but for the strategy's own parallel.* keys — and the section gives, per strategy, the median and range
 // of step time, peak memory and bytes as multiples of the twin's, with the catalogue's "choose it when" line. Step
-// times count only where each rank had a core (context.cpu.cores), as the scaling study's chart does (torch-free).
+// times count only where each rank had a core (context.cpu.cores), as the scaling study's chart does; runs of one
+// rank are not paired (torch-free).
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -46,7 +47,7 @@ struct Ratios {
 
 // The baseline twin of `r` in `sc`, or nullptr.
 const RunResult* baseline_twin(const Scenario& sc, const RunResult& r) {
-  if (r.baseline.empty() || r.strategy == r.baseline) return nullptr;
+  if (r.baseline.empty() || r.strategy == r.baseline || r.world_size < 2) return nullptr;  // one rank shares nothing
   const nlohmann::json config = comparable_config(r);
   for (const RunResult& t : sc.runs)
     if (t.strategy == r.baseline && t.world_size == r.world_size && t.nodes == r.nodes &&
@@ -108,7 +109,10 @@ std::string strategy_summary_section(const std::vector<Scenario>& scenarios, con
        "world, nodes and link): "
     << pairs << " pairs. The cells give the median ratio over the pairs and their range: below ×1 is less than "
     << html_escape(baseline)
-    << " needs. Step time counts only pairs where each rank had a core of its own. These are this machine's "
+    << " needs. Step time counts only pairs where each rank had a core of its own; runs of one rank are left out. "
+       "Bytes are what a rank hands to collectives (nccl-tests' convention: an all-reduce counts its buffer, an "
+       "all-gather or reduce-scatter the gathered size); on the wire an all-reduce moves about twice its buffer, so "
+       "×3 here is ×1.5 in bytes sent. These are this machine's "
        "figures at the studies' sizes; the sections below show where each ratio moves with the world size, the "
        "link and the model.</p>\n"
     << "<table class=\"num\">\n<thead><tr><th>strategy</th><th>what it does</th><th>step time</th><th>peak memory per "

@@ -24,7 +24,8 @@ const StrategySpec fsdp_full_shard_spec{
     .id = "fsdp_full_shard",
     .doc = "parameters, gradients and optimizer state sharded; units gathered for forward and again for backward",
     .choose_when =
-        "the state does not fit replicated: per-rank state falls as 1/N, for 1.5x DDP's bytes and a gather before "
+        "the state does not fit replicated: per-rank state falls as 1/N, for 1.5x DDP's bytes on the wire and a gather "
+        "before "
         "every unit's forward and backward",
     .keys = {"parallel.prefetch", "parallel.wrap", "parallel.reduce_scatter", "parallel.offload",
              "parallel.activation_checkpointing", "parallel.checkpoint_every"},
