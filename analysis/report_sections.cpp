@@ -116,25 +116,38 @@ std::string distinct_values(const Scenario& sc, const std::string& section, cons
   return out;
 }
 
-// One sentence on what the study ran, read from its runs' configs: strategies, ranks, model shape, batch, steps.
+// One sentence on what the study ran, read from its runs' configs: strategies, ranks, model shape, batch, steps. A
+// fact the configs do not hold (results written by an older dtlab) is left out of the sentence.
 std::string study_setup(const Scenario& sc) {
   if (sc.runs.empty()) return "";
   std::set<std::string> strategies;
-  for (const RunResult& r : sc.runs) strategies.insert(r.strategy);
+  std::set<int> worlds;
+  int nodes = 1;
+  for (const RunResult& r : sc.runs) {
+    strategies.insert(r.strategy);
+    worlds.insert(r.world_size);
+    nodes = std::max(nodes, r.nodes);
+  }
   std::string list;
   for (const std::string& s : strategies) list += (list.empty() ? "" : ", ") + s;
+  std::string ranks;
+  for (int w : worlds) ranks += (ranks.empty() ? "" : ", ") + std::to_string(w);
   std::ostringstream out;
-  out << sc.runs.size() << " run" << (sc.runs.size() == 1 ? "" : "s") << " of " << list << "; "
-      << distinct_values(sc, "", "world_size") << " rank(s)";
-  int nodes = 1;
-  for (const RunResult& r : sc.runs) nodes = std::max(nodes, r.nodes);
+  out << sc.runs.size() << " run" << (sc.runs.size() == 1 ? "" : "s") << " of " << list << "; " << ranks << " rank(s)";
   if (nodes > 1) out << " on " << nodes << " emulated nodes";
-  out << "; model " << distinct_values(sc, "model", "preset") << " at d_model "
-      << distinct_values(sc, "model", "d_model") << ", " << distinct_values(sc, "model", "n_layers") << " blocks, "
-      << distinct_values(sc, "model", "seq_len") << " tokens per sequence; "
-      << distinct_values(sc, "train", "global_batch") << " sequences per step, "
-      << distinct_values(sc, "train", "steps") << " steps; " << distinct_values(sc, "precision", "param_dtype")
-      << " parameters.";
+  // "<before><values><after>" for each config fact that some run records.
+  const auto fact = [&](const char* before, const char* section, const char* key, const char* after) {
+    const std::string values = distinct_values(sc, section, key);
+    if (!values.empty()) out << before << values << after;
+  };
+  fact("; model ", "model", "preset", "");
+  fact(", d_model ", "model", "d_model", "");
+  fact(", ", "model", "n_layers", " blocks");
+  fact(", ", "model", "seq_len", " tokens per sequence");
+  fact("; ", "train", "global_batch", " sequences per step");
+  fact(", ", "train", "steps", " steps");
+  fact("; ", "precision", "param_dtype", " parameters");
+  out << ".";
   return out.str();
 }
 

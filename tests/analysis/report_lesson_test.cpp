@@ -95,11 +95,27 @@ TEST(Lesson, ASectionOpensWithItsQuestionSetupAndWhatToLookFor) {
   const std::string html = testing::read_text(tmp.path() / "out" / "index.html");
   EXPECT_NE(html.find("<strong>The question.</strong> Who communicates on every micro-step?"), std::string::npos);
   EXPECT_NE(html.find("<strong>What to look for.</strong> Flat lines and rising ones."), std::string::npos);
-  EXPECT_NE(html.find("<strong>The setup.</strong> 4 runs of ddp, fsdp_full_shard; 2 rank(s); model tiny at d_model "
+  EXPECT_NE(html.find("<strong>The setup.</strong> 4 runs of ddp, fsdp_full_shard; 2 rank(s); model tiny, d_model "
                       "64, 2 blocks, 64 tokens per sequence; 8 sequences per step, 4 steps; fp32 parameters."),
             std::string::npos)
       << html;
   EXPECT_NE(html.find("<nav class=\"toc\"><a href=\"#summary\">"), std::string::npos);
+}
+
+// Results whose configs hold fewer facts (an older dtlab's) get a shorter setup sentence, never an empty slot.
+TEST(Lesson, TheSetupLeavesOutWhatTheConfigsDoNotHold) {
+  if (!gnuplot_available()) GTEST_SKIP() << "gnuplot not installed (apt-get install gnuplot-nox)";
+  testing::TempDir tmp;
+  const fs::path study = tmp.path() / "old";
+  testing::write_scenario(study, "old", {"r1"});
+  testing::write_run(study / "r1", testing::minimal_result("single"));  // model preset and d_model, train steps
+  std::ostringstream log;
+  ASSERT_EQ(render_report({study.string()}, (tmp.path() / "out").string(), log), 0) << log.str();
+  const std::string html = testing::read_text(tmp.path() / "out" / "index.html");
+  EXPECT_NE(html.find("<strong>The setup.</strong> 1 run of single; 1 rank(s); model small, d_model 256; 8 sequences "
+                      "per step, 3 steps.</p>"),
+            std::string::npos)
+      << html;
 }
 
 }  // namespace
