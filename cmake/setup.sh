@@ -26,8 +26,11 @@ DEB_PACKAGES=(
   chromium               # the report opened in a real browser (tests/analysis/browser_check.py)
   clang                  # clang++ builds clang-tidy's PCH of the LibTorch headers (cmake/tidy_cached.py)
 )
-# Python packages in the venv besides torch: numpy (torch warns without it; reference scripts).
-PIP_EXTRA=(numpy)
+# Python packages in the venv besides torch: numpy (torch warns without it; reference scripts), safetensors (a test
+# opens dtlab checkpoints the way PyTorch users do). A venv made before an entry was added gets it through the
+# second stamp, named after the list.
+PIP_EXTRA=(numpy safetensors)
+PIP_STAMP="$VENV/.dtlab-pip-$(IFS=-; echo "${PIP_EXTRA[*]}")"
 
 missing_debs=()
 for p in "${DEB_PACKAGES[@]}"; do
@@ -37,8 +40,10 @@ for p in "${DEB_PACKAGES[@]}"; do
 done
 need_torch=0
 [[ -f "$STAMP" ]] || need_torch=1
+need_pip=0
+[[ -f "$PIP_STAMP" ]] || need_pip=1
 
-if [[ ${#missing_debs[@]} -eq 0 && $need_torch -eq 0 ]]; then
+if [[ ${#missing_debs[@]} -eq 0 && $need_torch -eq 0 && $need_pip -eq 0 ]]; then
   echo "dtlab setup: everything present (torch $TORCH_VERSION in $VENV)"
   exit 0
 fi
@@ -50,6 +55,10 @@ if [[ $(id -u) -ne 0 ]]; then
   if [[ $need_torch -eq 1 ]]; then
     echo "  LibTorch: torch==$TORCH_VERSION in $VENV" >&2
     echo "    -> $PYTHON -m venv $VENV && $VENV/bin/pip install torch==$TORCH_VERSION ${PIP_EXTRA[*]} && touch $STAMP" >&2
+  fi
+  if [[ $need_pip -eq 1 && $need_torch -eq 0 ]]; then
+    echo "  Python packages in $VENV: ${PIP_EXTRA[*]}" >&2
+    echo "    -> $VENV/bin/pip install ${PIP_EXTRA[*]} && touch $PIP_STAMP" >&2
   fi
   exit 1
 fi
@@ -70,5 +79,10 @@ if [[ $need_torch -eq 1 ]]; then
   "$VENV/bin/python" -c "import torch, sys; sys.exit(0 if torch.__version__.startswith('$TORCH_VERSION') else 1)" ||
     { echo "dtlab setup: torch in $VENV is not $TORCH_VERSION" >&2; exit 1; }
   touch "$STAMP"
+fi
+if [[ ! -f "$PIP_STAMP" ]]; then
+  echo "dtlab setup: pip install ${PIP_EXTRA[*]} into $VENV"
+  "$VENV/bin/pip" install --quiet --progress-bar off --disable-pip-version-check "${PIP_EXTRA[@]}"
+  touch "$PIP_STAMP"
 fi
 echo "dtlab setup: done"

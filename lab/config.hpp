@@ -114,6 +114,15 @@ struct MemoryConfig {
 // memory.limit in bytes (0 = none). Throws ConfigError naming the key, the text and the accepted forms.
 int64_t memory_limit_bytes(const MemoryConfig& memory);
 
+// Training checkpoints (docs/checkpointing.md; lab/train/train_checkpoint.hpp).
+struct CheckpointConfig {
+  std::string dir;              // where step_<N>/ directories go; "" = no checkpoints
+  int64_t every = 0;            // save after every N-th optimizer step; 0 = only after the last one
+  int64_t keep = 0;             // keep the newest K complete checkpoints; 0 = all
+  bool async = false;           // write in the background while training goes on
+  std::string resume = "auto";  // auto (the latest under dir, if any) | never | a checkpoint's path
+};
+
 struct Config {
   ModelConfig model;
   DataConfig data;
@@ -122,6 +131,7 @@ struct Config {
   PrecisionConfig precision;
   InstrumentConfig instrument;
   MemoryConfig memory;
+  CheckpointConfig checkpoint;
   int64_t world_size = 1;  // from the launcher, not the file; used by the batch rule
   // From the launcher (LOCAL_WORLD_SIZE), not the file: ranks per node when the job spans nodes (it divides
   // world_size and is smaller); 0 = unknown or one node. HYBRID's default shard group is the node.

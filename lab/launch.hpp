@@ -33,6 +33,11 @@ struct LaunchOptions {
   int master_port = 0;     // 0 = pick a free loopback port
   double grace_s = 5.0;    // SIGTERM -> SIGKILL delay when stopping the others
   double timeout_s = 0.0;  // 0 = none; else stop everything after this long (exit non-zero)
+  // When a rank fails, stop the others and start every rank again, up to this many times (torchrun's
+  // --max-restarts). Each attempt gets DTLAB_RESTART_COUNT (0, 1, ...) and a fresh master port; a program that
+  // checkpoints (checkpoint.dir, checkpoint.resume=auto) continues from its latest complete checkpoint. A stop
+  // signal to the launcher, or the timeout, ends the job without a restart.
+  int max_restarts = 0;
 };
 
 // Runs the job; returns the process exit code for `dtlab launch` (0 = every rank exited 0).

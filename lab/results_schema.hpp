@@ -24,6 +24,13 @@ inline constexpr const char* kOom = "oom";
 // `dtlab train`'s exit status (every rank's, and `dtlab launch`'s) when the run stopped out of memory, so scripts
 // and studies can tell it from a crash.
 inline constexpr int kOutOfMemoryExitCode = 3;
+// Optional: training checkpoints (checkpoint.*): kResumedFrom {path, step, saved_by, load_ms, bytes_read} when the
+// run continued from one, kSaves rank 0's saves [{step, path, bytes_here, total_bytes, blocking_ms, write_ms,
+// snapshot_bytes}], kRestartCount the attempt of a job `dtlab launch --max-restarts` started again (0 = the first).
+inline constexpr const char* kCheckpoints = "checkpoints";
+inline constexpr const char* kRestartCount = "restart_count";
+inline constexpr const char* kResumedFrom = "resumed_from";
+inline constexpr const char* kSaves = "saves";
 inline constexpr const char* kDtypes =
     "dtypes";  // optional: dtype audit {params, master, grads, ..., collectives{op: [dtypes]}}
 inline constexpr const char* kCollectives =

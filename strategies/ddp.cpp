@@ -12,6 +12,7 @@
 //            averaged gradient is the gradient of the global mean loss.
 // reduce_dtype (precision.reduce_dtype): bf16/fp16 communication of fp32 gradients through a
 //            temporary buffer per bucket.
+#include <cmath>
 #include <memory>
 #include <stdexcept>
 
@@ -26,6 +27,7 @@
 #include "lab/memory.hpp"
 #include "lab/train/checkpoint.hpp"
 #include "lab/train/optimizer.hpp"
+#include "lab/train/state_pieces.hpp"
 #include "lab/train/strategy.hpp"
 #include "strategies/catalog.hpp"
 #include "strategies/ddp_buckets.hpp"
@@ -180,6 +182,21 @@ class DdpStrategy final : public Strategy {
     std::vector<std::pair<std::string, at::Tensor>> out;
     for (const auto& p : model_->parameters()) out.emplace_back(p.name, p.tensor->detach().clone());
     return out;
+  }
+  // Every replica holds the same state: rank 0 writes one full copy.
+  std::vector<StatePiece> state_pieces() override {
+    std::vector<std::string> names;
+    for (const auto& p : model_->parameters()) names.push_back(p.name);
+    return whole_tensor_pieces(names, params_, *optimizer_, /*written_here=*/rank_ == 0);
+  }
+  std::map<std::string, double> state_scalars() const override {
+    std::map<std::string, double> scalars{{kStepsSeenScalar, static_cast<double>(steps_seen_)}};
+    add_common_scalars(scalars, *optimizer_, nullptr);
+    return scalars;
+  }
+  void restore_state(const std::map<std::string, double>& scalars) override {
+    restore_common_scalars(scalars, *optimizer_, nullptr);
+    if (const auto it = scalars.find(kStepsSeenScalar); it != scalars.end()) steps_seen_ = std::llround(it->second);
   }
 
  private:

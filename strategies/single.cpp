@@ -14,6 +14,7 @@
 #include "lab/train/checkpoint.hpp"
 #include "lab/train/loss_scaler.hpp"
 #include "lab/train/optimizer.hpp"
+#include "lab/train/state_pieces.hpp"
 #include "lab/train/strategy.hpp"
 #include "strategies/catalog.hpp"
 
@@ -148,6 +149,22 @@ class SingleStrategy final : public Strategy {
     const auto refs = model_->parameters();
     for (size_t i = 0; i < refs.size(); ++i) out.emplace_back(refs[i].name, params_[i].detach().clone());
     return out;
+  }
+
+  // The fp32 masters and the optimizer's state; the 16-bit compute copies follow them at the next forward.
+  std::vector<StatePiece> state_pieces() override {
+    std::vector<std::string> names;
+    for (const auto& p : model_->parameters()) names.push_back(p.name);
+    return whole_tensor_pieces(names, params_, *optimizer_, /*written_here=*/true);
+  }
+  std::map<std::string, double> state_scalars() const override {
+    std::map<std::string, double> scalars;
+    add_common_scalars(scalars, *optimizer_, &scaler_);
+    return scalars;
+  }
+  void restore_state(const std::map<std::string, double>& scalars) override {
+    restore_common_scalars(scalars, *optimizer_, &scaler_);
+    compute_fresh_ = false;
   }
 
  private:

@@ -32,6 +32,11 @@ Command add_launch_command(CLI::App& app, const CommandLine& line) {
   launch->add_option("--master-port", options->master_port, "rendezvous port (default: a free port)");
   launch->add_option("--grace", options->grace_s, "seconds between SIGTERM and SIGKILL when stopping ranks");
   launch->add_option("--timeout", options->timeout_s, "stop the job after this many seconds (0 = never)");
+  launch
+      ->add_option("--max-restarts", options->max_restarts,
+                   "when a rank fails, start every rank again up to this many times (a program with "
+                   "checkpoint.dir resumes from its latest checkpoint)")
+      ->check(CLI::NonNegativeNumber);
   launch->add_option("command", options->command, "PROGRAM ARGS... (each rank's program and its arguments)");
   launch->prefix_command();      // everything from PROGRAM on belongs to the program, even -n or --timeout
   launch->positionals_at_end();  // ... and `--` may separate it explicitly

@@ -28,6 +28,7 @@ struct TrainArgs {
   RankArgs rank;
   std::string bind_addr;
   double timeout_s = 60.0;
+  int64_t stop_after = 0;
 };
 
 // The command that reruns this run: under `dtlab launch` the launch command (the launcher exports it as
@@ -70,6 +71,7 @@ int run_train(const TrainArgs& args, const std::string& command) {
   TrainOptions options;
   options.out_dir = args.out_dir;
   options.command = command;
+  options.stop_after_step = args.stop_after;
   const analysis::Topology topology = run_topology(env);
   // parallel.collectives=auto with a machine profile: the model picks DDP's all-reduce across nodes (every rank
   // computes the same choice from the same files); without one, the rule of strategies/ddp_buckets.hpp.
@@ -125,6 +127,11 @@ Command add_train_command(CLI::App& app, const CommandLine& line) {
   train->add_option("--bind", args->bind_addr,
                     "address rank 0's store listens on when MASTER_ADDR is not loopback (explicit by design)");
   train->add_option("--timeout", args->timeout_s, "rendezvous and collective timeout in seconds");
+  train
+      ->add_option("--stop-after", args->stop_after,
+                   "stop cleanly after this optimizer step, as a preempted job would (saving a checkpoint there when "
+                   "checkpoint.dir is set); the same config resumes it")
+      ->check(CLI::PositiveNumber);
   return {train, [args, line] { return run_train(*args, job_command(line)); }};
 }
 

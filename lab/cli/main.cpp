@@ -28,7 +28,8 @@ int main(int argc, char** argv) {
       cli::add_report_command(app),           cli::add_launch_command(app, line),
       cli::add_export_reference_command(app), cli::add_trace_command(app),
       cli::add_comm_bench_command(app, line), cli::add_calibrate_command(app, line),
-      cli::add_predict_command(app),          cli::add_version_command(app)};
+      cli::add_predict_command(app),          cli::add_version_command(app),
+      cli::add_checkpoint_command(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -65,8 +65,8 @@ struct KeySpec {
   std::string leaf() const { return name.substr(name.find('.') + 1); }
 };
 
-inline const std::array<std::string, 7> kSections = {"model",     "data",       "train", "parallel",
-                                                     "precision", "instrument", "memory"};
+inline const std::array<std::string, 8> kSections = {"model",     "data",       "train",  "parallel",
+                                                     "precision", "instrument", "memory", "checkpoint"};
 
 const std::vector<KeySpec>& key_table();
 const KeySpec* find_key(std::string_view name);   // nullptr if no such key

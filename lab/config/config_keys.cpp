@@ -144,6 +144,7 @@ const std::vector<KeySpec>& key_table() {
     using X = PrecisionConfig;
     using I = InstrumentConfig;
     using Y = MemoryConfig;
+    using K = CheckpointConfig;
     std::vector<std::string> dtype_names;  // the config's spelling (lab/dtype.hpp)
     for (const Dtype d : kDtypes) dtype_names.emplace_back(config_name(d));
     const Rule dtype = one_of(dtype_names);
@@ -231,6 +232,13 @@ const std::vector<KeySpec>& key_table() {
             "machine profile for the prediction in result.json (dtlab calibrate)"),
         key("memory.limit", &C::memory, &Y::limit, any(),
             "tensor bytes per rank before out-of-memory (256MiB, 1GiB; none = no cap)"),
+        key("checkpoint.dir", &C::checkpoint, &K::dir, any(), "directory of training checkpoints; empty = none"),
+        key("checkpoint.every", &C::checkpoint, &K::every, at_least(0),
+            "save after every N-th step; 0 = after the last step only"),
+        key("checkpoint.keep", &C::checkpoint, &K::keep, at_least(0), "keep the newest K checkpoints; 0 = all"),
+        key("checkpoint.async", &C::checkpoint, &K::async, any(), "write checkpoints in the background"),
+        key("checkpoint.resume", &C::checkpoint, &K::resume, any(),
+            "auto (latest under checkpoint.dir) | never | a checkpoint directory"),
     };
     // clang-format on
   }();

@@ -132,6 +132,8 @@ void check_rules(const Config& config) {
         "", "world_size=" + std::to_string(config.world_size) + " must be >= 1 (ranks in the job, from the launcher)"};
   for (const KeySpec& k : key_table()) check_key(k, config);
   if (!memory_limit_of(config.memory.limit)) throw Problem{"memory.limit", memory_limit_refusal(config.memory.limit)};
+  if (config.checkpoint.resume.empty())
+    throw Problem{"checkpoint.resume", "checkpoint.resume=\"\" must be auto, never or a checkpoint directory"};
   check_cross_rules(config);
 }
 

@@ -91,7 +91,11 @@ Specs parse_specs() {
       s.delays_ms[key] = parse_int("DTLAB_INJECT_DELAY", item, item.substr(eq + 1), "milliseconds");
     }
   }
-  if (const char* spec = std::getenv("DTLAB_INJECT_FAULT"); spec && *spec) {
+  // A fault is transient: it fires in a job's first attempt only, so a restarted job (dtlab launch --max-restarts)
+  // runs clean.
+  const char* restart = std::getenv("DTLAB_RESTART_COUNT");
+  const bool restarted = restart != nullptr && *restart != '\0' && std::string(restart) != "0";
+  if (const char* spec = std::getenv("DTLAB_INJECT_FAULT"); spec && *spec && !restarted) {
     std::string item = spec, where;
     if (const auto at = item.find('@'); at != std::string::npos) where = item.substr(at + 1), item = item.substr(0, at);
     const auto parts = split(item, ':');

@@ -7,6 +7,8 @@
 //       or after STEP. KIND = exit (exit code 1) | sigkill | sigterm | abort | stop (SIGSTOP: a stalled rank).
 //       POINT = step_end (default: after the optimizer step) | a collective point below | mid_ring (inside a ring
 //       reduce-scatter/all-gather, after its first exchange: the other ranks are in the middle of it).
+//       Transient: it fires in a job's first attempt only (not when DTLAB_RESTART_COUNT >= 1, dtlab launch
+//       --max-restarts), so a restarted job runs clean.
 //   DTLAB_INJECT_INF="RANK:STEP[:nan]"           RANK writes an inf (or nan) into a gradient at STEP.
 //   DTLAB_INJECT_MEMORY_LIMIT="RANK:SIZE"        RANK's memory.limit is SIZE (e.g. 1:4MiB) instead: that rank alone
 //       runs out of memory, while the others go on into their next collective (lab/train/oom_stop.hpp).

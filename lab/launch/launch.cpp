@@ -1,7 +1,7 @@
 // launch.cpp: `dtlab launch` — starts N local ranks of one program (on one node, or on each node of an emulated
 // cluster), relays their output line by line with a "[rank r] " prefix, and supervises them (first failure stops the
-// rest; no orphans). This file checks the options, builds the cluster, picks the master port and runs the
-// supervisor; lab/launch/launch_internal.hpp lists the other parts.
+// rest; no orphans; with --max-restarts, every rank is started again). This file checks the options, builds the
+// cluster, picks the master port and runs the supervisor; lab/launch/launch_internal.hpp lists the other parts.
 #include <unistd.h>
 
 #include <cerrno>
@@ -24,6 +24,8 @@ using launch_internal::SignalScope;
 using launch_internal::supervise_job;
 
 namespace {
+
+constexpr int kTimedOutExitCode = 124;  // the supervisor's exit code when --timeout stopped the job
 
 // "" and "none" mean an unshaped link.
 std::optional<LinkRate> link_option(const std::string& text, const char* option) {
@@ -155,7 +157,16 @@ int run_launch(const LaunchOptions& options) {
 
   LaunchOptions resolved = options;
   resolved.command = std::move(command);
-  const int exit_code = supervise_job(resolved, layout);
+  int exit_code = supervise_job(resolved, layout);
+  // Restarts: every rank again, on a fresh port (the old store's port may linger in TIME_WAIT).
+  while (exit_code != 0 && layout.restart_count < options.max_restarts && launch_internal::last_stop_signal() == 0 &&
+         exit_code != kTimedOutExitCode) {
+    ++layout.restart_count;
+    if (options.master_port == 0) layout.master_port = pick_free_port();
+    launcher_message("restart %d of %d: the job failed (exit %d); starting all %d ranks again, MASTER_PORT=%d",
+                     layout.restart_count, options.max_restarts, exit_code, layout.world_size(), layout.master_port);
+    exit_code = supervise_job(resolved, layout);
+  }
   if (cluster) {
     const std::string problems = cluster->tear_down();
     if (!problems.empty()) launcher_message("could not remove the emulated cluster completely:\n%s", problems.c_str());

@@ -32,6 +32,7 @@ bool launcher_owns(const std::string& name) {
                                        "NODE_RANK",
                                        "DTLAB_LAUNCHER",
                                        "DTLAB_JOB_COMMAND",
+                                       "DTLAB_RESTART_COUNT",
                                        "DTLAB_NODE_ADDR",
                                        "DTLAB_INTER_LINK",
                                        "DTLAB_INTRA_LINK"};
@@ -69,6 +70,7 @@ std::vector<std::string> rank_environment(int rank, const JobLayout& layout) {
   set("MASTER_ADDR", layout.master_addr);
   set("MASTER_PORT", std::to_string(layout.master_port));
   set("DTLAB_LAUNCHER", "dtlab");
+  set("DTLAB_RESTART_COUNT", std::to_string(layout.restart_count));
   if (cluster) {
     set("DTLAB_NODE_ADDR", layout.node_addresses[static_cast<size_t>(node)]);
     set("GLOO_SOCKET_IFNAME", layout.node_interfaces[static_cast<size_t>(node)]);

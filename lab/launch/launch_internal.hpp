@@ -31,15 +31,16 @@ struct JobLayout {
   std::vector<std::string> node_addresses;               // per node; empty on one node
   std::vector<std::string> node_interfaces;              // per node; empty on one node
   std::string inter_link = "none", intra_link = "none";  // told to the ranks: tc's rate text, or "none"
+  int restart_count = 0;                                 // this attempt (LaunchOptions::max_restarts)
   int world_size() const { return nodes * ranks_per_node; }
 };
 
 // ---- environment (launch_env.cpp) ----
 
 // The environment of rank `rank`: ours without the variables the launcher owns, plus RANK, LOCAL_RANK, WORLD_SIZE,
-// LOCAL_WORLD_SIZE, GROUP_RANK, NODE_RANK, GROUP_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, DTLAB_LAUNCHER=dtlab and
-// OMP_NUM_THREADS=1 unless set; on an emulated cluster also DTLAB_NODE_ADDR, GLOO_SOCKET_IFNAME, DTLAB_INTER_LINK and
-// DTLAB_INTRA_LINK (see lab/launch.hpp).
+// LOCAL_WORLD_SIZE, GROUP_RANK, NODE_RANK, GROUP_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, DTLAB_LAUNCHER=dtlab,
+// DTLAB_RESTART_COUNT and OMP_NUM_THREADS=1 unless set; on an emulated cluster also DTLAB_NODE_ADDR,
+// GLOO_SOCKET_IFNAME, DTLAB_INTER_LINK and DTLAB_INTRA_LINK (see lab/launch.hpp).
 std::vector<std::string> rank_environment(int rank, const JobLayout& layout);
 
 // A loopback port that is free now (not reserved); -1 with errno set if none could be found.

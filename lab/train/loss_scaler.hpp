@@ -40,8 +40,14 @@ class LossScaler {
     }
     return skipped_;
   }
-  double used_scale() const { return used_scale_; }  // the scale the last finished step used
-  bool skipped() const { return skipped_; }          // whether the last finished step was skipped
+  double used_scale() const { return used_scale_; }   // the scale the last finished step used
+  int64_t good_steps() const { return good_steps_; }  // good steps in a row since the scale last changed
+  // Checkpoints: continue from a saved scale and run of good steps.
+  void restore(double scale, int64_t good_steps) {
+    scale_ = scale;
+    good_steps_ = good_steps;
+  }
+  bool skipped() const { return skipped_; }  // whether the last finished step was skipped
 
  private:
   bool enabled_;

@@ -44,6 +44,11 @@ class AdamW final : public Optimizer {
     return n;
   }
   int64_t steps_taken() const override { return step_; }
+  std::vector<std::string> state_kinds() const override { return {"exp_avg", "exp_avg_sq"}; }
+  at::Tensor state(const std::string& kind, size_t index) override {
+    return kind == "exp_avg" ? exp_avg_.at(index) : exp_avg_sq_.at(index);
+  }
+  void set_steps_taken(int64_t steps) override { step_ = steps; }
 
  private:
   TrainConfig config_;
@@ -86,6 +91,19 @@ class SgdMomentum final : public Optimizer {
     return n;
   }
   int64_t steps_taken() const override { return step_; }
+  std::vector<std::string> state_kinds() const override {
+    return config_.momentum != 0.0 ? std::vector<std::string>{"momentum"} : std::vector<std::string>{};
+  }
+  // A buffer made here before the first step holds zeros: that step's momentum*0 + g equals its g exactly.
+  at::Tensor state(const std::string& /*kind*/, size_t index) override {
+    at::Tensor& buf = momentum_buffers_.at(index);
+    if (!buf.defined()) {
+      MemoryScope state(MemoryCategory::optimizer);
+      buf = at::zeros_like(params_[index], at::MemoryFormat::Contiguous);
+    }
+    return buf;
+  }
+  void set_steps_taken(int64_t steps) override { step_ = steps; }
 
  private:
   TrainConfig config_;

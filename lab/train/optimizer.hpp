@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -26,6 +27,13 @@ class Optimizer {
   virtual void step(const std::vector<at::Tensor>& grads, double lr) = 0;
   virtual int64_t state_bytes() const = 0;  // optimizer state only (moments / momentum buffers)
   virtual int64_t steps_taken() const = 0;
+
+  // Checkpoints: the kinds of state it keeps per parameter ("exp_avg", "exp_avg_sq" | "momentum" | none), one
+  // tensor of each kind per parameter in construction order (live; allocated here if made lazily), and the step
+  // count that restoring sets.
+  virtual std::vector<std::string> state_kinds() const = 0;
+  virtual at::Tensor state(const std::string& kind, size_t index) = 0;
+  virtual void set_steps_taken(int64_t steps) = 0;
 };
 
 // `params` are updated in place; `weight_decay_mask[i]` says whether params[i] gets weight decay.

@@ -48,6 +48,18 @@ struct ParallelLayout {
   Comm* dp_comm = nullptr;
 };
 
+// One piece of a tensor of the training state this rank holds, for checkpoints (lab/train/train_checkpoint.hpp):
+// elements [begin, begin + data.numel()) of the flattened tensor `name` whose whole shape is `shape`. `data` is a
+// live, contiguous 1-D view: saving reads it, loading writes into it. Names: "param.<parameter>" (the parameters as
+// the optimizer updates them: the masters), "optim.<kind>.<parameter>" (lab/train/optimizer.hpp state_kinds).
+struct StatePiece {
+  std::string name;
+  std::vector<int64_t> shape;
+  int64_t begin = 0;
+  at::Tensor data;
+  bool written_here = true;  // ranks that hold the same piece (replicas): only one of them writes it
+};
+
 class Strategy {
  public:
   virtual ~Strategy() = default;
@@ -85,6 +97,14 @@ class Strategy {
   virtual std::map<std::string, std::string> dtype_audit() const { return {}; }
   // Full (gathered) parameters by name, in model order: parity checks and checkpoints. Collective.
   virtual std::vector<std::pair<std::string, at::Tensor>> full_state() = 0;
+
+  // Checkpoints (docs/checkpointing.md). The training state this rank holds, as pieces of named tensors, and the
+  // scalars beside them ("optimizer.steps", "loss_scaler.scale", ...). A checkpoint saves both; loading writes the
+  // pieces in place, then restore_state(scalars) sets the scalars and makes every derived copy (compute copies,
+  // gathered parameters) follow the loaded state. restore_state may be collective.
+  virtual std::vector<StatePiece> state_pieces() = 0;
+  virtual std::map<std::string, double> state_scalars() const = 0;
+  virtual void restore_state(const std::map<std::string, double>& scalars) = 0;
 };
 
 }  // namespace dtlab

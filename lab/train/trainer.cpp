@@ -30,6 +30,7 @@
 #include "lab/train/oom_stop.hpp"
 #include "lab/train/run_trace.hpp"
 #include "lab/train/schedule.hpp"
+#include "lab/train/train_checkpoint.hpp"
 
 namespace dtlab {
 
@@ -211,6 +212,40 @@ nlohmann::json memory_now(const Strategy& strategy, const World& world, const Ru
   throw OutOfMemoryStop(message);
 }
 
+// Saves the state after `step` steps; the trainer's own positions are the step count (the sampler and the schedule
+// are functions of it). Prints where it went on rank 0.
+void save_checkpoint(CheckpointSaver& saver, int64_t step, Strategy& strategy, World& world,
+                     const TrainOptions& options) {
+  const std::map<std::string, double> positions = {{"train.steps_done", static_cast<double>(step)},
+                                                   {"data.next_step", static_cast<double>(step)},
+                                                   {"lr_schedule.next_step", static_cast<double>(step)}};
+  saver.save(step, strategy, positions);
+  const SaveRecord& r = saver.records().back();
+  if (world.is_main() && options.print_steps) {
+    const bool async = r.snapshot_bytes > 0;  // the write is still going on: say what was copied for it
+    std::printf("checkpoint step %lld -> %s | %.2f MiB %s | %.1f ms blocking%s\n", static_cast<long long>(step),
+                r.path.c_str(), static_cast<double>(async ? r.snapshot_bytes : r.bytes_here) / (1024.0 * 1024.0),
+                async ? "copied" : "here", r.blocking_ms, async ? " (async: written in the background)" : "");
+    std::fflush(stdout);
+  }
+}
+
+// result.json "checkpoints": where the run resumed from and this rank's saves.
+nlohmann::json checkpoints_json(const std::optional<ResumePoint>& resumed, const CheckpointSaver* saver) {
+  nlohmann::json j = {{schema::kRestartCount, restart_count()}};
+  if (resumed)
+    j[schema::kResumedFrom] = {{"path", resumed->path},
+                               {"step", resumed->step},
+                               {"saved_by", resumed->saved_by},
+                               {"load_ms", resumed->load_ms},
+                               {"bytes_read", resumed->bytes_read}};
+  nlohmann::json saves = nlohmann::json::array();
+  if (saver)
+    for (const SaveRecord& r : saver->records()) saves.push_back(to_json(r));
+  j[schema::kSaves] = saves;
+  return j;
+}
+
 }  // namespace
 
 std::string format_step_line(const StepRecord& r, int64_t total_steps) {
@@ -262,6 +297,11 @@ void run_training(const Config& config, Strategy& strategy, World& world, const 
   const int64_t accumulation = t.global_batch / (t.micro_batch * layout.dp_size);
   Sampler sampler(*source, config.model.seq_len, t.global_batch, t.micro_batch, accumulation, layout.dp_rank,
                   layout.dp_size, config.data.seed, config.data.mask_token);
+  // A checkpoint to continue from (checkpoint.resume), then the saver of this run's checkpoints.
+  const std::optional<ResumePoint> resumed = resume_if_asked(config, strategy, world);
+  const int64_t first_step = resumed ? resumed->step : 0;
+  std::unique_ptr<CheckpointSaver> saver =
+      config.checkpoint.dir.empty() ? nullptr : std::make_unique<CheckpointSaver>(config, world, strategy.id());
   const JobPeak peak = [&] {
     const UncappedScope measuring;  // the probe's matrices are the lab's, not the run's
     return job_peak_tflops(config, world, threads);
@@ -298,9 +338,24 @@ void run_training(const Config& config, Strategy& strategy, World& world, const 
   CommRecordLog comm_log;
   LastStep last;
   double cpu_s_at_measure = 0, wall_us_at_measure = 0;
+  if (world.is_main() && options.print_steps && (resumed || restart_count() > 0)) {
+    const std::string restart = restart_count() > 0 ? "restart " + std::to_string(restart_count()) + ": " : "";
+    if (resumed)
+      std::printf("%sresumed from %s: %lld of %lld steps done (saved by %s)\n", restart.c_str(), resumed->path.c_str(),
+                  static_cast<long long>(first_step), static_cast<long long>(t.steps), resumed->saved_by.c_str());
+    else
+      std::printf("%sno complete checkpoint to resume from: starting at step 1\n", restart.c_str());
+    std::fflush(stdout);
+  }
   const auto run_start = std::chrono::steady_clock::now();
-  for (int64_t step = 0; step < t.steps; ++step) {
-    if (step == totals.warmup_steps) {
+  const int64_t last_step = options.stop_after_step > 0 ? std::min(t.steps, options.stop_after_step) : t.steps;
+  if (last_step <= first_step)
+    throw std::invalid_argument("training: --stop-after " + std::to_string(options.stop_after_step) +
+                                " is not after the checkpoint's step " + std::to_string(first_step) +
+                                ": nothing to run");
+  totals.planned_steps = last_step - first_step;
+  for (int64_t step = first_step; step < last_step; ++step) {
+    if (step == std::max(first_step, totals.warmup_steps)) {
       cpu_s_at_measure = process_cpu_seconds();
       wall_us_at_measure = lab_clock_us();
     }
@@ -317,24 +372,28 @@ void run_training(const Config& config, Strategy& strategy, World& world, const 
       trace.collective(r);
       comm_log.add(r);
     }
-    if (step + 1 == t.steps) last = {profiler.spans(), profiler.step_start_us(), profiler.step_end_us(), comm.records};
+    if (step + 1 == last_step)
+      last = {profiler.spans(), profiler.step_start_us(), profiler.step_end_us(), comm.records};
     record.trace_ms = trace.writer() ? profiler.trace_ms() : 0.0;
     outcome.steps.push_back(record);
     if (writer) writer->append_step(step_json(record, totals.dynamic_scaling));
     if (world.is_main() && options.print_steps &&
-        ((step + 1) % config.instrument.log_every == 0 || step + 1 == t.steps)) {
+        ((step + 1) % config.instrument.log_every == 0 || step + 1 == last_step)) {
       std::printf("%s\n", format_step_line(record, t.steps).c_str());
       std::fflush(stdout);
     }
     if (options.after_step) options.after_step(step + 1, strategy);
+    if (saver && saver->due(step + 1, last_step)) save_checkpoint(*saver, step + 1, strategy, world, options);
     inject_fault("step_end", world.rank());
   }
+  if (saver) saver->finish();
   totals.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
   totals.cpu_util_pct =
       100.0 * (process_cpu_seconds() - cpu_s_at_measure) / std::max(1e-9, (lab_clock_us() - wall_us_at_measure) / 1e6);
   totals.phase_clock = profiler.phase_clock();
 
   add_run_results(result, outcome.steps, totals, comm_log, first_training_seq, strategy, world);
+  if (resumed || saver || restart_count() > 0) result[schema::kCheckpoints] = checkpoints_json(resumed, saver.get());
   if (options.predict) result[schema::kPrediction] = options.predict(config, world.rank());
   if (writer) {
     if (!outcome.steps.empty())

@@ -38,6 +38,9 @@ struct TrainOptions {
   // The cost models' prediction for this run, recorded as result.json "prediction" (the command layer passes
   // analysis::run_prediction; the runtime does not include the cost models). Empty: no "prediction" key.
   std::function<nlohmann::json(const Config&, int rank)> predict;
+  // Stop after this optimizer step (0 = run all train.steps), as a preempted job would: the learning-rate schedule
+  // still spans train.steps, and a checkpoint is saved there when checkpoint.dir is set.
+  int64_t stop_after_step = 0;
 };
 
 struct TrainOutcome {

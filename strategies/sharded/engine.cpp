@@ -4,6 +4,7 @@
 #include "strategies/sharded/engine.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "lab/comm/comm.hpp"
@@ -12,6 +13,7 @@
 #include "lab/instrument/step_profiler.hpp"
 #include "lab/train/checkpoint.hpp"
 #include "lab/train/loss_scaler.hpp"
+#include "lab/train/state_pieces.hpp"
 #include "strategies/catalog.hpp"
 #include "strategies/sharded/flat_unit.hpp"
 #include "strategies/sharded/groups.hpp"
@@ -137,6 +139,24 @@ class ShardedEngine final : public Strategy {
   }
 
   std::vector<std::pair<std::string, at::Tensor>> full_state() override;
+  std::vector<StatePiece> state_pieces() override;
+
+  std::map<std::string, double> state_scalars() const override {
+    std::map<std::string, double> scalars{{kStepsSeenScalar, static_cast<double>(steps_seen_)}};
+    add_common_scalars(scalars, optimizer_->inner(), &scaler_);
+    return scalars;
+  }
+
+  // The master shards were loaded: the compute parameters follow them (zero1 gathers them now, the other modes at
+  // their next gather).
+  void restore_state(const std::map<std::string, double>& scalars) override {
+    restore_common_scalars(scalars, optimizer_->inner(), &scaler_);
+    if (const auto it = scalars.find(kStepsSeenScalar); it != scalars.end()) steps_seen_ = std::llround(it->second);
+    schedule_->wait_pending_gathers();
+    for (auto& unit : units_)
+      if (!traits_.params_persist()) unit.params_ready = false;
+    schedule_->refresh_params_after_step();
+  }
 
  private:
   // Gradients are summed over every rank's micro-batches; the mean divides by the data-parallel size. The
@@ -228,6 +248,29 @@ std::vector<std::pair<std::string, at::Tensor>> ShardedEngine::full_state() {
                        flat.narrow(0, unit.offsets[i], numel_of(unit.shapes[i])).view(unit.shapes[i]).clone());
   }
   // Model order: units are in model order and params in unit order, which is model order.
+  return out;
+}
+
+// The master shards and the optimizer state, by parameter: one piece per slot of the sharded optimizer (padding
+// excluded). The ranks of the first shard group write them; replicas (hybrid's other groups, no_shard's other ranks)
+// hold the same pieces.
+std::vector<StatePiece> ShardedEngine::state_pieces() {
+  const bool written_here = rank_ < groups_.size;
+  Optimizer& inner = optimizer_->inner();
+  const auto& slots = optimizer_->slots();
+  std::vector<StatePiece> out;
+  auto piece = [&](const std::string& name, const ShardedOptimizer::Slot& slot, const at::Tensor& data) {
+    const FlatUnit& unit = units_[slot.unit];
+    out.push_back({.name = name + unit.params[slot.param].name,
+                   .shape = unit.shapes[slot.param],
+                   .begin = slot.param_offset,
+                   .data = data,
+                   .written_here = written_here});
+  };
+  for (const auto& slot : slots)
+    piece("param.", slot, units_[slot.unit].shard.narrow(0, slot.shard_offset, slot.numel));
+  for (const std::string& kind : inner.state_kinds())
+    for (size_t i = 0; i < slots.size(); ++i) piece("optim." + kind + ".", slots[i], inner.state(kind, i));
   return out;
 }
 

@@ -12,7 +12,8 @@ ShardedOptimizer::ShardedOptimizer(const Config& config, std::vector<FlatUnit>& 
     : units_(units), precision_(precision), stochastic_rounding_(config.precision.stochastic_rounding) {
   std::vector<at::Tensor> params;
   std::vector<bool> decay;
-  for (auto& unit : units_) {
+  for (size_t u = 0; u < units_.size(); ++u) {
+    FlatUnit& unit = units_[u];
     const int64_t begin = shard_rank * unit.shard_numel, end = begin + unit.shard_numel;
     for (size_t i = 0; i < unit.params.size(); ++i) {
       const int64_t a = std::max(begin, unit.offsets[i]);
@@ -22,6 +23,8 @@ ShardedOptimizer::ShardedOptimizer(const Config& config, std::vector<FlatUnit>& 
       params.push_back(updated.narrow(0, a - begin, b - a));
       grads_.push_back(unit.shard_grad.narrow(0, a - begin, b - a));
       decay.push_back(unit.decay[i]);
+      slots_.push_back(
+          {.unit = u, .param = i, .shard_offset = a - begin, .param_offset = a - unit.offsets[i], .numel = b - a});
     }
   }
   optimizer_ = make_optimizer(config.train, std::move(params), std::move(decay));

@@ -26,12 +26,24 @@ class ShardedOptimizer {
   void step(double lr, int64_t step, int rank);
   int64_t state_bytes() const { return optimizer_->state_bytes(); }
 
+  // What each of the optimizer's tensors is, in its order: elements [shard_offset, shard_offset + numel) of unit
+  // `unit`'s shard, which are elements [param_offset, param_offset + numel) of its parameter `param` (padding is in
+  // no slot). Checkpoints name the state by parameter through these.
+  struct Slot {
+    size_t unit = 0, param = 0;
+    int64_t shard_offset = 0, param_offset = 0, numel = 0;
+  };
+  const std::vector<Slot>& slots() const { return slots_; }
+  Optimizer& inner() { return *optimizer_; }
+  const Optimizer& inner() const { return *optimizer_; }
+
  private:
   std::vector<FlatUnit>& units_;
   ShardedPrecision precision_;
   bool stochastic_rounding_;
   std::unique_ptr<Optimizer> optimizer_;
   std::vector<at::Tensor> grads_;
+  std::vector<Slot> slots_;
 };
 
 }  // namespace dtlab

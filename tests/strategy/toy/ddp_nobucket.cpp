@@ -9,6 +9,7 @@
 #include "lab/memory.hpp"
 #include "lab/train/checkpoint.hpp"
 #include "lab/train/optimizer.hpp"
+#include "lab/train/state_pieces.hpp"
 #include "lab/train/strategy.hpp"
 #include "strategies/catalog.hpp"
 
@@ -101,6 +102,18 @@ class DdpNoBucketStrategy final : public Strategy {
     std::vector<std::pair<std::string, at::Tensor>> out;
     for (size_t i = 0; i < params_.size(); ++i) out.emplace_back(names_[i], params_[i].detach().clone());
     return out;
+  }
+  // Every replica holds the same state: rank 0 writes one full copy.
+  std::vector<StatePiece> state_pieces() override {
+    return whole_tensor_pieces(names_, params_, *optimizer_, /*written_here=*/rank_ == 0);
+  }
+  std::map<std::string, double> state_scalars() const override {
+    std::map<std::string, double> scalars;
+    add_common_scalars(scalars, *optimizer_, nullptr);
+    return scalars;
+  }
+  void restore_state(const std::map<std::string, double>& scalars) override {
+    restore_common_scalars(scalars, *optimizer_, nullptr);
   }
 
  private:

@@ -1,0 +1,340 @@
+// checkpoint_test.cpp: training checkpoints over real jobs (issue 14; docs/checkpointing.md).
+//   Resume: for every strategy (and bf16 masters with stochastic rounding, fp16 with the loss scaler and offload,
+//     accumulation, async saves), N steps straight vs k steps, stop (--stop-after), resume, N: the same losses and
+//     gradient norms bit for bit, and the same final parameters byte for byte (read from the final checkpoints).
+//   Resharding: a checkpoint of S at world W continues under S' at W', with losses equal to the single-process
+//     reference within fp32 tolerance.
+//   Bad input: a truncated or corrupted shard, a missing rank file, another model shape, a dir that is a file, a
+//     resume=never over existing checkpoints: one error naming the file (or key) and nothing overwritten.
+//   Restart: dtlab launch --max-restarts after a rank is killed ends with an uninterrupted run's parameters.
+//   PyTorch: the cached venv's `safetensors` opens a sharded checkpoint and its parameters match a DDP run's.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "lab/checkpoint/safetensors.hpp"
+#include "lab/checkpoint/store.hpp"
+#include "tests/strategy/job.hpp"
+
+namespace dtlab {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kBin = std::string(DTLAB_BINARY_DIR) + "/bin/";
+const std::string kConfig = std::string(DTLAB_SOURCE_DIR) + "/tests/strategy/tiny_ddp.yaml";
+constexpr int kSteps = 6;
+
+std::string fresh_dir(const std::string& name) {
+  const std::string dir = ::testing::TempDir() + "dtlab_ckpt_" + name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+// `dtlab train` of tiny for kSteps steps at `world` (1: no launcher) with `overrides`; `extra` CLI flags.
+testing::JobResult train(int world, const std::string& out, const std::vector<std::string>& overrides,
+                         const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> args;
+  if (world > 1) args = {kBin + "dtlab", "launch", "-n", std::to_string(world)};
+  for (const std::string& a : {kBin + "dtlab", std::string("train"), std::string("--config"), kConfig,
+                               std::string("--out"), out, std::string("train.steps=") + std::to_string(kSteps)})
+    args.push_back(a);
+  args.insert(args.end(), extra.begin(), extra.end());
+  args.insert(args.end(), overrides.begin(), overrides.end());
+  return testing::run_job(args, 120);
+}
+
+nlohmann::json steps_of(const std::string& out) {
+  std::ifstream in(out + "/result.json");
+  return nlohmann::json::parse(in).at("steps");
+}
+
+// Every "param.*" tensor of a checkpoint, assembled from its pieces, as raw bytes.
+std::map<std::string, std::vector<char>> parameters_of(const std::string& checkpoint_dir) {
+  std::string dir;
+  const checkpoint::Metadata meta = checkpoint::read_metadata(checkpoint_dir, &dir);
+  std::map<std::string, std::vector<char>> out;
+  for (const auto& [name, info] : meta.tensors) {
+    if (name.rfind("param.", 0) != 0) continue;
+    std::vector<char>& bytes = out[name];
+    for (const checkpoint::Piece& p : info.pieces) {
+      const safetensors::Header h = safetensors::read_header(dir + "/" + p.file);
+      const std::vector<char> piece = safetensors::read_bytes(h, h.tensor(p.key));
+      bytes.insert(bytes.end(), piece.begin(), piece.end());
+    }
+  }
+  return out;
+}
+
+struct ResumeCase {
+  std::string name;
+  int world;
+  std::vector<std::string> overrides;
+};
+
+void PrintTo(const ResumeCase& c, std::ostream* os) { *os << c.name; }
+
+class Resume : public ::testing::TestWithParam<ResumeCase> {};
+
+TEST_P(Resume, StoppingAndResumingGivesTheStraightRunBitForBit) {
+  const ResumeCase& c = GetParam();
+  const std::string dir = fresh_dir("resume_" + c.name);
+  std::vector<std::string> straight_overrides = c.overrides, split_overrides = c.overrides;
+  straight_overrides.push_back("checkpoint.dir=" + dir + "/straight_ckpt");  // its final save holds the parameters
+  split_overrides.push_back("checkpoint.dir=" + dir + "/ckpt");
+  const auto straight = train(c.world, dir + "/straight", straight_overrides);
+  ASSERT_EQ(straight.exit_code, 0) << straight.output;
+  const auto first = train(c.world, dir + "/first", split_overrides, {"--stop-after", "3"});
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const auto second = train(c.world, dir + "/second", split_overrides);
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  EXPECT_NE(second.output.find("resumed from " + dir + "/ckpt/step_00000003: 3 of 6 steps done"), std::string::npos)
+      << second.output;
+
+  nlohmann::json resumed = steps_of(dir + "/first");
+  for (const auto& s : steps_of(dir + "/second")) resumed.push_back(s);
+  const nlohmann::json expected = steps_of(dir + "/straight");
+  ASSERT_EQ(resumed.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(resumed[i]["step"], expected[i]["step"]);
+    EXPECT_EQ(resumed[i]["loss"].get<double>(), expected[i]["loss"].get<double>()) << "step " << i + 1;
+    EXPECT_EQ(resumed[i]["grad_norm"].get<double>(), expected[i]["grad_norm"].get<double>()) << "step " << i + 1;
+  }
+  const auto want = parameters_of(dir + "/straight_ckpt");
+  const auto got = parameters_of(dir + "/ckpt");
+  ASSERT_FALSE(want.empty());
+  ASSERT_EQ(got.size(), want.size());
+  for (const auto& [name, bytes] : want) EXPECT_TRUE(got.at(name) == bytes) << name << " differs after resuming";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EveryStrategy, Resume,
+    ::testing::Values(
+        ResumeCase{"single", 1, {"parallel.strategy=single"}}, ResumeCase{"ddp", 2, {"parallel.strategy=ddp"}},
+        ResumeCase{"ddp_sgd_accumulation", 2, {"parallel.strategy=ddp", "train.optimizer=sgd", "train.micro_batch=2"}},
+        ResumeCase{"zero1", 2, {"parallel.strategy=zero1"}},
+        ResumeCase{"full_shard", 2, {"parallel.strategy=fsdp_full_shard"}},
+        ResumeCase{"full_shard_async",
+                   2,
+                   {"parallel.strategy=fsdp_full_shard", "checkpoint.async=true", "checkpoint.every=1",
+                    "train.micro_batch=2"}},
+        ResumeCase{"full_shard_bf16_sr",
+                   2,
+                   {"parallel.strategy=fsdp_full_shard", "precision.param_dtype=bf16", "precision.master_dtype=bf16",
+                    "precision.stochastic_rounding=true"}},
+        ResumeCase{"full_shard_fp16_offload_ac",
+                   2,
+                   {"parallel.strategy=fsdp_full_shard", "precision.param_dtype=fp16", "precision.loss_scale=dynamic",
+                    "parallel.offload=true", "parallel.activation_checkpointing=full"}},
+        ResumeCase{"shard_grad_op", 2, {"parallel.strategy=fsdp_shard_grad_op"}},
+        ResumeCase{"no_shard", 2, {"parallel.strategy=fsdp_no_shard"}},
+        ResumeCase{"hybrid", 4, {"parallel.strategy=fsdp_hybrid", "parallel.shard_size=2", "train.micro_batch=2"}},
+        ResumeCase{"single_bf16", 1, {"parallel.strategy=single", "precision.param_dtype=bf16"}}),
+    [](const ::testing::TestParamInfo<ResumeCase>& info) { return info.param.name; });
+
+struct ReshardCase {
+  std::string name;
+  int from_world;
+  std::string from;
+  int to_world;
+  std::string to;
+};
+
+void PrintTo(const ReshardCase& c, std::ostream* os) { *os << c.name; }
+
+class Reshard : public ::testing::TestWithParam<ReshardCase> {};
+
+TEST_P(Reshard, ACheckpointContinuesUnderAnotherStrategyOrWorldSize) {
+  const ReshardCase& c = GetParam();
+  const std::string dir = fresh_dir("reshard_" + c.name);
+  // 12 sequences split evenly at worlds 1, 2, 3 and 4.
+  const std::vector<std::string> batch = {"train.global_batch=12", "train.micro_batch=1"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.end(), batch.begin(), batch.end());
+    return extra;
+  };
+  const auto ref = train(1, dir + "/ref", with({"parallel.strategy=single"}));
+  ASSERT_EQ(ref.exit_code, 0) << ref.output;
+  const auto first =
+      train(c.from_world, dir + "/first",
+            with({"parallel.strategy=" + c.from, "parallel.shard_size=0", "checkpoint.dir=" + dir + "/ckpt"}),
+            {"--stop-after", "3"});
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const auto second =
+      train(c.to_world, dir + "/second", with({"parallel.strategy=" + c.to, "checkpoint.dir=" + dir + "/ckpt"}));
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  nlohmann::json got = steps_of(dir + "/first");
+  for (const auto& s : steps_of(dir + "/second")) got.push_back(s);
+  const nlohmann::json want = steps_of(dir + "/ref");
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_NEAR(got[i]["loss"].get<double>(), want[i]["loss"].get<double>(), 2e-5) << "step " << i + 1;
+}
+
+INSTANTIATE_TEST_SUITE_P(IssueCases, Reshard,
+                         ::testing::Values(ReshardCase{"fs2_to_fs4", 2, "fsdp_full_shard", 4, "fsdp_full_shard"},
+                                           ReshardCase{"fs2_to_fs3", 2, "fsdp_full_shard", 3, "fsdp_full_shard"},
+                                           ReshardCase{"fs2_to_ddp2", 2, "fsdp_full_shard", 2, "ddp"},
+                                           ReshardCase{"ddp2_to_fs2", 2, "ddp", 2, "fsdp_full_shard"},
+                                           ReshardCase{"hybrid4_to_fs2", 4, "fsdp_hybrid", 2, "fsdp_full_shard"},
+                                           ReshardCase{"zero1_2_to_sgo3", 2, "zero1", 3, "fsdp_shard_grad_op"}),
+                         [](const ::testing::TestParamInfo<ReshardCase>& info) { return info.param.name; });
+
+// A saved checkpoint of tiny under FULL_SHARD at world 2, 3 steps, for the bad-input cases.
+std::string saved_checkpoint(const std::string& dir) {
+  const auto job = train(2, dir + "/first", {"parallel.strategy=fsdp_full_shard", "checkpoint.dir=" + dir + "/ckpt"},
+                         {"--stop-after", "3"});
+  EXPECT_EQ(job.exit_code, 0) << job.output;
+  return dir + "/ckpt/step_00000003";
+}
+
+testing::JobResult resume_from(const std::string& dir, std::vector<std::string> overrides = {}) {
+  overrides.push_back("parallel.strategy=fsdp_full_shard");
+  overrides.push_back("checkpoint.dir=" + dir + "/ckpt");
+  return train(2, dir + "/second", overrides);
+}
+
+TEST(CheckpointBadInput, ATruncatedShardIsNamedAndNothingIsOverwritten) {
+  const std::string dir = fresh_dir("truncated");
+  const std::string step = saved_checkpoint(dir);
+  fs::resize_file(step + "/rank00001.safetensors", fs::file_size(step + "/rank00001.safetensors") - 100);
+  const auto job = resume_from(dir);
+  EXPECT_NE(job.exit_code, 0);
+  EXPECT_NE(job.output.find(step + "/rank00001.safetensors: is truncated"), std::string::npos) << job.output;
+  EXPECT_TRUE(fs::exists(step + "/metadata.json"));
+  EXPECT_FALSE(fs::exists(dir + "/ckpt/step_00000006"));
+}
+
+TEST(CheckpointBadInput, AFlippedByteFailsItsChecksumNamingTheFileAndTensor) {
+  const std::string dir = fresh_dir("checksum");
+  const std::string step = saved_checkpoint(dir);
+  const std::string file = step + "/rank00000.safetensors";
+  {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-5, std::ios::end);
+    char c = 0;
+    f.get(c);
+    f.seekp(-5, std::ios::end);
+    f.put(static_cast<char>(c ^ 0x5a));
+  }
+  const auto job = resume_from(dir);
+  EXPECT_NE(job.exit_code, 0);
+  EXPECT_NE(job.output.find("checkpoint " + file + ": tensor '"), std::string::npos) << job.output;
+  EXPECT_NE(job.output.find("fails its checksum"), std::string::npos) << job.output;
+  const auto inspect = testing::run_job({kBin + "dtlab", "checkpoint", "inspect", step}, 60);
+  EXPECT_EQ(inspect.exit_code, 1) << inspect.output;
+  EXPECT_NE(inspect.output.find("CHECKSUM MISMATCH: rank00000.safetensors"), std::string::npos) << inspect.output;
+}
+
+TEST(CheckpointBadInput, AMissingRankFileAnotherModelShapeAndADirThatIsAFileAreRefused) {
+  const std::string dir = fresh_dir("refusals");
+  const std::string step = saved_checkpoint(dir);
+  const auto inspect = testing::run_job({kBin + "dtlab", "checkpoint", "inspect", step}, 60);
+  EXPECT_EQ(inspect.exit_code, 0) << inspect.output;
+  EXPECT_NE(inspect.output.find("all checksums match"), std::string::npos) << inspect.output;
+
+  const auto wider = resume_from(dir, {"model.d_model=96", "model.n_heads=4"});
+  EXPECT_NE(wider.exit_code, 0);
+  EXPECT_NE(wider.output.find("holds a model with model.d_model=64, this run's is 96"), std::string::npos)
+      << wider.output;
+
+  const auto never = resume_from(dir, {"checkpoint.resume=never"});
+  EXPECT_NE(never.exit_code, 0);
+  EXPECT_NE(never.output.find("already holds checkpoints"), std::string::npos) << never.output;
+
+  fs::rename(step + "/rank00001.safetensors", dir + "/moved.safetensors");
+  const auto missing = resume_from(dir);
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_NE(missing.output.find("rank file rank00001.safetensors is missing"), std::string::npos) << missing.output;
+  EXPECT_TRUE(fs::exists(step + "/metadata.json")) << "the refused checkpoint must stay";
+
+  std::ofstream(dir + "/a_file") << "not a directory";
+  const auto file_dir = train(2, dir + "/third", {"parallel.strategy=ddp", "checkpoint.dir=" + dir + "/a_file"});
+  EXPECT_NE(file_dir.exit_code, 0);
+  EXPECT_NE(file_dir.output.find("checkpoint.dir=" + dir + "/a_file is a file"), std::string::npos) << file_dir.output;
+}
+
+TEST(CheckpointKeep, KeepsTheNewestKAndNeverTheLastComplete) {
+  const std::string dir = fresh_dir("keep");
+  const auto job =
+      train(2, dir + "/run",
+            {"parallel.strategy=ddp", "checkpoint.dir=" + dir + "/ckpt", "checkpoint.every=1", "checkpoint.keep=2"});
+  ASSERT_EQ(job.exit_code, 0) << job.output;
+  const auto kept = checkpoint::complete_checkpoints(dir + "/ckpt");
+  ASSERT_EQ(kept.size(), 2u);
+  EXPECT_EQ(kept[0].first, 5);
+  EXPECT_EQ(kept[1].first, 6);
+}
+
+// torchrun's elastic semantics: a rank killed mid-run, every rank started again from the latest complete checkpoint,
+// and the final parameters equal an uninterrupted run's.
+TEST(CheckpointRestart, AKilledRankRestartsTheJobFromTheLatestCheckpointAndEndsWhereAStraightRunDoes) {
+  const std::string dir = fresh_dir("restart");
+  const std::vector<std::string> overrides = {"parallel.strategy=fsdp_full_shard", "checkpoint.every=2"};
+  std::vector<std::string> straight_overrides = overrides;
+  straight_overrides.push_back("checkpoint.dir=" + dir + "/straight_ckpt");
+  const auto straight = train(2, dir + "/straight", straight_overrides);
+  ASSERT_EQ(straight.exit_code, 0) << straight.output;
+
+  std::vector<std::string> args = {kBin + "dtlab",
+                                   "launch",
+                                   "-n",
+                                   "2",
+                                   "--max-restarts",
+                                   "2",
+                                   kBin + "dtlab",
+                                   "train",
+                                   "--config",
+                                   kConfig,
+                                   "--out",
+                                   dir + "/restarted",
+                                   "train.steps=" + std::to_string(kSteps),
+                                   "checkpoint.dir=" + dir + "/ckpt"};
+  args.insert(args.end(), overrides.begin(), overrides.end());
+  // Rank 1 dies after step 5; the newest checkpoint then is step 4.
+  const auto job = testing::run_job(args, 120, {"DTLAB_INJECT_FAULT=1:5:sigkill"});
+  ASSERT_EQ(job.exit_code, 0) << job.output;
+  EXPECT_NE(job.output.find("rank 1 was killed by signal SIGKILL"), std::string::npos) << job.output;
+  EXPECT_NE(job.output.find("restart 1 of 2: the job failed"), std::string::npos) << job.output;
+  EXPECT_NE(job.output.find("restart 1: resumed from " + dir + "/ckpt/step_00000004: 4 of 6 steps done"),
+            std::string::npos)
+      << job.output;
+  std::ifstream in(dir + "/restarted/result.json");
+  const nlohmann::json result = nlohmann::json::parse(in);
+  EXPECT_EQ(result["checkpoints"]["restart_count"], 1);
+  EXPECT_EQ(result["checkpoints"]["resumed_from"]["step"], 4);
+  ASSERT_EQ(result["steps"].size(), 2u);
+  EXPECT_EQ(result["steps"][1]["loss"].get<double>(), steps_of(dir + "/straight")[5]["loss"].get<double>());
+  const auto want = parameters_of(dir + "/straight_ckpt");
+  const auto got = parameters_of(dir + "/ckpt");
+  ASSERT_EQ(got.size(), want.size());
+  for (const auto& [name, bytes] : want) EXPECT_TRUE(got.at(name) == bytes) << name << " differs after the restart";
+}
+
+// PyTorch users open a dtlab checkpoint with the `safetensors` package: the full parameters of a sharded checkpoint,
+// assembled in Python from its pieces, equal those of a DDP checkpoint of the same training (fp32 tolerance).
+TEST(CheckpointInPyTorch, SafetensorsOpensAShardedCheckpointAndItsParametersMatchDdp) {
+  const std::string python = testing::venv_program("python");
+  const auto probe = testing::run_job({python, "-c", "import safetensors.torch"}, 60);
+  if (probe.exit_code != 0) GTEST_SKIP() << "the venv has no safetensors package (make setup installs it)";
+  const std::string dir = fresh_dir("pytorch");
+  for (const std::string s : {"fsdp_full_shard", "ddp"}) {
+    const auto job = train(2, dir + "/" + s, {"parallel.strategy=" + s, "checkpoint.dir=" + dir + "/" + s + "_ckpt"});
+    ASSERT_EQ(job.exit_code, 0) << job.output;
+  }
+  const auto check = testing::run_job({python, std::string(DTLAB_SOURCE_DIR) + "/tests/strategy/open_checkpoint.py",
+                                       dir + "/fsdp_full_shard_ckpt/step_00000006", dir + "/ddp_ckpt/step_00000006"},
+                                      120);
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+  EXPECT_NE(check.output.find("parameters match"), std::string::npos) << check.output;
+}
+
+}  // namespace
+}  // namespace dtlab
