@@ -85,6 +85,9 @@ std::string granularity_part(SectionContext& ctx);
 // (analysis/report_checkpointing.cpp): activation memory against step time per series (measured and modelled,
 // points labelled by setting), a table, and takeaways naming the settings another beats on both. "" when none.
 std::string checkpointing_part(SectionContext& ctx);
+// Training checkpoints: bytes written per strategy against the checkpoint model, save and load times, async
+// (analysis/report_saving.cpp).
+std::string saving_part(SectionContext& ctx);
 
 // Precision: every bf16/fp16 run against its fp32 twin (the run whose config differs only in `precision`;
 // analysis/report_precision.cpp): loss difference per step, memory, bytes and time, the dynamic loss scale and

@@ -436,6 +436,7 @@ std::vector<SectionPart> default_section_parts() {
       accumulation_part,
       granularity_part,
       checkpointing_part,
+      saving_part,
       prediction_part,
       reproduce_part,
   };

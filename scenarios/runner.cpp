@@ -67,7 +67,15 @@ std::vector<std::string> run_command(const ScenarioRun& run, const fs::path& dtl
   for (const std::string& a : {display_path(dtlab), std::string("train"), std::string("--config"),
                                display_path(source_dir / "scenarios" / "configs" / run.config)})
     args.push_back(a);
-  for (const auto& o : run.overrides) args.push_back(o);
+  // {run_dir} and {study_dir} in an override name this run's results directory and the study's (checkpoints that
+  // one run writes and a later one loads).
+  for (std::string o : run.overrides) {
+    for (const auto& [token, path] : {std::pair<std::string, std::string>{"{run_dir}", run_dir.string()},
+                                      {"{study_dir}", run_dir.parent_path().string()}})
+      for (size_t at = o.find(token); at != std::string::npos; at = o.find(token, at + path.size()))
+        o.replace(at, token.size(), path);
+    args.push_back(o);
+  }
   // A run on an emulated cluster predicts from the profile calibrated on one (both levels), when there is one.
   const fs::path cluster_profile = profile.parent_path() / "cluster" / profile.filename();
   const fs::path& run_profile = run.nodes > 1 && fs::exists(cluster_profile) ? cluster_profile : profile;
@@ -151,6 +159,9 @@ int run_trainings(const Scenario& scenario, const RunnerOptions& options) {
     if (!only.empty() && run.name != only) continue;
     if (quick && !run.in_quick) continue;
     const fs::path run_dir = scenario_dir / run.name;
+    // Each run starts from an empty directory: an earlier run's results, and its checkpoints, which the new run
+    // would otherwise resume from (checkpoint.resume=auto), are replaced.
+    fs::remove_all(run_dir);
     const std::vector<std::string> args = run_command(run, dtlab, source_dir, profile, quick, run_dir);
     std::cout << "\n== " << scenario.name << "/" << run.name << "\n$ " << join(args) << std::endl;
     const auto start = std::chrono::steady_clock::now();

@@ -17,8 +17,9 @@
 //                 world sizes {world: [sizes], quick: [sizes]} (points named w<N>; runs then name no world)
 //   per_world     {<world>: [overrides]}: added after the overrides of every run of that world size
 //   runs[]        {name, overrides[], world, note, config, nodes, inter_link, intra_link, points[]}, started in
-//                 this order; points: the sweep points the run takes (default: every one), as quick names them;
-//                 nodes > 1 runs on an emulated cluster (dtlab launch --nodes), nodes must divide world
+//                 this order; an override's {run_dir} / {study_dir} become the run's / the study's results directory;
+//                 points: the sweep points the run takes (default: every one), as quick names them; nodes > 1 runs on
+//                 an emulated cluster (dtlab launch --nodes), nodes must divide world
 //   compare[]     {kind, why, ...}: what the finished runs are compared for (kinds in scenarios/compare.hpp)
 //
 // Errors name the file, the line, the key and the rule: "<file>:<line>: study: runs[2].world: must be an integer >= 1".

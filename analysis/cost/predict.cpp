@@ -2,6 +2,8 @@
 // object (see predict.hpp for the keys).
 #include "analysis/cost/predict.hpp"
 
+#include "analysis/cost/checkpoint_model.hpp"
+
 #include <algorithm>
 #include <map>
 #include <memory>
@@ -146,6 +148,18 @@ nlohmann::json predict(const dtlab::Config& config, const MachineProfile* profil
     j["comm"] = {{"bytes_per_step", plan.step_bytes()}, {"time_ms", null}, {"exposed_ms", null}, {"by_op", by_op}};
     for (const char* key : {"compute_ms", "optimizer_ms", "offload_ms", "step_ms", "tokens_per_s"}) j[key] = null;
     notes.push_back("no machine profile: memory and bytes only (pass --profile, e.g. analysis/profiles/h100_sxm.json)");
+  }
+  if (!config.checkpoint.dir.empty()) {  // checkpoints are saved: what each save writes, and how long it takes
+    const CheckpointPrediction c =
+        predict_checkpoint(config, profile ? profile->disk_write_GBps : std::optional<double>{});
+    j["checkpoint"] = {{"bytes_this_rank", c.bytes_per_rank.at(static_cast<size_t>(rank))},
+                       {"bytes_per_rank", c.bytes_per_rank},
+                       {"total_bytes", c.total_bytes},
+                       {"writers", c.writers},
+                       {"write_ms", c.write_ms ? nlohmann::json(*c.write_ms) : nlohmann::json(nullptr)}};
+    notes.insert(notes.end(), c.notes.begin(), c.notes.end());
+    if (profile && !profile->disk_write_GBps)
+      notes.push_back("profile has no disk_write_GBps (calibrate again): checkpoint write time not predicted");
   }
   const ComputeFlops flops = compute_flops(config);
   j["flops_per_token"] = flops.model_per_token;

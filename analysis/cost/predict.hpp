@@ -15,6 +15,8 @@
 //   comm           {bytes_per_step, time_ms, exposed_ms,
 //                   by_op: [{op, algorithm, dtype, group_size, count, bytes_per_step, time_ms}]}
 //   compute_ms, optimizer_ms, offload_ms, step_ms, tokens_per_s, flops_per_token
+//   checkpoint     only with checkpoint.dir: {bytes_this_rank, bytes_per_rank[], total_bytes, writers, write_ms}
+//                  (analysis/cost/checkpoint_model.hpp; write_ms null without the profile's disk_write_GBps)
 //   notes          [strings]: assumptions and where the model is known to be weak for this config
 // Measured counterparts in result.json: memory.{params,grads,optimizer,buffers,activations}_bytes and
 // memory.tensor_peak_bytes (peak), summary.step_ms_median, summary.tokens_per_s.

@@ -84,6 +84,7 @@ nlohmann::json MachineProfile::to_json() const {
   if (comm.inter_link_bps > 0) j["comm"]["inter_link_bps"] = comm.inter_link_bps;
   if (comm.intra_link_bps > 0) j["comm"]["intra_link_bps"] = comm.intra_link_bps;
   if (host_device_GBps) j["host_device_GBps"] = *host_device_GBps;
+  if (disk_write_GBps) j["disk_write_GBps"] = *disk_write_GBps;
   if (!notes.empty()) j["notes"] = notes;
   return j;
 }
@@ -136,6 +137,7 @@ MachineProfile MachineProfile::from_json(const nlohmann::json& j, const std::str
   if (comm.has("intra_link_bps")) p.comm.intra_link_bps = comm.positive("intra_link_bps");
 
   if (top.has("host_device_GBps")) p.host_device_GBps = top.positive("host_device_GBps");
+  if (top.has("disk_write_GBps")) p.disk_write_GBps = top.positive("disk_write_GBps");
   if (top.has("notes")) {
     const auto& notes = top.at("notes");
     if (!notes.is_array()) top.fail("notes", "must be an array of strings");

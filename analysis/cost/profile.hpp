@@ -73,6 +73,7 @@ struct MachineProfile {
   ComputeRates compute;
   CommProfile comm;
   std::optional<double> host_device_GBps;
+  std::optional<double> disk_write_GBps;  // where checkpoints are written (analysis/cost/checkpoint_model.hpp)
   std::vector<std::string> notes;
   // Not part of the file: what analysis/cost/topology.hpp changed for the cluster predicted (predict() copies them
   // into its notes, so a prediction says which links it assumed).

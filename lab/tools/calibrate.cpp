@@ -477,8 +477,31 @@ CommCalibration calibrate_comm(const CalibrateOptions& options, int ranks_per_no
 }
 
 // The machine profile document (analysis/cost/profile.hpp's format) from what was measured.
+// The rate a checkpoint is written at: a 64 MiB file written and fsynced in `dir` (where results go), median of 3,
+// in GB/s. The file is removed.
+double measure_disk_write_GBps(const fs::path& dir) {
+  constexpr int64_t kBytes = 64 << 20;
+  const std::vector<char> block(1 << 20, '\x5a');
+  const std::string path = (dir / ".disk_probe").string();
+  std::vector<double> seconds;
+  for (int repeat = 0; repeat < 3; ++repeat) {
+    const auto start = std::chrono::steady_clock::now();
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    if (f == nullptr) throw std::runtime_error("calibrate: cannot write " + path);
+    for (int64_t done = 0; done < kBytes; done += static_cast<int64_t>(block.size()))
+      std::fwrite(block.data(), 1, block.size(), f);
+    std::fflush(f);
+    ::fsync(::fileno(f));
+    std::fclose(f);
+    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  fs::remove(path);
+  return static_cast<double>(kBytes) / median(seconds) / 1e9;
+}
+
 json profile_document(const CalibrateOptions& options, const Config& config, const ComputeCalibration& compute,
-                      const CommCalibration& comm_levels, const std::string& host, const std::string& when) {
+                      const CommCalibration& comm_levels, const std::string& host, const std::string& when,
+                      double disk_write_GBps) {
   const analysis::CommModel& comm = comm_levels.intra;
   const CpuFeatures cpu = cpu_features();
   json profile = {
@@ -500,6 +523,7 @@ json profile_document(const CalibrateOptions& options, const Config& config, con
         {"intra_node", comm.to_json()},
         {"measured_world_size", options.ranks}}},
       {"host_device_GBps", compute.copy_GBps},
+      {"disk_write_GBps", disk_write_GBps},
       {"notes",
        {"compute rates hold for " + std::to_string(compute.threads) + " intra-op thread(s) per rank on " +
             std::to_string(compute.cores) + " cores (a rank of a " + std::to_string(options.ranks) + "-rank job)",
@@ -513,6 +537,7 @@ json profile_document(const CalibrateOptions& options, const Config& config, con
         "step over its measured time; an effective rate, not the bus's peak",
         "ranks_per_node: every local rank of this host is intra-node (a CPU host has no per-node GPU count)",
         "host_device_GBps: a host-to-host copy (no GPU): what offload costs on this machine",
+        "disk_write_GBps: 64 MiB written and fsynced next to the profile, median of 3: what a checkpoint save costs",
         "comm: Gloo over loopback TCP, fitted to comm-bench " +
             std::string(options.quick ? "1 KiB-1 MiB (--quick)" : "1 KiB-256 MiB") + " at " +
             std::to_string(options.ranks) + " ranks"}}};
@@ -573,7 +598,9 @@ int run_calibrate(const CalibrateOptions& given) {
   print_compute(compute, options.ranks);
   const CommCalibration comm = calibrate_comm(options, given.ranks, dir);
 
-  const json profile = profile_document(options, config, compute, comm, host, when);
+  const double disk_write_GBps = measure_disk_write_GBps(dir);
+  std::printf("calibrate: disk write %.2f GB/s (64 MiB with fsync, in %s)\n", disk_write_GBps, dir.c_str());
+  const json profile = profile_document(options, config, compute, comm, host, when, disk_write_GBps);
   // Validate through the loader the predictions use, then write with its writer.
   const analysis::MachineProfile validated = analysis::MachineProfile::from_json(profile, options.out_path);
   analysis::save_profile(validated, options.out_path);

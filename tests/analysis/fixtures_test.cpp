@@ -50,6 +50,11 @@ double loss_of(const json& step, const std::string& where, std::vector<std::stri
   return loss;
 }
 
+// Steps done before the run began: those of the checkpoint it resumed from (result.json checkpoints.resumed_from).
+std::int64_t resumed_steps(const json& doc) {
+  return doc.value(json::json_pointer("/checkpoints/resumed_from/step"), std::int64_t{0});
+}
+
 // Every way `doc` (one result.json, named `source` in the messages) disagrees with the model it claims; empty
 // when it is consistent. The expected figures come from lab/model_shape.hpp, not from the trainer that wrote it.
 std::vector<std::string> consistency_problems(const json& doc, const std::string& source) {
@@ -83,14 +88,18 @@ std::vector<std::string> consistency_problems(const json& doc, const std::string
             ", but config.model.preset = " + config.model.preset);
   }
 
-  // A run stopped out of memory (status oom) has the steps it finished before the refused one.
+  // A run stopped out of memory (status oom) has the steps it finished before the refused one; a run resumed from a
+  // checkpoint the steps after the checkpoint's.
   const json& steps = doc["steps"];
   const bool stopped = doc.value("status", "") == "oom";
+  const std::int64_t resumed = resumed_steps(doc);
   const std::int64_t want_steps =
-      stopped ? std::max<std::int64_t>(0, doc["oom"].value("step", std::int64_t{0}) - 1) : config.train.steps;
+      stopped ? std::max<std::int64_t>(0, doc["oom"].value("step", std::int64_t{0}) - 1) : config.train.steps - resumed;
   if (!steps.is_array() || static_cast<std::int64_t>(steps.size()) != want_steps) {
     problem("has " + std::to_string(steps.is_array() ? steps.size() : 0) + " steps, " +
-            (stopped ? "the steps before its out-of-memory stop = " : "config.train.steps = ") +
+            (stopped   ? "the steps before its out-of-memory stop = "
+             : resumed ? "config.train.steps - the checkpoint's steps = "
+                       : "config.train.steps = ") +
             std::to_string(want_steps));
   }
   if (!steps.is_array() || steps.empty()) return problems;
@@ -150,8 +159,9 @@ TEST(Fixtures, EveryResultIsConsistentWithTheModelItClaims) {
       const fs::path steps = e.path() / "steps.jsonl";
       if (e.is_directory() && e.path().filename().string().rfind("rank", 0) == 0 && fs::exists(steps)) {
         const bool stopped = doc.value("status", "") == "oom";
-        const std::int64_t want =
-            stopped ? doc["steps"].size() : doc.value(json::json_pointer("/config/train/steps"), -1);
+        const std::int64_t want = stopped
+                                      ? doc["steps"].size()
+                                      : doc.value(json::json_pointer("/config/train/steps"), -1) - resumed_steps(doc);
         for (const std::string& p : steps_file_problems(steps, want, stopped)) ADD_FAILURE() << p;
       }
     }
