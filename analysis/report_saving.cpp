@@ -32,8 +32,6 @@ struct LoadingRun {
   double load_ms = 0, bytes_read = 0;
 };
 
-double median_of(const std::vector<double>& v) { return median_or_zero(v); }
-
 std::vector<SavingRun> saving_runs(const Scenario& sc) {
   std::vector<SavingRun> out;
   for (const RunResult& r : sc.runs) {
@@ -51,8 +49,8 @@ std::vector<SavingRun> saving_runs(const Scenario& sc) {
       s.snapshot_bytes = save.value("snapshot_bytes", 0.0);
     }
     s.saves = static_cast<int>(saves.size());
-    s.held_ms = median_of(held);
-    s.write_ms = median_of(write);
+    s.held_ms = median_or_zero(held);
+    s.write_ms = median_or_zero(write);
     s.model_rank0 = json_number_at(r.raw, {"prediction", "checkpoint", "bytes_this_rank"});
     s.model_total = json_number_at(r.raw, {"prediction", "checkpoint", "total_bytes"});
     s.model_write_ms = json_number_at(r.raw, {"prediction", "checkpoint", "write_ms"});

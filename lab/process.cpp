@@ -15,6 +15,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
+#include <stdexcept>
+#include <system_error>
 
 extern char** environ;
 
@@ -227,6 +229,13 @@ std::optional<std::filesystem::path> find_on_path(const std::string& name) {
     if (::access(candidate.c_str(), X_OK) == 0) return candidate;
   }
   return std::nullopt;
+}
+
+std::filesystem::path this_executable(const std::string& who) {
+  std::error_code ec;
+  std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) throw std::runtime_error(who + ": cannot find this executable (/proc/self/exe): " + ec.message());
+  return self;
 }
 
 }  // namespace dtlab

@@ -74,4 +74,8 @@ ProcessResult run_process(const ProcessSpec& spec, bool capture_output = false);
 // The first executable `name` in a directory of PATH (an empty entry is the working directory); nullopt if none.
 std::optional<std::filesystem::path> find_on_path(const std::string& name);
 
+// This program's own executable (/proc/self/exe), for commands that start copies of it. Throws std::runtime_error
+// "<who>: cannot find this executable (/proc/self/exe): <reason>".
+std::filesystem::path this_executable(const std::string& who);
+
 }  // namespace dtlab

@@ -26,6 +26,7 @@
 #include "lab/dtype_torch.hpp"
 #include "lab/launch.hpp"
 #include "lab/launch/cluster.hpp"
+#include "lab/process.hpp"
 #include "lab/stats.hpp"
 
 namespace dtlab {
@@ -260,9 +261,7 @@ int relaunch(const CommBenchOptions& options) {
   // dup() leaves close-on-exec clear, so the ranks inherit it: rank 0 writes the report straight to our stdout.
   const int report_fd = ::dup(STDOUT_FILENO);
   if (report_fd < 0) throw std::runtime_error("comm-bench: cannot duplicate stdout for the ranks' report");
-  std::error_code ec;
-  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) throw std::runtime_error("comm-bench: cannot find this program (/proc/self/exe): " + ec.message());
+  const std::filesystem::path self = this_executable("comm-bench");
   LaunchOptions launch;
   launch.nproc = options.ranks;
   launch.nodes = options.nodes;

@@ -156,12 +156,7 @@ int wait_child(pid_t pid) { return wait_for_exit(pid); }
 int run_child(const std::vector<std::string>& args) { return wait_child(start_child(args)); }
 
 // This executable's path (children run the same dtlab).
-std::string self_exe() {
-  std::error_code ec;
-  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) throw std::runtime_error("calibrate: cannot find this executable (/proc/self/exe): " + ec.message());
-  return self.string();
-}
+std::string self_exe() { return this_executable("calibrate").string(); }
 
 // The companion processes of the compute measurements: waited for normally; stopped (SIGTERM, then reaped) if the
 // measurement throws, so none outlives `dtlab calibrate`.

@@ -2,6 +2,7 @@
 #include "lab/train/train_checkpoint.hpp"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -30,32 +31,24 @@ double ms_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
+// The safetensors dtype names of the tensor types a checkpoint holds: one table, read both ways.
+constexpr std::array<std::pair<const char*, at::ScalarType>, 6> kSafetensorsDtypes = {{{"F32", at::kFloat},
+                                                                                       {"BF16", at::kBFloat16},
+                                                                                       {"F16", at::kHalf},
+                                                                                       {"F64", at::kDouble},
+                                                                                       {"I64", at::kLong},
+                                                                                       {"U8", at::kByte}}};
+
 std::string safetensors_dtype(at::ScalarType t) {
-  switch (t) {
-    case at::kFloat:
-      return "F32";
-    case at::kBFloat16:
-      return "BF16";
-    case at::kHalf:
-      return "F16";
-    case at::kDouble:
-      return "F64";
-    case at::kLong:
-      return "I64";
-    case at::kByte:
-      return "U8";
-    default:
-      throw std::invalid_argument(std::string("checkpoint: no safetensors dtype for ") + c10::toString(t));
-  }
+  for (const auto& [name, type] : kSafetensorsDtypes)
+    if (type == t) return name;
+  throw std::invalid_argument(std::string("checkpoint: no safetensors dtype for ") + c10::toString(t));
 }
 
 at::ScalarType scalar_type_of(const std::string& dtype, const std::string& where) {
-  static const std::map<std::string, at::ScalarType> types = {{"F32", at::kFloat}, {"BF16", at::kBFloat16},
-                                                              {"F16", at::kHalf},  {"F64", at::kDouble},
-                                                              {"I64", at::kLong},  {"U8", at::kByte}};
-  const auto it = types.find(dtype);
-  if (it == types.end()) throw CheckpointError("checkpoint " + where + ": dtype " + dtype + " is not one dtlab reads");
-  return it->second;
+  for (const auto& [name, type] : kSafetensorsDtypes)
+    if (dtype == name) return type;
+  throw CheckpointError("checkpoint " + where + ": dtype " + dtype + " is not one dtlab reads");
 }
 
 // The CPU generator's state as a piece of the "rng.cpu" tensor (one row per rank).
