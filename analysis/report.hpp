@@ -88,6 +88,9 @@ std::string checkpointing_part(SectionContext& ctx);
 // Training checkpoints: bytes written per strategy against the checkpoint model, save and load times, async
 // (analysis/report_saving.cpp).
 std::string saving_part(SectionContext& ctx);
+// The advisor's verification, for a `dtlab advise --verify` directory (its advice.json; analysis/report_advice.cpp):
+// whether the advice held, feasibility as predicted, the explanation, predicted against measured per run.
+std::string advice_part(SectionContext& ctx);
 
 // Precision: every bf16/fp16 run against its fp32 twin (the run whose config differs only in `precision`;
 // analysis/report_precision.cpp): loss difference per step, memory, bytes and time, the dynamic loss scale and

@@ -437,6 +437,7 @@ std::vector<SectionPart> default_section_parts() {
       granularity_part,
       checkpointing_part,
       saving_part,
+      advice_part,
       prediction_part,
       reproduce_part,
   };

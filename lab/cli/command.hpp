@@ -33,6 +33,8 @@ Command add_calibrate_command(CLI::App& app, const CommandLine& line);
 Command add_predict_command(CLI::App& app);
 Command add_version_command(CLI::App& app);
 Command add_checkpoint_command(CLI::App& app);
+Command add_advise_command(CLI::App& app);
+Command add_max_batch_command(CLI::App& app);
 
 // The command line as a shell would need it to run again (arguments quoted where needed; argv[0] relative to the
 // working directory).

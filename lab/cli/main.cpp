@@ -10,6 +10,8 @@
 //   dtlab comm-bench [-b 1K -e 256M -f 4 -n 10 -w 3 --op all --json FILE --model FILE]   nccl-tests-style table
 //   dtlab calibrate --out FILE [--ranks 2] [--quick] [--config FILE key=value ...]   machine profile JSON
 //   dtlab predict --config FILE [key=value ...] [--world-size N] [--profile FILE]   prediction JSON
+//   dtlab advise --config FILE --world-size N --memory-budget B --profile FILE [--verify K]   ranked advice
+//   dtlab max-batch --config FILE --world-size N --memory-budget B [--verify]      the largest micro-batch that fits
 //   dtlab version
 #include <cstdio>
 #include <exception>
@@ -29,7 +31,8 @@ int main(int argc, char** argv) {
       cli::add_export_reference_command(app), cli::add_trace_command(app),
       cli::add_comm_bench_command(app, line), cli::add_calibrate_command(app, line),
       cli::add_predict_command(app),          cli::add_version_command(app),
-      cli::add_checkpoint_command(app)};
+      cli::add_checkpoint_command(app),       cli::add_advise_command(app),
+      cli::add_max_batch_command(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

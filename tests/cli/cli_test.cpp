@@ -181,6 +181,76 @@ TEST(Cli, PredictProjectsAShapeTooLargeToTrainOnASpecProfile) {
   EXPECT_NE(job.output.find("projection"), std::string::npos) << job.output;
 }
 
+// dtlab advise --verify on tiny: the top 2 run as real jobs under memory.limit = the budget; advice.json holds the
+// advice and the verification, every run its result.json with the prediction beside the measurement, scenario.json
+// makes the directory a report input.
+TEST(Cli, AdviseVerifiesItsTopPicksByRunningThem) {
+  const fs::path out = fs::path(::testing::TempDir()) / "dtlab_advise";
+  fs::remove_all(out);
+  const std::string profile = kSource + "/tests/analysis/fixtures/prediction/calibration/profile.json";
+  const auto job = testing::run_job(
+      {kBin + "dtlab", "advise", "--config", kSource + "/tests/strategy/tiny_ddp.yaml", "--world-size", "2",
+       "--memory-budget", "2500KiB", "--profile", profile, "--verify", "2", "--steps", "5", "--out", out.string()},
+      300);
+  ASSERT_EQ(job.exit_code, 0) << job.output;
+  EXPECT_NE(job.output.find("why:"), std::string::npos) << job.output;
+  EXPECT_NE(job.output.find("measured best of the top 2: #"), std::string::npos) << job.output;
+  const auto advice = read_json(out / "advice.json");
+  const auto& runs = advice["verification"]["runs"];
+  // The top 2 (predicted to fit: they complete) and the nearest rejected (predicted over: they stop out of memory).
+  ASSERT_EQ(runs.size(), 2u + std::min<size_t>(2, advice["rejected"].size()));
+  ASSERT_GE(runs.size(), 3u);
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const bool top = i < 2;
+    EXPECT_EQ(runs[i]["predicted_fits"], top);
+    EXPECT_EQ(runs[i]["status"], top ? "completed" : "oom") << runs[i].dump();
+    const auto& candidate = top ? advice["ranked"][i] : advice["rejected"][i - 2];
+    EXPECT_EQ(runs[i]["description"], candidate["description"]);
+    const auto result = read_json(fs::path(runs[i]["dir"].get<std::string>()) / "result.json");
+    EXPECT_EQ(result["memory"]["limit_bytes"].get<int64_t>(), 2500 * 1024);
+    if (top) EXPECT_GT(result["prediction"]["step_ms"].get<double>(), 0);
+    EXPECT_EQ(result["config"]["parallel"]["strategy"], candidate["settings"]["strategy"]);
+  }
+  EXPECT_TRUE(advice["verification"]["held"].is_boolean());
+  EXPECT_EQ(advice["verification"]["feasibility_right"], runs.size());
+  EXPECT_EQ(read_json(out / "scenario.json")["runs"].size(), runs.size());
+  const auto report = testing::run_job({kBin + "dtlab", "report", out.string(), "-o", (out / "report").string()}, 120);
+  ASSERT_EQ(report.exit_code, 0) << report.output;
+  std::ifstream html(out / "report" / "index.html");
+  const std::string page((std::istreambuf_iterator<char>(html)), std::istreambuf_iterator<char>());
+  EXPECT_NE(page.find("Advice, verified"), std::string::npos);
+  EXPECT_NE(page.find(advice["verification"]["held"].get<bool>() ? "The advice held." : "The advice did not hold."),
+            std::string::npos);
+}
+
+// dtlab max-batch --verify: the predicted largest micro-batch completes under the cap, the next one stops out of
+// memory.
+TEST(Cli, MaxBatchIsConfirmedOnBothSidesOfTheBoundary) {
+  const fs::path out = fs::path(::testing::TempDir()) / "dtlab_max_batch";
+  const auto job = testing::run_job(
+      {kBin + "dtlab", "max-batch", "--config", kSource + "/tests/strategy/tiny_ddp.yaml", "--world-size", "2",
+       "--memory-budget", "8MiB", "--steps", "3", "--verify", "--out", out.string()},
+      300);
+  ASSERT_EQ(job.exit_code, 0) << job.output;
+  EXPECT_NE(job.output.find("confirmed: fits at the answer, out of memory at the next size"), std::string::npos)
+      << job.output;
+}
+
+TEST(Cli, AdviseRefusesAModelItDoesNotKnow) {
+  const auto job = testing::run_job(
+      {kBin + "dtlab", "advise", "--config", kSource + "/tests/strategy/tiny_ddp.yaml", "model.preset=gpt9",
+       "--world-size", "2", "--memory-budget", "1GiB", "--profile", kSource + "/analysis/profiles/h100_sxm.json"},
+      60);
+  EXPECT_EQ(job.exit_code, 2) << job.output;
+  EXPECT_NE(job.output.find("model.preset"), std::string::npos) << job.output;
+  const auto bad_budget =
+      testing::run_job({kBin + "dtlab", "advise", "--config", kSource + "/tests/strategy/tiny_ddp.yaml",
+                        "--memory-budget", "lots", "--profile", kSource + "/analysis/profiles/h100_sxm.json"},
+                       60);
+  EXPECT_EQ(bad_budget.exit_code, 1) << bad_budget.output;
+  EXPECT_NE(bad_budget.output.find("--memory-budget lots"), std::string::npos) << bad_budget.output;
+}
+
 TEST(Cli, DataBuildWritesATokenFileOfTheGivenText) {
   const fs::path dir = fs::path(::testing::TempDir()) / "dtlab_cli_data";
   fs::create_directories(dir);

@@ -1,0 +1,136 @@
+// advise.hpp: the strategy advisor — searches the configurations a job could train with, predicts each one's memory
+// per rank and step time with the cost models, keeps those under a memory budget, ranks them and says why the winner
+// won (torch-free; `dtlab advise`, `dtlab max-batch`).
+//
+//   AdviseRequest r{.base = load_config("scenarios/configs/small.yaml", {}, 2), .profile = profile,
+//                   .budget_bytes = 512LL << 20};
+//   Advice a = advise(r);          // a.ranked: fitting candidates, fastest first; a.excluded: the rest, with reasons
+//   std::printf("%s", format_advice(a, 5).c_str());
+//
+// The search (every axis a strategy reads, from its catalogue entry's keys — strategies/spec.hpp):
+//   strategy                  every catalogue strategy the world size allows (config validation decides)
+//   activation checkpointing  none | selective | full | full every 2nd block (parallel.checkpoint_every=2)
+//   precision                 fp32 | bf16 (parameters and gradient reduction in that dtype, masters as the base
+//                             config's; no loss scaler), and fp16 with the base's loss scaler when the base is fp16
+//   offload                   off | on, for strategies that read parallel.offload
+//   micro-batch               every power-of-two divisor of the per-rank batch (accumulation makes up the rest)
+//   granularity               DDP's parallel.bucket_cap_mb 1 | 4 | 25 | 100; FSDP's parallel.wrap
+//                             block | every_2 | every_4 | model
+// A candidate is the base config with those keys set (Candidate::overrides, which `dtlab train` accepts as they
+// are). Its peak is the largest predicted peak of rank 0 and the last rank (sharding pads the last shard).
+//
+// Exclusions (Candidate::exclusion):
+//   over_budget  the predicted peak is above the budget: `reason` names the amount over and the largest category
+//   refused      config validation or the strategy's own check refuses the combination (e.g. DDP with bf16
+//                compute, a master copy narrower than the parameters), in their words
+// Ranking of the fitting candidates: predicted step time; equal times (identical plans, e.g. a bucket cap above the
+// model's size) by lower peak, then by fewer changes from the base config, then by search order. The same job under
+// other names — settings that differ only in granularity or strategy (HYBRID whose shard group is the world is
+// FULL_SHARD) and predict identically — is folded into the first (Candidate::equivalent). Rows within kTieFraction of
+// the row above are marked as ties: the model cannot separate them.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "analysis/cost/memory_model.hpp"
+#include "analysis/cost/profile.hpp"
+#include "lab/config.hpp"
+
+namespace dtlab::analysis {
+
+// Two predicted step times closer than this fraction are a tie.
+inline constexpr double kTieFraction = 0.01;
+
+struct AdviseRequest {
+  Config base;               // the model, batch and everything not searched (world_size, ranks_per_node set)
+  MachineProfile profile;    // already on the job's topology (analysis/cost/topology.hpp)
+  int64_t budget_bytes = 0;  // memory per rank; REQUIRES > 0
+};
+
+// The searched settings of one candidate, as words and as the overrides that produce it.
+struct CandidateSettings {
+  std::string strategy;
+  std::string activation_checkpointing = "none";  // none | selective | full | full/2 (every 2nd block)
+  std::string precision = "fp32";                 // fp32 | bf16 | fp16
+  bool offload = false;
+  int64_t micro_batch = 1, accumulation = 1;
+  std::string granularity;             // "bucket 25 MiB" | "wrap block" | "" (the strategy reads neither)
+  std::vector<std::string> overrides;  // section.key=value, applied to the base config
+};
+
+struct Candidate {
+  CandidateSettings settings;
+  std::string exclusion;  // "" = fits | over_budget | refused
+  std::string reason;     // why excluded ("" when it fits)
+  // Predictions (zero for refused candidates).
+  MemoryPrediction memory;  // of the rank with the larger peak
+  double step_ms = 0, tokens_per_s = 0, compute_ms = 0, comm_ms = 0, exposed_comm_ms = 0;
+  int changes = 0;                 // settings that differ from the base config
+  int order = 0;                   // position in the search
+  bool tie_with_previous = false;  // ranked: within kTieFraction of the candidate ranked above
+  // ranked: what was folded into this one (the same job: "bucket 1 MiB", or "fsdp_hybrid wrap block")
+  std::vector<std::string> equivalent;
+  // The settings in one short line (describe(settings)): "fsdp_full_shard, AC selective, bf16, micro-batch 2 x 4, wrap
+  // block".
+  std::string describe() const;
+  // The `dtlab train` overrides of this candidate, space separated.
+  std::string overrides_text() const;
+};
+
+struct Advice {
+  int64_t budget_bytes = 0;
+  int64_t world_size = 1, nodes = 1;
+  std::string profile, label;            // label: prediction | projection (as predict())
+  std::vector<Candidate> ranked;         // fitting, best first
+  std::vector<Candidate> excluded;       // in search order
+  std::vector<std::string> explanation;  // why the winner (empty when nothing fits)
+  // The nearest rejected: as fast as the winner (within kTieFraction) or faster, but over the budget; nearest first,
+  // at most three.
+  std::vector<Candidate> rejected;
+  std::vector<std::string> if_nothing_fits;  // what would fit (empty when something fits)
+  std::vector<std::string> notes;            // assumptions (the profile's adjustments, offload on a CPU, ...)
+  const Candidate* winner() const { return ranked.empty() ? nullptr : &ranked.front(); }
+};
+
+// Searches, predicts, ranks and explains. Throws ConfigError when the base config is invalid (e.g. an unknown
+// model.preset), std::invalid_argument when budget_bytes <= 0.
+Advice advise(const AdviseRequest& request);
+
+// The ranked table (top `top` rows), the explanation, the nearest rejected alternatives, the exclusion counts by
+// reason, and, when nothing fits, what would.
+std::string format_advice(const Advice& advice, int top);
+// The same as JSON: {budget_bytes, world_size, nodes, profile, label, ranked:[...], excluded:[...] (every one),
+// explanation, rejected, if_nothing_fits, notes}; each candidate {settings{...}, overrides, exclusion, reason,
+// memory_bytes{params, grads, optimizer, buffers, activations, logits, peak}, step_ms, tokens_per_s, comm_ms,
+// exposed_comm_ms, equivalent, changes, tie_with_previous}.
+nlohmann::json to_json(const Advice& advice);
+nlohmann::json to_json(const Candidate& candidate);
+
+// "fsdp_full_shard, AC selective, bf16, micro-batch 2 x 4, wrap block"
+std::string describe(const CandidateSettings& settings);
+
+// "1.50 GiB", "512.0 MiB", "12.0 KiB", "100 B".
+std::string format_bytes(double bytes);
+
+// `dtlab max-batch`: the largest micro-batch (accumulation 1, global batch = micro-batch x data-parallel ranks)
+// whose predicted peak fits the budget under the base config's strategy and settings, searched up to `limit`
+// (peaks grow with the size: doubling, then bisection). With `seq_len` the sequence length is searched instead, the
+// batch kept. nullopt when not even the smallest (1, or 2 tokens) fits. Throws ConfigError when the base config is
+// invalid.
+struct BatchFit {
+  int64_t value = 0;            // micro-batch (or seq_len) that fits
+  int64_t peak_bytes = 0;       // its predicted peak
+  int64_t next_value = 0;       // the next size tried
+  int64_t next_peak_bytes = 0;  // its predicted peak (above the budget; 0 when the search limit was reached)
+};
+std::optional<BatchFit> max_batch(const Config& base, int64_t budget_bytes, bool seq_len = false, int64_t limit = 4096);
+// The overrides that set a batch-fit value on a config: micro-batch (train.micro_batch, train.global_batch,
+// train.accumulation=0) or seq_len (model.seq_len).
+std::vector<std::string> batch_overrides(const Config& base, int64_t value, bool seq_len);
+
+}  // namespace dtlab::analysis
