@@ -121,7 +121,8 @@ int run_verify(const AdviseArgs& a, const analysis::Advice& advice) {
       char name[32];
       std::snprintf(name, sizeof name, "%02zu-r%d", i + 1, round);
       const Measured m = run_job(job, picks[i]->settings.overrides, out / name);
-      if (m.status == "completed") fastest[i] = m.step_ms_median;
+      if (m.status == "completed")
+        fastest[i] = fastest[i] > 0 ? std::min(fastest[i], m.step_ms_median) : m.step_ms_median;
     }
   std::printf("%4s %12s %12s %12s %12s %10s  %s\n", "#", "predicted ms", "measured ms", "pred. peak", "meas. peak",
               "status", "settings");
