@@ -12,6 +12,7 @@
 
 #include "analysis/cost/predict.hpp"
 #include "analysis/cost/step_model.hpp"
+#include "analysis/html.hpp"
 #include "strategies/catalog.hpp"
 #include "strategies/cost_plan.hpp"
 
@@ -22,13 +23,7 @@ constexpr std::array<const char*, 4> kCheckpointing = {"none", "selective", "ful
 constexpr std::array<double, 4> kBucketCapsMb = {1, 4, 25, 100};
 constexpr std::array<const char*, 4> kWraps = {"block", "every_2", "every_4", "model"};
 
-std::string fixed(double value, int decimals) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%.*f", decimals, value);
-  return text;
-}
-
-std::string percent(double fraction) { return fixed(100 * fraction, fraction < 0.1 ? 1 : 0) + "%"; }
+std::string percent(double fraction) { return fmt_fixed(100 * fraction, fraction < 0.1 ? 1 : 0) + "%"; }
 
 bool reads(const StrategySpec& spec, std::string_view key) {
   return std::find(spec.keys.begin(), spec.keys.end(), key) != spec.keys.end();
@@ -43,7 +38,7 @@ std::vector<int64_t> micro_batches(int64_t per_rank) {
   return out;
 }
 
-std::string bucket_text(double mb) { return "bucket " + fixed(mb, mb == std::floor(mb) ? 0 : 1) + " MiB"; }
+std::string bucket_text(double mb) { return "bucket " + fmt_fixed(mb, mb == std::floor(mb) ? 0 : 1) + " MiB"; }
 
 // The base config with `s`'s settings; fills s.overrides and returns how many settings differ from the base.
 int apply(const Config& base, CandidateSettings& s, Config& out) {
@@ -86,7 +81,7 @@ int apply(const Config& base, CandidateSettings& s, Config& out) {
   if (s.granularity.rfind("bucket ", 0) == 0) {
     const double mb = std::stod(s.granularity.substr(7));
     out.parallel.bucket_cap_mb = mb;
-    set("parallel.bucket_cap_mb", fixed(mb, 0), base.parallel.bucket_cap_mb != mb);
+    set("parallel.bucket_cap_mb", fmt_fixed(mb, 0), base.parallel.bucket_cap_mb != mb);
   } else if (s.granularity.rfind("wrap ", 0) == 0) {
     out.parallel.wrap = s.granularity.substr(5);
     set("parallel.wrap", out.parallel.wrap, base.parallel.wrap != out.parallel.wrap);
@@ -164,16 +159,6 @@ std::string over_budget_reason(const MemoryPrediction& m, int64_t budget) {
          percent(static_cast<double>(top.bytes) / static_cast<double>(m.peak)) + " of the peak)";
 }
 
-// The larger predicted peak of rank 0 and the last rank.
-MemoryPrediction peak_memory(const Config& c, const std::string& backend) {
-  MemoryPrediction best = predict_memory(c, cost_plan(c, 0), backend);
-  if (c.world_size > 1) {
-    MemoryPrediction last = predict_memory(c, cost_plan(c, static_cast<int>(c.world_size - 1)), backend);
-    if (last.peak > best.peak) best = std::move(last);
-  }
-  return best;
-}
-
 // Config validation and the strategy's own check; "" when both accept.
 std::string refusal(const Config& c) {
   try {
@@ -206,7 +191,7 @@ Candidate evaluate(const AdviseRequest& r, CandidateSettings settings, int order
   }
   // DDP's parallel.collectives=auto across nodes: the model's choice, as `dtlab train` makes it with a profile.
   if (const auto choice = choose_collectives(c, r.profile)) c.parallel.collectives = choice->collectives;
-  cand.memory = peak_memory(c, r.profile.comm.intra_node.backend);
+  cand.memory = largest_rank_peak_memory(c, r.profile.comm.intra_node.backend);
   const StepPrediction step = predict_step(c, cost_plan(c, 0), r.profile);
   cand.step_ms = step.step_ms;
   cand.tokens_per_s = step.tokens_per_s;
@@ -286,19 +271,19 @@ std::string versus(const Candidate& winner, const Candidate& other) {
   if (!other.exclusion.empty()) return other.reason;
   const double ratio = other.step_ms / winner.step_ms - 1;
   if (std::abs(ratio) < kTieFraction)
-    return "as fast within " + percent(kTieFraction) + " (" + fixed(other.step_ms, 1) + " ms), peak " +
+    return "as fast within " + percent(kTieFraction) + " (" + fmt_fixed(other.step_ms, 1) + " ms), peak " +
            format_bytes(static_cast<double>(other.memory.peak));
-  return percent(std::abs(ratio)) + (ratio > 0 ? " slower" : " faster") + " (" + fixed(other.step_ms, 1) + " ms)";
+  return percent(std::abs(ratio)) + (ratio > 0 ? " slower" : " faster") + " (" + fmt_fixed(other.step_ms, 1) + " ms)";
 }
 
 std::vector<std::string> explain(const Advice& advice, const std::vector<Candidate>& all) {
   const Candidate& w = *advice.winner();
   std::vector<std::string> lines;
-  lines.push_back(w.describe() + ": predicted " + fixed(w.step_ms, 1) + " ms per step (" + fixed(w.tokens_per_s, 0) +
-                  " tokens/s), exposed communication " + fixed(w.exposed_comm_ms, 1) + " ms, peak " +
-                  format_bytes(static_cast<double>(w.memory.peak)) + " per rank (" +
-                  percent(static_cast<double>(w.memory.peak) / static_cast<double>(advice.budget_bytes)) +
-                  " of the budget).");
+  lines.push_back(
+      w.describe() + ": predicted " + fmt_fixed(w.step_ms, 1) + " ms per step (" + fmt_fixed(w.tokens_per_s, 0) +
+      " tokens/s), exposed communication " + fmt_fixed(w.exposed_comm_ms, 1) + " ms, peak " +
+      format_bytes(static_cast<double>(w.memory.peak)) + " per rank (" +
+      percent(static_cast<double>(w.memory.peak) / static_cast<double>(advice.budget_bytes)) + " of the budget).");
   // Strategy: each other strategy's best fitting candidate, or why none fits.
   std::map<std::string, const Candidate*> best_fit, smallest;
   for (const Candidate& c : all) {
@@ -359,7 +344,7 @@ std::vector<Candidate> nearest_rejected(const Candidate& w, const std::vector<Ca
 }
 
 std::string rejected_text(const Candidate& w, const Candidate& r) {
-  return r.describe() + ": " + fixed(r.step_ms, 1) + " ms (" +
+  return r.describe() + ": " + fmt_fixed(r.step_ms, 1) + " ms (" +
          (r.step_ms > (1 - kTieFraction) * w.step_ms ? "as fast within " + percent(kTieFraction)
                                                      : percent(1 - r.step_ms / w.step_ms) + " faster") +
          "), but " + r.reason + ".";
@@ -389,7 +374,7 @@ std::vector<std::string> what_would_fit(const AdviseRequest& r, const std::vecto
       Config c;
       apply(base, s, c);
       if (!refusal(c).empty()) continue;
-      const MemoryPrediction m = peak_memory(c, backend);
+      const MemoryPrediction m = largest_rank_peak_memory(c, backend);
       if (m.peak <= r.budget_bytes) {
         out.push_back("with " + std::to_string(world) + " ranks (the same batch per rank) " + describe(s) +
                       " fits, at a peak of " + format_bytes(static_cast<double>(m.peak)) + ".");
@@ -415,10 +400,10 @@ nlohmann::json memory_json(const MemoryPrediction& m) {
 
 std::string format_bytes(double bytes) {
   const double a = std::abs(bytes);
-  if (a >= 1024.0 * 1024 * 1024) return fixed(bytes / (1024.0 * 1024 * 1024), 2) + " GiB";
-  if (a >= 1024.0 * 1024) return fixed(bytes / (1024.0 * 1024), 1) + " MiB";
-  if (a >= 1024.0) return fixed(bytes / 1024.0, 1) + " KiB";
-  return fixed(bytes, 0) + " B";
+  if (a >= 1024.0 * 1024 * 1024) return fmt_fixed(bytes / (1024.0 * 1024 * 1024), 2) + " GiB";
+  if (a >= 1024.0 * 1024) return fmt_fixed(bytes / (1024.0 * 1024), 1) + " MiB";
+  if (a >= 1024.0) return fmt_fixed(bytes / 1024.0, 1) + " KiB";
+  return fmt_fixed(bytes, 0) + " B";
 }
 
 std::string describe(const CandidateSettings& s) {
@@ -593,47 +578,6 @@ std::string format_advice(const Advice& a, int top) {
     for (const std::string& note : a.notes) out += "  - " + note + "\n";
   }
   return out;
-}
-
-std::vector<std::string> batch_overrides(const Config& base, int64_t value, bool seq_len) {
-  if (seq_len) return {"model.seq_len=" + std::to_string(value)};
-  return {"train.micro_batch=" + std::to_string(value), "train.accumulation=0",
-          "train.global_batch=" + std::to_string(value * data_parallel_size(base))};
-}
-
-std::optional<BatchFit> max_batch(const Config& base, int64_t budget_bytes, bool seq_len, int64_t limit) {
-  const std::string backend = base.parallel.backend == "nccl" ? "nccl" : "gloo";
-  auto peak_at = [&](int64_t value) {
-    Config c = base;
-    if (seq_len) {
-      c.model.seq_len = value;
-    } else {
-      c.train.micro_batch = value;
-      c.train.accumulation = 0;
-      c.train.global_batch = value * data_parallel_size(base);
-    }
-    validate(c);
-    return peak_memory(c, backend).peak;
-  };
-  const int64_t smallest = seq_len ? 2 : 1;  // a sequence has at least two tokens (one input, one target)
-  if (peak_at(smallest) > budget_bytes) return std::nullopt;
-  // Peaks grow with the size: double until one does not fit, then bisect between the last two.
-  int64_t fits = smallest, over = 2 * smallest;
-  while (over <= limit && peak_at(over) <= budget_bytes) {
-    fits = over;
-    over *= 2;
-  }
-  if (over > limit) over = limit + 1;
-  while (over - fits > 1) {
-    const int64_t mid = fits + (over - fits) / 2;
-    (peak_at(mid) <= budget_bytes ? fits : over) = mid;
-  }
-  BatchFit fit;
-  fit.value = fits;
-  fit.peak_bytes = peak_at(fits);
-  fit.next_value = over;
-  fit.next_peak_bytes = over <= limit ? peak_at(over) : 0;
-  return fit;
 }
 
 }  // namespace dtlab::analysis

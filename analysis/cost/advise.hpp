@@ -1,6 +1,6 @@
 // advise.hpp: the strategy advisor — searches the configurations a job could train with, predicts each one's memory
 // per rank and step time with the cost models, keeps those under a memory budget, ranks them and says why the winner
-// won (torch-free; `dtlab advise`, `dtlab max-batch`).
+// won (torch-free; `dtlab advise`; `dtlab max-batch` is analysis/cost/max_batch.hpp).
 //
 //   AdviseRequest r{.base = load_config("scenarios/configs/small.yaml", {}, 2), .profile = profile,
 //                   .budget_bytes = 512LL << 20};
@@ -116,21 +116,5 @@ std::string describe(const CandidateSettings& settings);
 
 // "1.50 GiB", "512.0 MiB", "12.0 KiB", "100 B".
 std::string format_bytes(double bytes);
-
-// `dtlab max-batch`: the largest micro-batch (accumulation 1, global batch = micro-batch x data-parallel ranks)
-// whose predicted peak fits the budget under the base config's strategy and settings, searched up to `limit`
-// (peaks grow with the size: doubling, then bisection). With `seq_len` the sequence length is searched instead, the
-// batch kept. nullopt when not even the smallest (1, or 2 tokens) fits. Throws ConfigError when the base config is
-// invalid.
-struct BatchFit {
-  int64_t value = 0;            // micro-batch (or seq_len) that fits
-  int64_t peak_bytes = 0;       // its predicted peak
-  int64_t next_value = 0;       // the next size tried
-  int64_t next_peak_bytes = 0;  // its predicted peak (above the budget; 0 when the search limit was reached)
-};
-std::optional<BatchFit> max_batch(const Config& base, int64_t budget_bytes, bool seq_len = false, int64_t limit = 4096);
-// The overrides that set a batch-fit value on a config: micro-batch (train.micro_batch, train.global_batch,
-// train.accumulation=0) or seq_len (model.seq_len).
-std::vector<std::string> batch_overrides(const Config& base, int64_t value, bool seq_len);
 
 }  // namespace dtlab::analysis

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <utility>
 
 #include "lab/dtype.hpp"
 #include "strategies/catalog.hpp"
@@ -181,6 +182,16 @@ MemoryPrediction predict_memory(const Config& config, const CostPlan& plan, cons
                     std::to_string(config.train.micro_batch) + " x " + std::to_string(config.model.seq_len) +
                     " tokens; buffers counted whole (the plan's gathered units and wire copies)");
   return m;
+}
+
+MemoryPrediction largest_rank_peak_memory(const Config& config, const std::string& comm_backend) {
+  MemoryPrediction best = predict_memory(config, cost_plan(config, 0), comm_backend);
+  if (config.world_size > 1) {
+    MemoryPrediction last =
+        predict_memory(config, cost_plan(config, static_cast<int>(config.world_size - 1)), comm_backend);
+    if (last.peak > best.peak) best = std::move(last);
+  }
+  return best;
 }
 
 }  // namespace dtlab::analysis

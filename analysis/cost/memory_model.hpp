@@ -78,4 +78,8 @@ struct MemoryPrediction {
 // peak. NCCL gathers in place. REQUIRES: `plan` is cost_plan(config, rank) of the same config.
 MemoryPrediction predict_memory(const Config& config, const CostPlan& plan, const std::string& comm_backend = "gloo");
 
+// The rank whose predicted peak is larger of rank 0 and the last rank (sharding pads the last shard): what a memory
+// cap per rank must hold. REQUIRES: a valid config whose strategy has a cost plan.
+MemoryPrediction largest_rank_peak_memory(const Config& config, const std::string& comm_backend = "gloo");
+
 }  // namespace dtlab::analysis

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "analysis/cost/advise.hpp"
+#include "analysis/cost/max_batch.hpp"
 #include "analysis/cost/topology.hpp"
 #include "lab/cli/command.hpp"
 #include "lab/cli/verify_runs.hpp"

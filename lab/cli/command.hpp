@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -39,5 +40,7 @@ Command add_max_batch_command(CLI::App& app);
 // The command line as a shell would need it to run again (arguments quoted where needed; argv[0] relative to the
 // working directory).
 std::string reproduce_command(const CommandLine& line);
+// Arguments joined as a shell would need them retyped (quoted where needed).
+std::string shell_command(const std::vector<std::string>& argv);
 
 }  // namespace dtlab::cli

@@ -2,20 +2,15 @@
 #include <filesystem>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include "lab/cli/command.hpp"
 
 namespace dtlab::cli {
 
-std::string reproduce_command(const CommandLine& line) {
+std::string shell_command(const std::vector<std::string>& argv) {
   std::string out;
-  for (int i = 0; i < line.argc; ++i) {
-    std::string arg = line.argv[i];
-    if (i == 0) {
-      std::error_code ec;
-      auto rel = std::filesystem::relative(std::filesystem::canonical("/proc/self/exe", ec), ec);
-      if (!ec && !rel.empty()) arg = rel.string();
-    }
+  for (const std::string& arg : argv) {
     const bool plain =
         arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@%") ==
         std::string::npos;
@@ -29,6 +24,16 @@ std::string reproduce_command(const CommandLine& line) {
     }
   }
   return out;
+}
+
+std::string reproduce_command(const CommandLine& line) {
+  std::vector<std::string> argv(line.argv, line.argv + line.argc);
+  if (!argv.empty()) {
+    std::error_code ec;
+    auto rel = std::filesystem::relative(std::filesystem::canonical("/proc/self/exe", ec), ec);
+    if (!ec && !rel.empty()) argv[0] = rel.string();
+  }
+  return shell_command(argv);
 }
 
 }  // namespace dtlab::cli

@@ -8,23 +8,11 @@
 #include <system_error>
 
 #include "analysis/results.hpp"
+#include "lab/cli/command.hpp"
 #include "lab/process.hpp"
 
 namespace dtlab::cli {
 namespace fs = std::filesystem;
-
-namespace {
-
-std::string shell_words(const std::vector<std::string>& argv) {
-  std::string out;
-  for (const std::string& a : argv) {
-    const bool plain = !a.empty() && a.find_first_of(" '\"\\$`*?;&|<>()") == std::string::npos;
-    out += (out.empty() ? "" : " ") + (plain ? a : "'" + a + "'");
-  }
-  return out;
-}
-
-}  // namespace
 
 Measured run_job(const VerifyJob& job, const std::vector<std::string>& overrides, const fs::path& dir) {
   const std::string self = this_executable("advise").string();
@@ -54,7 +42,7 @@ Measured run_job(const VerifyJob& job, const std::vector<std::string>& overrides
   if (fd < 0) throw std::runtime_error("cannot write " + log.string());
   Measured m;
   m.dir = dir;
-  m.command = shell_words(argv);
+  m.command = shell_command(argv);
   ProcessSpec spec{.argv = argv, .stdout_fd = fd, .stderr_fd = fd};
   spec.default_signals = true;
   m.exit_code = run_process(spec).exit_code;

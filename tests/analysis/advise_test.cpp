@@ -7,6 +7,7 @@
 #include <set>
 
 #include "analysis/cost/advise.hpp"
+#include "analysis/cost/max_batch.hpp"
 #include "analysis/cost/predict.hpp"
 #include "analysis/cost/profile.hpp"
 #include "lab/config.hpp"
