@@ -9,6 +9,7 @@
 
 #include "analysis/cost/predict.hpp"
 #include "lab/cli/command.hpp"
+#include "lab/comm/nccl_backend.hpp"
 #include "lab/config.hpp"
 #include "lab/dist/dist_world.hpp"
 #include "lab/dist/rank_env.hpp"
@@ -67,6 +68,10 @@ int run_train(const TrainArgs& args, const std::string& command) {
   const RankEnv env = discover_rank_env(args.rank, current_environment());
   // Validate before any rendezvous, so a bad config (or machine profile) fails fast on every rank alike.
   Config config = load_config(args.config_path, args.overrides, env.world_size);
+  if (config.parallel.backend == "nccl" && !comm::nccl_built())
+    throw ConfigError(
+        "parallel.backend=nccl needs the cuda configuration (cmake -DDTLAB_CUDA=ON, make build-cuda) "
+        "and GPUs; this is a cpu build: use parallel.backend=gloo (or auto)");
   config.ranks_per_node = env.local_world_size;
   TrainOptions options;
   options.out_dir = args.out_dir;

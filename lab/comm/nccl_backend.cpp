@@ -34,4 +34,12 @@ c10::intrusive_ptr<c10d::Backend> make_nccl_backend(const c10::intrusive_ptr<c10
 #endif
 }
 
+bool nccl_built() {
+#ifdef DTLAB_WITH_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
 }  // namespace dtlab::comm

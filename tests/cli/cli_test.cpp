@@ -276,6 +276,23 @@ TEST(Cli, ExportReferenceWritesTheManifestAndItsFiles) {
   EXPECT_EQ(fs::file_size(dir / "loss_weights.bin"), 3u * 8u);
 }
 
+// A backend this build lacks is a config error, refused before any rendezvous: every rank exits 2 with the same
+// line, and no rank waits on a store that is gone (no LibTorch stack trace).
+TEST(Cli, NcclInACpuBuildIsRefusedBeforeTheRendezvous) {
+  if (DTLAB_CUDA_BUILD) GTEST_SKIP() << "the cuda configuration has NCCL: this refusal is the cpu build's";
+  const std::string out = (fs::path(::testing::TempDir()) / "dtlab_cli_nccl").string();
+  const auto job = testing::run_job({kBin + "dtlab", "launch", "-n", "2", kBin + "dtlab", "train", "--config",
+                                     kSource + "/tests/strategy/tiny_ddp.yaml", "parallel.backend=nccl", "--out", out},
+                                    120);
+  EXPECT_EQ(job.exit_code, 2) << job.output;
+  for (const char* rank : {"[rank 0]", "[rank 1]"}) {
+    EXPECT_NE(job.output.find(std::string(rank) + " dtlab: parallel.backend=nccl needs the cuda configuration"),
+              std::string::npos)
+        << job.output;
+  }
+  EXPECT_EQ(job.output.find("TCPStore"), std::string::npos) << job.output;
+}
+
 TEST(Cli, VersionNamesDtlabAndTorch) {
   const auto job = testing::run_job({kBin + "dtlab", "version"}, 30);
   ASSERT_EQ(job.exit_code, 0) << job.output;
