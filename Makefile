@@ -3,6 +3,11 @@
 #   make benchmark QUICK=1   the same at every study's smallest point, in results-quick/ and reports/quick/
 #   make test        setup + build + all tests (ctest)
 #   make setup | build | build-cuda | test-cuda | calibrate | report | fixtures | format | check | clean
+#   make train | train-ddp | train-fsdp   one short run on `tiny` (1 process; 2 ranks of ddp / fsdp_full_shard under
+#                    dtlab launch) into results/train/<name>; CONFIG=, STEPS=, PRESET=, ARGS='key=value ...', OUT=
+#   make compare A=DIR B=DIR [COMPARE_FLAGS='--threshold 5 --fail-on-regression 10']   dtlab compare of two runs
+#                    or two study directories
+#   (train, train-ddp, train-fsdp and compare print the command they run)
 BUILD      ?= build
 BUILD_CUDA ?= build-cuda
 JOBS       ?= 2
@@ -29,7 +34,7 @@ export CCACHE_BASEDIR   := $(CURDIR)
 export CCACHE_SLOPPINESS := pch_defines,time_macros,include_file_mtime,include_file_ctime
 
 .PHONY: setup configure build build-cuda test test-cuda benchmark calibrate bench-micro bench-peer bench-links bench-two-level report fixtures format check \
-        clean
+        clean train train-ddp train-fsdp compare
 
 setup:
 	@bash cmake/setup.sh
@@ -114,6 +119,41 @@ bench-micro: build
 report:
 	@$(DTLAB) report $(RESULTS) -o $(REPORT)
 	@echo "report: $(REPORT)/index.html"
+
+# The common runs, seconds each on 2 cores: one config (the DDP study's, at PRESET for STEPS steps), so the three
+# differ only in strategy and ranks, train alike (the same losses) and `make compare` can set them side by side.
+# CONFIG replaces the config, ARGS adds overrides after ours (a later one wins), OUT replaces the run directory.
+# Their recipe lines have no @: make prints each command before it runs it. The token file the config reads is built
+# once if missing.
+CONFIG         ?= scenarios/configs/ddp.yaml
+STEPS          ?= 100
+PRESET         ?= tiny
+ARGS           ?=
+COMPARE_FLAGS  ?=
+CORPUS         := data/corpus.bin
+RUN_OVERRIDES   = model.preset=$(PRESET) train.steps=$(STEPS) instrument.log_every=10
+
+$(CORPUS): | build
+	$(DTLAB) data build --out $@
+
+train: build $(CORPUS)
+	$(DTLAB) train --config $(CONFIG) parallel.strategy=single train.micro_batch=8 $(RUN_OVERRIDES) $(ARGS) \
+	  --out $(or $(OUT),$(RESULTS)/train/single)
+
+train-ddp: build $(CORPUS)
+	$(DTLAB) launch -n 2 $(DTLAB) train --config $(CONFIG) parallel.strategy=ddp train.micro_batch=4 \
+	  $(RUN_OVERRIDES) $(ARGS) --out $(or $(OUT),$(RESULTS)/train/ddp)
+
+train-fsdp: build $(CORPUS)
+	$(DTLAB) launch -n 2 $(DTLAB) train --config $(CONFIG) parallel.strategy=fsdp_full_shard train.micro_batch=4 \
+	  $(RUN_OVERRIDES) $(ARGS) --out $(or $(OUT),$(RESULTS)/train/fsdp)
+
+# Two runs or two study directories, matched by run name: medians, ratio, confidence interval and a verdict per metric.
+compare: build
+	@if [ -z "$(A)" ] || [ -z "$(B)" ]; then \
+	  echo "usage: make compare A=RUN_OR_STUDY_DIR B=RUN_OR_STUDY_DIR [COMPARE_FLAGS='--threshold 5 --fail-on-regression 10']" >&2; \
+	  exit 2; fi
+	$(DTLAB) compare $(A) $(B) $(COMPARE_FLAGS)
 
 # The analysis tests' fixtures and the golden loss file, regenerated from real runs of this build (tiny runs, about a
 # minute): after a change of result.json or of the trainer's numerics; commit what it lists.

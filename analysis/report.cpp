@@ -105,6 +105,7 @@ std::string render_page(const std::vector<std::string>& inputs, const std::vecto
     body << render_section(scenarios[i], slugs[i], parts, dir, out_dir_display, log, problems);
   }
   body << comm_bench_section(inputs, dir, out_dir_display, log, problems);  // not per scenario: results/calibration/
+  body << comparison_section(inputs, log, problems);                        // `dtlab compare --json` files
 
   std::ostringstream page;
   page << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"

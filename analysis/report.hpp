@@ -109,6 +109,12 @@ std::string comm_bench_section(const std::vector<std::string>& inputs, const std
                                const std::string& out_dir_display, std::ostream& log,
                                std::vector<std::string>& problems);
 
+// `dtlab compare --json` results, a section of their own after the scenarios (analysis/report_comparison.cpp): every
+// comparison.json found below `inputs` -> per compared run, a table of medians, ratio, interval and verdict. "" when
+// there is none; an unreadable file is appended to `problems`.
+std::string comparison_section(const std::vector<std::string>& inputs, std::ostream& log,
+                               std::vector<std::string>& problems);
+
 // Description + notes, loss/step-time/throughput charts, the runs table, reproduce commands.
 std::vector<SectionPart> default_section_parts();
 

@@ -146,7 +146,7 @@ CommBench parse_comm_bench(const json& doc, const std::string& path) {
   return b;
 }
 
-std::vector<fs::path> find_comm_bench_files(const std::vector<std::string>& inputs) {
+std::vector<fs::path> find_files_named(const std::vector<std::string>& inputs, const std::string& file_name) {
   std::map<fs::path, fs::path> found;  // canonical -> as found
   auto add = [&found](const fs::path& p) {
     std::error_code ec;
@@ -157,13 +157,13 @@ std::vector<fs::path> find_comm_bench_files(const std::vector<std::string>& inpu
     std::error_code ec;
     const fs::path p(input);
     if (fs::is_regular_file(p, ec)) {
-      if (p.filename() == "comm_bench.json") add(p);
+      if (p.filename() == file_name) add(p);
       continue;
     }
     if (!fs::is_directory(p, ec)) continue;
     for (auto it = fs::recursive_directory_iterator(p, fs::directory_options::skip_permission_denied, ec);
          !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-      if (it->path().filename() == "comm_bench.json" && it->is_regular_file(ec)) add(it->path());
+      if (it->path().filename() == file_name && it->is_regular_file(ec)) add(it->path());
     }
   }
   std::vector<fs::path> out;
@@ -174,7 +174,7 @@ std::vector<fs::path> find_comm_bench_files(const std::vector<std::string>& inpu
 std::vector<CommBench> load_comm_benches(const std::vector<std::string>& inputs, std::ostream& log,
                                          std::vector<std::string>& problems) {
   std::vector<CommBench> benches;
-  for (const fs::path& file : find_comm_bench_files(inputs)) {
+  for (const fs::path& file : find_files_named(inputs, "comm_bench.json")) {
     try {
       benches.push_back(parse_comm_bench(read_instrument_json(file), file.string()));
     } catch (const AnalysisError& e) {

@@ -84,8 +84,10 @@ struct CommBench {
 // One `dtlab comm-bench` JSON document; `path` names it in errors.
 CommBench parse_comm_bench(const nlohmann::json& doc, const std::string& path);
 
-// Every comm_bench.json at or below the inputs, each once (by canonical path), named as found, in path order.
-std::vector<std::filesystem::path> find_comm_bench_files(const std::vector<std::string>& inputs);
+// Every file called `file_name` (comm_bench.json, comparison.json) at or below the inputs, each once (by canonical
+// path), named as found, in path order.
+std::vector<std::filesystem::path> find_files_named(const std::vector<std::string>& inputs,
+                                                    const std::string& file_name);
 
 // Every comm_bench.json below the inputs, parsed; unreadable ones are logged and appended to `problems`.
 std::vector<CommBench> load_comm_benches(const std::vector<std::string>& inputs, std::ostream& log,

@@ -27,9 +27,13 @@ DEB_PACKAGES=(
   clang                  # clang++ builds clang-tidy's PCH of the LibTorch headers (cmake/tidy_cached.py)
 )
 # Python packages in the venv besides torch: numpy (torch warns without it; reference scripts), safetensors (a test
-# opens dtlab checkpoints the way PyTorch users do). A venv made before an entry was added gets it through the
-# second stamp, named after the list.
-PIP_EXTRA=(numpy safetensors)
+# opens dtlab checkpoints the way PyTorch users do); the readers tests/ecosystem/ checks dtlab's outputs with:
+# tensorboard (event files), HolisticTraceAnalysis (traces; brings pandas, also read_csv of `dtlab export csv`),
+# perfetto (its trace processor; the shell binary it downloads on first use is not on PyPI); pre-commit and
+# pre-commit-hooks (.pre-commit-config.yaml, tests/habits/). Pinned to the versions the tests were written against.
+# A venv made before an entry was added gets it through the second stamp, named after the list.
+PIP_EXTRA=(numpy safetensors tensorboard==2.21.0 HolisticTraceAnalysis==0.5.0 perfetto==0.59.1 pre-commit==4.7.0
+           pre-commit-hooks==6.0.0)
 PIP_STAMP="$VENV/.dtlab-pip-$(IFS=-; echo "${PIP_EXTRA[*]}")"
 
 missing_debs=()

@@ -98,6 +98,7 @@ struct PrecisionConfig {
 
 struct InstrumentConfig {
   bool trace = false;
+  bool tensorboard = false;  // TensorBoard scalar event files per rank (lab/instrument/tensorboard.hpp)
   bool nvtx = true;
   std::string cupti = "auto";  // auto | on | off
   int64_t warmup_steps = 2;    // steps excluded from summary statistics

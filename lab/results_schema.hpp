@@ -176,5 +176,6 @@ inline constexpr const char* kPrediction = "prediction";
 // files inside rank<r>/
 inline constexpr const char* kTimelineFile = "timeline.json";
 inline constexpr const char* kTraceFile = "trace.json.gz";
+inline constexpr const char* kTensorBoardDir = "tensorboard";  // instrument.tensorboard: <run>/tensorboard/rank<r>/
 
 }  // namespace dtlab::schema

@@ -1,7 +1,8 @@
 // command.hpp: how the `dtlab` tool is put together. Each subcommand lives in its own cmd_<name>.cpp: its
 // add_<name>_command() declares the subcommand and its flags on the app and returns the function that runs it once
 // the command line is parsed; main.cpp only wires them. Exit codes (every command): 0 done, 1 error, 2 bad
-// configuration (ConfigError), 3 `report --accuracy --enforce` with a missed target.
+// configuration (ConfigError), 3 `report --accuracy --enforce` with a missed target, 4 `compare
+// --fail-on-regression` with a regression.
 #pragma once
 
 #include <functional>
@@ -36,6 +37,8 @@ Command add_version_command(CLI::App& app);
 Command add_checkpoint_command(CLI::App& app);
 Command add_advise_command(CLI::App& app);
 Command add_max_batch_command(CLI::App& app);
+Command add_compare_command(CLI::App& app);
+Command add_export_command(CLI::App& app);
 
 // The command line as a shell would need it to run again (arguments quoted where needed; argv[0] relative to the
 // working directory).

@@ -12,6 +12,8 @@
 //   dtlab predict --config FILE [key=value ...] [--world-size N] [--profile FILE]   prediction JSON
 //   dtlab advise --config FILE --world-size N --memory-budget B --profile FILE [--verify K]   ranked advice
 //   dtlab max-batch --config FILE --world-size N --memory-budget B [--verify]      the largest micro-batch that fits
+//   dtlab compare A B [--threshold 5] [--fail-on-regression PCT] [--json FILE]   faster / slower / no change
+//   dtlab export csv RUN_OR_STUDY_DIR... [-o OUT_DIR]               steps, summary, collectives as CSV
 //   dtlab version
 #include <cstdio>
 #include <exception>
@@ -25,14 +27,21 @@ int main(int argc, char** argv) {
   CLI::App app{"dtlab: one GPT model, many distributed training strategies — measured, explained, predicted"};
   app.require_subcommand(1);
   const cli::CommandLine line{argc, argv};
-  const std::vector<cli::Command> commands = {
-      cli::add_train_command(app, line),      cli::add_data_command(app),
-      cli::add_report_command(app),           cli::add_launch_command(app, line),
-      cli::add_export_reference_command(app), cli::add_trace_command(app),
-      cli::add_comm_bench_command(app, line), cli::add_calibrate_command(app, line),
-      cli::add_predict_command(app),          cli::add_version_command(app),
-      cli::add_checkpoint_command(app),       cli::add_advise_command(app),
-      cli::add_max_batch_command(app)};
+  const std::vector<cli::Command> commands = {cli::add_train_command(app, line),
+                                              cli::add_data_command(app),
+                                              cli::add_report_command(app),
+                                              cli::add_launch_command(app, line),
+                                              cli::add_export_reference_command(app),
+                                              cli::add_trace_command(app),
+                                              cli::add_comm_bench_command(app, line),
+                                              cli::add_calibrate_command(app, line),
+                                              cli::add_predict_command(app),
+                                              cli::add_version_command(app),
+                                              cli::add_checkpoint_command(app),
+                                              cli::add_advise_command(app),
+                                              cli::add_max_batch_command(app),
+                                              cli::add_compare_command(app),
+                                              cli::add_export_command(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

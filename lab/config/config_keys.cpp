@@ -224,6 +224,8 @@ const std::vector<KeySpec>& key_table() {
         key("precision.stochastic_rounding", &C::precision, &X::stochastic_rounding, any(),
             "round master-to-param casts stochastically"),
         key("instrument.trace", &C::instrument, &I::trace, any(), "write a Chrome trace per rank"),
+        key("instrument.tensorboard", &C::instrument, &I::tensorboard, any(),
+            "write TensorBoard scalars per rank under <run>/tensorboard/"),
         key("instrument.nvtx", &C::instrument, &I::nvtx, any(), "emit NVTX ranges (cuda build)"),
         key("instrument.cupti", &C::instrument, &I::cupti, one_of({"auto", "on", "off"}), "CUPTI kernel timing"),
         key("instrument.warmup_steps", &C::instrument, &I::warmup_steps, at_least(0), "steps excluded from summaries"),

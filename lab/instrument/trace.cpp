@@ -159,7 +159,37 @@ json TraceWriter::to_json() const {
 
 void TraceWriter::write(const std::string& path) const { write_trace_json(to_json(), path); }
 
-void write_trace_json(const json& doc, const std::string& path) { write_bytes(doc.dump(), path); }
+std::string trace_text(const json& doc) {
+  // Laid out the way Kineto writes it: one top-level key per line with ": " after each key, and one event per
+  // line. HTA finds a file's rank by the first line matching "rank":<spaces><digits> (hta/common/trace_file.py), so
+  // distributedInfo is written with spaces and comes before the events (whose compact args never match).
+  std::string text = "{";
+  bool first = true;
+  auto key_line = [&](const std::string& key) {
+    text += first ? "\n  " : ",\n  ";
+    first = false;
+    text += json(key).dump() + ": ";
+  };
+  for (const auto& [key, value] : doc.items()) {
+    if (key == "traceEvents") continue;
+    key_line(key);
+    if (key == "distributedInfo" && value.is_object()) {
+      std::string info = "{";
+      for (const auto& [k, v] : value.items()) info += (info.size() > 1 ? ", " : "") + json(k).dump() + ": " + v.dump();
+      text += info + "}";
+    } else {
+      text += value.dump();
+    }
+  }
+  key_line("traceEvents");
+  text += "[";
+  const json& events = doc.contains("traceEvents") ? doc["traceEvents"] : json::array();
+  for (size_t i = 0; i < events.size(); ++i) text += (i ? ",\n  " : "\n  ") + events[i].dump();
+  text += "\n  ]\n}\n";
+  return text;
+}
+
+void write_trace_json(const json& doc, const std::string& path) { write_bytes(trace_text(doc), path); }
 
 json read_trace(const std::string& path) {
   // gzread passes plain files through unchanged, so one reader serves .json and .json.gz.

@@ -22,8 +22,11 @@
 //
 // Categories: use the names Kineto writes and HTA filters on (trace_cat below): ProfilerStep#N and phase spans
 // are "user_annotation", CPU-side ops "cpu_op", CUPTI records "kernel" / "gpu_memcpy" / "gpu_memset" with
-// args {"device", "stream", "correlation"}. Lanes (tid): 0 = main thread, 100 + g = communication group g,
-// 1000 + s = CUDA stream s (trace_tid below).
+// args {"device", "stream", "correlation"}. Lanes (tid): 0 = main thread, 50 = the step's compute on a CPU run,
+// 100 + g = communication group g, 1000 + s = CUDA stream s (trace_tid below).
+// HTA's analyses (temporal breakdown, communication/computation overlap) read only events with args.stream, the
+// GPU's kernels. On a CPU run the compute lane (the intervals dtlab's own overlap figure uses, cat "cpu_compute")
+// and the collective spans carry args.stream = their lane, so HTA sees the CPU as the device it analyses.
 #pragma once
 
 #include <cstddef>
@@ -40,6 +43,7 @@ namespace trace_cat {
 inline constexpr const char* kUserAnnotation = "user_annotation";         // ProfilerStep#N, phases (CPU side)
 inline constexpr const char* kGpuUserAnnotation = "gpu_user_annotation";  // phase ranges projected on a stream
 inline constexpr const char* kCpuOp = "cpu_op";                           // host-side operators, collectives
+inline constexpr const char* kCpuCompute = "cpu_compute";                 // CPU runs: the compute lane
 inline constexpr const char* kCudaRuntime = "cuda_runtime";               // cudaLaunchKernel, cudaMemcpyAsync, ...
 inline constexpr const char* kKernel = "kernel";                          // CUPTI kernel records (nccl* too)
 inline constexpr const char* kGpuMemcpy = "gpu_memcpy";
@@ -48,6 +52,7 @@ inline constexpr const char* kGpuMemset = "gpu_memset";
 
 namespace trace_tid {
 inline constexpr int64_t kMain = 0;
+inline constexpr int64_t kCompute = 50;         // CPU runs: the step's compute intervals (lab/instrument/step_analysis)
 inline constexpr int64_t kCommGroupBase = 100;  // + group index
 inline constexpr int64_t kStreamBase = 1000;    // + CUDA stream id
 }  // namespace trace_tid
@@ -109,7 +114,10 @@ nlohmann::json read_trace(const std::string& path);
 // Throws TraceError if the list is empty, an input has no distributedInfo.rank, or two inputs share a rank.
 nlohmann::json merge_traces(const std::vector<nlohmann::json>& rank_traces);
 
-// write() for any document (the merged one): ".gz" -> gzip. Throws TraceError naming the path.
+// The document as written: Kineto's layout (a top-level key per line, distributedInfo as `"rank": R` with a space,
+// which is how HTA reads a file's rank; one event per line). Parses back to `doc`.
+std::string trace_text(const nlohmann::json& doc);
+// write() for any document (the merged one): trace_text, ".gz" -> gzip. Throws TraceError naming the path.
 void write_trace_json(const nlohmann::json& doc, const std::string& path);
 
 // The trace files named by `inputs` (what `dtlab trace merge` takes): a file is taken as is; a directory

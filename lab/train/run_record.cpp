@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <set>
+#include <utility>
 
 #include "lab/comm/comm.hpp"
 #include "lab/instrument/step_analysis.hpp"
@@ -192,6 +193,8 @@ nlohmann::json step_json(const StepRecord& r, bool with_loss_scale) {
                       {schema::kCommMs, r.comm_ms},
                       {schema::kExposedCommMs, r.exposed_comm_ms},
                       {schema::kOverlapPct, r.overlap_pct}};
+  if (r.mfu_pct > 0) j[schema::kMfuPct] = r.mfu_pct;
+  j[schema::kTensorPeakBytes] = r.memory_bytes;
   if (r.trace_ms > 0) j[schema::kTraceMs] = r.trace_ms;
   j[schema::kGradNorm] = std::isfinite(r.grad_norm) ? nlohmann::json(r.grad_norm) : nlohmann::json(nullptr);
   if (with_loss_scale) {
@@ -199,6 +202,29 @@ nlohmann::json step_json(const StepRecord& r, bool with_loss_scale) {
     j[schema::kSkipped] = r.skipped;
   }
   return j;
+}
+
+void write_tensorboard_step(TensorBoardWriter& tensorboard, const nlohmann::json& step) {
+  // TensorBoard tag <- the step line's key: grouped so TensorBoard shows one section per kind of figure.
+  static const std::pair<const char*, const char*> kTags[] = {
+      {"train/loss", schema::kLoss},
+      {"train/lr", schema::kLr},
+      {"train/grad_norm", schema::kGradNorm},
+      {"train/loss_scale", schema::kLossScale},
+      {"perf/step_ms", schema::kStepMs},
+      {"perf/tokens_per_s", schema::kTokensPerS},
+      {"perf/mfu_pct", schema::kMfuPct},
+      {"memory/tensor_peak_bytes", schema::kTensorPeakBytes},
+      {"comm/comm_ms", schema::kCommMs},
+      {"comm/exposed_comm_ms", schema::kExposedCommMs},
+      {"comm/overlap_pct", schema::kOverlapPct},
+  };
+  const int64_t n = step.at(schema::kStep).get<int64_t>();
+  for (const auto& [tag, key] : kTags) {
+    const auto it = step.find(key);
+    if (it != step.end() && it->is_number()) tensorboard.scalar(tag, n, it->get<double>());
+  }
+  tensorboard.flush();
 }
 
 void CommRecordLog::add(const nlohmann::json& record) {

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lab/instrument/step_profiler.hpp"
+#include "lab/instrument/tensorboard.hpp"
 
 namespace dtlab {
 
@@ -36,6 +37,11 @@ struct StepRecord {
 
 // One step as JSON; loss_scale and skipped only `with_loss_scale` (dynamic loss scaling).
 nlohmann::json step_json(const StepRecord& r, bool with_loss_scale);
+
+// The step's numbers (step_json's) as TensorBoard scalars (instrument.tensorboard): train/loss, train/lr,
+// train/grad_norm, train/loss_scale, perf/step_ms, perf/tokens_per_s, perf/mfu_pct, memory/tensor_peak_bytes,
+// comm/comm_ms, comm/exposed_comm_ms, comm/overlap_pct (each when the step has it), then a flush.
+void write_tensorboard_step(TensorBoardWriter& tensorboard, const nlohmann::json& step);
 
 // rank 0's collective records, serialized as they come (one growing buffer, not thousands of small heap objects
 // among the training's large buffers: see lab/instrument/trace.hpp) and parsed once for result.json. At most

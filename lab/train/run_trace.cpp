@@ -21,7 +21,18 @@ RunTrace::RunTrace(const Config& config, World& world, bool enabled) {
     comm_tid_[comm->group_name()] = tid;
     trace_->thread_name(tid++, "collectives " + comm->group_name());
   }
-  if (config.instrument.cupti != "off") cupti_.start();
+  if (config.instrument.cupti != "off") device_kernels_ = cupti_.start();
+  if (!device_kernels_) trace_->thread_name(trace_tid::kCompute, "compute (the CPU as HTA's device stream)");
+}
+
+void RunTrace::compute(const std::vector<Interval>& intervals) {
+  if (!trace_ || device_kernels_) return;
+  const double trace_start_us = lab_clock_us();
+  for (const Interval& c : intervals) {
+    trace_->span("compute", trace_cat::kCpuCompute, trace_tid::kCompute, c.start, c.length(),
+                 {{"stream", trace_tid::kCompute}});
+  }
+  StepProfiler::instance().add_trace_us(lab_clock_us() - trace_start_us);
 }
 
 void RunTrace::collective(const nlohmann::json& record) {
@@ -29,9 +40,11 @@ void RunTrace::collective(const nlohmann::json& record) {
   const double trace_start_us = lab_clock_us();
   const std::string group = record["group"];
   const auto lane = comm_tid_.find(group);  // 99: a communicator created after setup
-  trace_->span(collective_span_name(record["op"], record["tag"]), trace_cat::kCpuOp,
-               lane != comm_tid_.end() ? lane->second : trace_tid::kCommGroupBase - 1,
-               record[schema::kStartUs].get<double>(), record[schema::kTimeUs].get<double>(), record);
+  const int64_t tid = lane != comm_tid_.end() ? lane->second : trace_tid::kCommGroupBase - 1;
+  nlohmann::json args = record;
+  if (!device_kernels_) args["stream"] = tid;  // a CPU run: HTA reads the lane as a communication stream
+  trace_->span(collective_span_name(record["op"], record["tag"]), trace_cat::kCpuOp, tid,
+               record[schema::kStartUs].get<double>(), record[schema::kTimeUs].get<double>(), std::move(args));
   StepProfiler::instance().add_trace_us(lab_clock_us() - trace_start_us);
 }
 

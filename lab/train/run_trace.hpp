@@ -7,11 +7,13 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "lab/config.hpp"
 #include "lab/instrument/cupti.hpp"
+#include "lab/instrument/overlap.hpp"
 #include "lab/instrument/trace.hpp"
 
 namespace dtlab {
@@ -26,6 +28,10 @@ class RunTrace {
   // One collective record (lab/instrument/step_analysis.hpp) as a span on its communicator's lane; the time spent
   // writing it is charged to the step profiler's trace time.
   void collective(const nlohmann::json& record);
+  // A CPU run's compute intervals of one step (lab/instrument/step_analysis.hpp compute_intervals) on the compute
+  // lane, with args.stream so HTA analyses them as kernels (lab/instrument/trace.hpp). Nothing when CUPTI records
+  // the device's own kernels.
+  void compute(const std::vector<Interval>& intervals);
   // Appends CUPTI's activity and writes `path`.
   void finish(const std::string& path);
 
@@ -33,6 +39,7 @@ class RunTrace {
   std::unique_ptr<TraceWriter> trace_;
   std::map<std::string, int64_t> comm_tid_;
   CuptiCollector cupti_;
+  bool device_kernels_ = false;  // CUPTI is recording kernels: they, not the CPU lanes, are HTA's streams
 };
 
 }  // namespace dtlab

@@ -323,6 +323,10 @@ void run_training(const Config& config, Strategy& strategy, World& world, const 
 
   ResultsWriter* writer = progress.writer.get();
   RunTrace trace(config, world, config.instrument.trace && writer);
+  std::unique_ptr<TensorBoardWriter> tensorboard;  // instrument.tensorboard: <out>/tensorboard/rank<r>/
+  if (config.instrument.tensorboard && writer)
+    tensorboard = std::make_unique<TensorBoardWriter>(writer->out_dir() + "/" + schema::kTensorBoardDir + "/rank" +
+                                                      std::to_string(world.rank()));
   ProfilerSession profiler_session(config.instrument.nvtx, trace.writer());
   StepProfiler& profiler = StepProfiler::instance();
 
@@ -368,6 +372,7 @@ void run_training(const Config& config, Strategy& strategy, World& world, const 
         analyse_step_comm(profiler.spans(), new_records(world, record_cursor), step + 1, profiler.step_end_us());
     StepRecord record =
         step_record(step, stepped, comm, strategy, totals.tokens_per_step, counts.flops_per_token, peak.tflops);
+    trace.compute(compute_intervals(profiler.spans()));
     for (const auto& r : comm.records) {
       trace.collective(r);
       comm_log.add(r);
@@ -376,7 +381,11 @@ void run_training(const Config& config, Strategy& strategy, World& world, const 
       last = {profiler.spans(), profiler.step_start_us(), profiler.step_end_us(), comm.records};
     record.trace_ms = trace.writer() ? profiler.trace_ms() : 0.0;
     outcome.steps.push_back(record);
-    if (writer) writer->append_step(step_json(record, totals.dynamic_scaling));
+    if (writer) {
+      const nlohmann::json line = step_json(record, totals.dynamic_scaling);
+      writer->append_step(line);
+      if (tensorboard) write_tensorboard_step(*tensorboard, line);
+    }
     if (world.is_main() && options.print_steps &&
         ((step + 1) % config.instrument.log_every == 0 || step + 1 == last_step)) {
       std::printf("%s\n", format_step_line(record, t.steps).c_str());

@@ -7,7 +7,9 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -161,6 +163,24 @@ TEST(TraceWriter, GzipAndPlainRoundTrip) {
   EXPECT_EQ(read_trace(plain), w.to_json());
   EXPECT_FALSE(fs::exists(gz + ".tmp"));
   fs::remove_all(dir);
+}
+
+// HTA reads a file's rank line by line with the pattern "rank":\s+(\d+) (hta/common/trace_file.py) before parsing
+// it; compact JSON ("rank":1) does not match, and HTA then takes every file for rank 0.
+TEST(TraceWriter, HtasRankPatternFindsTheRankOnTheFirstMatchingLine) {
+  const std::regex hta_rank(R"re("rank":\s+(\d+))re");
+  for (int rank : {0, 3}) {
+    const std::string text = trace_text(sample_trace(rank, 4, 10.0));
+    std::istringstream lines(text);
+    std::string line;
+    std::smatch m;
+    bool found = false;
+    while (!found && std::getline(lines, line)) found = std::regex_search(line, m, hta_rank);
+    ASSERT_TRUE(found) << text.substr(0, 300);
+    EXPECT_EQ(std::stoi(m[1].str()), rank);
+    EXPECT_NE(line.find("distributedInfo"), std::string::npos) << "the first match must be distributedInfo's";
+    EXPECT_EQ(json::parse(text), sample_trace(rank, 4, 10.0));  // the layout changes no value
+  }
 }
 
 TEST(TraceMerge, TwoRanksBecomeOneDocument) {
