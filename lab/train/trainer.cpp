@@ -372,7 +372,7 @@ void run_training(const Config& config, Strategy& strategy, World& world, const 
         analyse_step_comm(profiler.spans(), new_records(world, record_cursor), step + 1, profiler.step_end_us());
     StepRecord record =
         step_record(step, stepped, comm, strategy, totals.tokens_per_step, counts.flops_per_token, peak.tflops);
-    trace.compute(compute_intervals(profiler.spans()));
+    if (trace.writer()) trace.compute(compute_intervals(profiler.spans()));  // untraced steps skip the work
     for (const auto& r : comm.records) {
       trace.collective(r);
       comm_log.add(r);
