@@ -77,7 +77,7 @@ bool ComparedMetric::regressed_by(double pct) const {
   if (verdict == Verdict::not_measured || median_a == 0) return false;
   const double t = pct / 100.0;
   const double low = ci_low.value_or(ratio), high = ci_high.value_or(ratio);
-  return higher_is_better ? high < 1.0 - t : low > 1.0 + t;
+  return higher_is_better ? high < 1.0 / (1.0 + t) : low > 1.0 + t;
 }
 
 int ResultsComparison::regressions(double pct) const {
@@ -134,7 +134,8 @@ ComparedMetric compare_metric(const std::string& metric, bool higher_is_better, 
     m.ci_high = high;
   }
   const double t = options.threshold_pct / 100.0;
-  const bool up = m.median_a != 0 && low > 1.0 + t, down = m.median_a != 0 && high < 1.0 - t;
+  // The same factor both ways: 2x slower and 2x faster are both a 100% change.
+  const bool up = m.median_a != 0 && low > 1.0 + t, down = m.median_a != 0 && high < 1.0 / (1.0 + t);
   const bool memory = metric.find("memory") != std::string::npos;
   if (up || down) {
     m.verdict = up == higher_is_better ? Verdict::better : Verdict::worse;

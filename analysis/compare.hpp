@@ -16,8 +16,10 @@
 // For each: the medians of A and B, ratio = median(B) / median(A), and a 95% bootstrap confidence interval of that
 // ratio (resampling the steps of A and of B independently, kBootstrapResamples times, with a fixed seed so a
 // comparison is repeatable). Verdict: "slower" / "faster" (or "more" / "less" memory) when the interval lies
-// entirely beyond 1 ± threshold in one direction, i.e. the change is both significant and at least the threshold;
-// else "no significant change". A metric whose median is 0 on both sides (no communication) is "not measured".
+// entirely above 1 + threshold or below 1 / (1 + threshold) (the same factor either way), i.e. the change is both
+// significant and at least the threshold; else "no significant change". A metric whose median is 0 on both sides (no
+// communication) is "not measured". The interval sees step-to-step spread within each run, not run-to-run spread
+// (a cold machine, a noisy neighbour): choose a threshold above the machine's run-to-run noise.
 #pragma once
 
 #include <cstdint>
@@ -47,7 +49,7 @@ struct ComparedMetric {
   Verdict verdict = Verdict::no_change;
   std::string verdict_text;  // "slower", "faster", "more memory", "less memory", "no significant change", ...
   // True when the whole interval (the ratio, for one-number metrics) lies beyond 1 + pct% in the worse direction
-  // (1 - pct% for tokens_per_s): the verdict's rule with `pct` as the threshold.
+  // (below 1 / (1 + pct%) for tokens_per_s): the verdict's rule with `pct` as the threshold.
   bool regressed_by(double pct) const;
 };
 

@@ -64,6 +64,20 @@ TEST(Compare, HigherIsBetterMetricsTurnTheVerdictAround) {
   EXPECT_EQ(up.verdict_text, "faster");
 }
 
+TEST(Compare, TheThresholdIsTheSameFactorBothWays) {
+  // Half the step time is a 2x change, as twice the step time is: both count at a 90% threshold, and neither at 110%.
+  CompareOptions factor_two;
+  factor_two.threshold_pct = 90.0;
+  const auto a = samples(100, 0.01, 20, 1);
+  EXPECT_EQ(compare_metric("step_ms", false, a, samples(50, 0.01, 20, 2), factor_two).verdict_text, "faster");
+  EXPECT_EQ(compare_metric("step_ms", false, a, samples(200, 0.01, 20, 2), factor_two).verdict_text, "slower");
+  const auto halved_tokens = compare_metric("tokens_per_s", true, a, samples(50, 0.01, 20, 2), {});
+  EXPECT_TRUE(halved_tokens.regressed_by(90.0));
+  EXPECT_FALSE(halved_tokens.regressed_by(110.0));
+  factor_two.threshold_pct = 110.0;
+  EXPECT_EQ(compare_metric("step_ms", false, a, samples(50, 0.01, 20, 2), factor_two).verdict, Verdict::no_change);
+}
+
 TEST(Compare, OneNumberMetricsHaveNoIntervalAndCompareTheRatio) {
   const auto m = compare_metric("peak_memory_bytes", false, {1000.0}, {1200.0}, {});
   EXPECT_FALSE(m.ci_low.has_value());

@@ -92,18 +92,19 @@ TEST(Ecosystem, CsvExportReadsBackInPandasAsTheRunsOwnNumbers) {
 TEST(Ecosystem, CompareSaysNoChangeForIdenticalRunsAndSlowerForADelayedOne) {
   const fs::path dir = work_dir() / "compare";
   fs::remove_all(dir);
-  // Steps of ~50 ms: long enough that scheduling jitter (about 10% step to step here) stays inside the interval.
+  // Steps of ~40-60 ms: long enough that scheduling jitter (about 10% step to step here) stays inside the interval.
   const std::vector<std::string> config = {"parallel.strategy=single", "train.steps=16", "train.global_batch=32",
                                            "train.micro_batch=32", "instrument.warmup_steps=2"};
   ASSERT_EQ(train(1, dir / "a", config).exit_code, 0);
   ASSERT_EQ(train(1, dir / "same", config).exit_code, 0);
-  // 60 ms of sleep before every optimizer step: more than doubles the step, far beyond its noise.
-  const auto slow = train(1, dir / "slow", config, {"DTLAB_INJECT_DELAY=before_optimizer=60"});
+  // 400 ms of sleep before every optimizer step: about 10x the step, far beyond any run-to-run noise.
+  const auto slow = train(1, dir / "slow", config, {"DTLAB_INJECT_DELAY=before_optimizer=400"});
   ASSERT_EQ(slow.exit_code, 0) << slow.output;
 
-  // The threshold sits above this machine's run-to-run noise: two identical runs measured up to 10% apart (0.90 with
-  // the interval [0.83, 0.95]), more than the step-to-step spread the bootstrap sees. The delayed run is 2x.
-  const std::vector<std::string> gate = {"--threshold", "20", "--fail-on-regression", "20"};
+  // The threshold sits far above run-to-run noise, which the bootstrap over one run's steps does not see: two identical
+  // runs measured 0.90 apart (interval [0.83, 0.95]), 0.76 ([0.72, 0.81], in a CI run) and 1.43 ([1.40, 1.45]) on
+  // this shared machine. A 100% threshold counts only a 2x change either way; the delayed run is about 10x.
+  const std::vector<std::string> gate = {"--threshold", "100", "--fail-on-regression", "100"};
   std::vector<std::string> args = {kBin + "dtlab", "compare", (dir / "a").string(), (dir / "same").string()};
   args.insert(args.end(), gate.begin(), gate.end());
   const auto same = testing::run_job(args, 60);
@@ -121,7 +122,7 @@ TEST(Ecosystem, CompareSaysNoChangeForIdenticalRunsAndSlowerForADelayedOne) {
   const nlohmann::json& step = c["runs"][0]["metrics"][0];
   ASSERT_EQ(step["metric"], "step_ms");
   EXPECT_EQ(step["verdict_text"], "slower") << step.dump();
-  EXPECT_GT(step["ci95"][0].get<double>(), 1.2) << step.dump();
+  EXPECT_GT(step["ci95"][0].get<double>(), 2.0) << step.dump();
 
   // The report shows the comparison next to the runs it compared.
   const auto report = testing::run_job({kBin + "dtlab", "report", dir.string(), "-o", (dir / "report").string()}, 120);
