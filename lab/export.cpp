@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lab/atomic_file.hpp"
 #include "lab/data.hpp"
 #include "lab/model.hpp"
 #include "lab/results.hpp"

@@ -1,16 +1,11 @@
 // results.cpp: result.json and steps.jsonl writers, and the run context.
 #include "lab/results.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <array>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <stdexcept>
@@ -18,6 +13,7 @@
 
 #include <torch/version.h>
 
+#include "lab/atomic_file.hpp"
 #include "lab/cpu_features.hpp"
 #include "lab/launch/cluster.hpp"
 #include "lab/results_schema.hpp"
@@ -102,24 +98,6 @@ nlohmann::json run_context(int world_size, int ranks_per_node, const std::string
   context[schema::kIntraLink] = intra.first;
   context[schema::kIntraLinkBps] = intra.second;
   return context;
-}
-
-void write_file_atomic(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) throw std::runtime_error("results: cannot write " + tmp + ": " + std::strerror(errno));
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n <= 0) {
-      ::close(fd);
-      throw std::runtime_error("results: write to " + tmp + " failed: " + std::strerror(errno));
-    }
-    done += static_cast<size_t>(n);
-  }
-  ::fsync(fd);
-  ::close(fd);
-  std::filesystem::rename(tmp, path);
 }
 
 ResultsWriter::ResultsWriter(const std::string& out_dir, int rank) : out_dir_(out_dir), rank_(rank) {

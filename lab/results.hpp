@@ -34,7 +34,4 @@ class ResultsWriter {
   std::ofstream steps_;
 };
 
-// Writes text to path atomically (path.tmp, fsync, rename). Throws std::runtime_error naming path.
-void write_file_atomic(const std::string& path, const std::string& text);
-
 }  // namespace dtlab

@@ -1,12 +1,9 @@
 // safetensors.cpp: the safetensors reader and writer (see safetensors.hpp).
 #include "lab/checkpoint/safetensors.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -14,6 +11,8 @@
 #include <limits>
 
 #include <nlohmann/json.hpp>
+
+#include "lab/atomic_file.hpp"
 
 namespace dtlab::safetensors {
 
@@ -66,29 +65,15 @@ void write_file(const std::string& path, const std::vector<TensorToWrite>& tenso
   std::string prefix;
   write_le64(prefix, text.size());
 
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) fail(path, std::string("cannot create ") + tmp + ": " + std::strerror(errno));
-  auto put = [&](const void* data, int64_t n) {
-    const char* p = static_cast<const char*>(data);
-    while (n > 0) {
-      const ssize_t w = ::write(fd, p, static_cast<size_t>(std::min<int64_t>(n, 1 << 30)));
-      if (w < 0) {
-        const std::string err = std::strerror(errno);
-        ::close(fd);
-        fail(path, "write failed: " + err);
-      }
-      p += w;
-      n -= w;
-    }
-  };
-  put(prefix.data(), static_cast<int64_t>(prefix.size()));
-  put(text.data(), static_cast<int64_t>(text.size()));
-  for (const TensorToWrite& t : tensors) put(t.data, elements(t.shape) * dtype_size(t.dtype));
-  if (::fsync(fd) != 0 || ::close(fd) != 0) fail(path, std::string("fsync/close failed: ") + std::strerror(errno));
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) fail(path, "rename from " + tmp + " failed: " + ec.message());
+  try {  // a crash mid-write leaves no file that looks whole (lab/atomic_file.hpp)
+    AtomicFile out(path);
+    out.write(prefix.data(), static_cast<int64_t>(prefix.size()));
+    out.write(text.data(), static_cast<int64_t>(text.size()));
+    for (const TensorToWrite& t : tensors) out.write(t.data, elements(t.shape) * dtype_size(t.dtype));
+    out.commit();
+  } catch (const AtomicFileError& e) {
+    throw FileError(std::string("safetensors file ") + e.what());
+  }
 }
 
 Header read_header(const std::string& path) {

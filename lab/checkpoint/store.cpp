@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 
+#include "lab/atomic_file.hpp"
 #include "lab/checkpoint/safetensors.hpp"
 
 namespace dtlab::checkpoint {
@@ -47,14 +48,11 @@ std::optional<int64_t> step_of(const std::string& name) {
 }
 
 void write_text_atomic(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) throw CheckpointError("checkpoint: cannot create " + tmp + ": " + std::strerror(errno));
-  const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
-  ::close(fd);
-  std::error_code ec;
-  if (ok) fs::rename(tmp, path, ec);
-  if (!ok || ec) throw CheckpointError("checkpoint: cannot write " + path);
+  try {
+    write_file_atomic(path, text);
+  } catch (const AtomicFileError& e) {
+    throw CheckpointError(std::string("checkpoint: ") + e.what());
+  }
 }
 
 // Makes a directory's renames durable.

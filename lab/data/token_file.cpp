@@ -1,18 +1,20 @@
-// token_file.cpp: the token file format (lab/data/token_file.hpp): validated memory-mapped reads and the atomic
-// writer (tmp file, fsync, rename).
+// token_file.cpp: the token file format (lab/data/token_file.hpp): validated memory-mapped reads, and writes through
+// the lab's atomic writer (lab/atomic_file.hpp).
 #include "lab/data/token_file.hpp"
 
 #include <fcntl.h>     // defines: open, O_RDONLY
 #include <sys/mman.h>  // defines: mmap, munmap
 #include <sys/stat.h>  // defines: fstat
-#include <unistd.h>    // defines: close, read, write, fsync
+#include <unistd.h>    // defines: close
 
 #include <bit>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
+#include <string_view>
 #include <utility>
+
+#include "lab/atomic_file.hpp"
 
 namespace dtlab {
 namespace {
@@ -49,17 +51,6 @@ T load(const uint8_t* at) {
   return value;
 }
 
-void write_all(int fd, const uint8_t* bytes, size_t n, const std::string& tmp_path) {
-  while (n > 0) {
-    const ssize_t put = ::write(fd, bytes, n);
-    if (put < 0) {
-      if (errno == EINTR) continue;
-      throw_data_error(tmp_path, "write failed: " + errno_text(errno));
-    }
-    bytes += put;
-    n -= static_cast<size_t>(put);
-  }
-}
 }  // namespace
 
 void throw_data_error(const std::string& path, const std::string& rule) {
@@ -235,34 +226,11 @@ void write_token_file(const std::string& path, const std::vector<uint32_t>& toke
     }
   }
 
-  // tmp → fsync → rename → fsync(dir): a reader sees the old file or the complete new one, never a partial one.
-  const std::string tmp_path = path + ".tmp";
-  const int fd = ::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw_data_error(tmp_path, "cannot create: " + errno_text(errno));
+  // A reader sees the old file or the complete new one, never a partial one (lab/atomic_file.hpp).
   try {
-    write_all(fd, bytes.data(), bytes.size(), tmp_path);
-    if (::fsync(fd) != 0) throw_data_error(tmp_path, "fsync failed: " + errno_text(errno));
-  } catch (...) {
-    ::close(fd);
-    ::unlink(tmp_path.c_str());
-    throw;
-  }
-  if (::close(fd) != 0) {
-    const int error_number = errno;
-    ::unlink(tmp_path.c_str());
-    throw_data_error(tmp_path, "close failed: " + errno_text(error_number));
-  }
-  if (::rename(tmp_path.c_str(), path.c_str()) != 0) {
-    const int error_number = errno;
-    ::unlink(tmp_path.c_str());
-    throw_data_error(path, "rename from " + tmp_path + " failed: " + errno_text(error_number));
-  }
-  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  const std::string directory = parent.empty() ? std::string(".") : parent.string();
-  const int dir_fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd >= 0) {  // best effort: durability of the rename itself
-    ::fsync(dir_fd);
-    ::close(dir_fd);
+    write_file_atomic(path, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+  } catch (const AtomicFileError& e) {
+    throw DataError(std::string("data: ") + e.what());
   }
 }
 

@@ -1,6 +1,7 @@
 // trace.cpp: Chrome/Perfetto trace writer, reader and multi-rank merge (see trace.hpp).
 #include "lab/instrument/trace.hpp"
 
+#include "lab/atomic_file.hpp"
 #include "lab/instrument/clock.hpp"
 
 #include <zlib.h>
@@ -10,10 +11,11 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <map>
+#include <string>
 #include <utility>
+#include <vector>
 
 namespace dtlab {
 namespace {
@@ -46,37 +48,47 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// Writes next to `path` then renames, so a reader never sees half a file.
+// `text` as a gzip stream (zlib's deflate with the gzip wrapper, level 6), in 16 MiB pieces of input.
+std::string gzip(const std::string& text, const std::string& path) {
+  z_stream z{};
+  if (deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+    throw TraceError("cannot write trace " + path + ": gzip: deflateInit2 failed");
+  std::string out;
+  std::vector<char> buffer(size_t{1} << 20);
+  size_t done = 0;
+  int flush = Z_NO_FLUSH;
+  while (flush != Z_FINISH) {
+    const size_t piece = std::min<size_t>(text.size() - done, size_t{1} << 24);
+    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data() + done));
+    z.avail_in = static_cast<uInt>(piece);
+    done += piece;
+    flush = done == text.size() ? Z_FINISH : Z_NO_FLUSH;
+    do {  // deflate until it leaves room in the buffer: all of this piece's input consumed
+      z.next_out = reinterpret_cast<Bytef*>(buffer.data());
+      z.avail_out = static_cast<uInt>(buffer.size());
+      if (deflate(&z, flush) == Z_STREAM_ERROR) {
+        deflateEnd(&z);
+        throw TraceError("cannot write trace " + path + ": gzip: deflate failed");
+      }
+      out.append(buffer.data(), buffer.size() - z.avail_out);
+    } while (z.avail_out == 0);
+  }
+  deflateEnd(&z);
+  return out;
+}
+
+// Writes `text` (gzipped for a .gz path) through the lab's atomic writer, so a reader never sees half a file.
 void write_bytes(const std::string& text, const std::string& path) {
   namespace fs = std::filesystem;
   const fs::path target(path);
   std::error_code ec;
   if (target.has_parent_path()) fs::create_directories(target.parent_path(), ec);
   if (ec) throw TraceError("cannot create the directory of " + path + ": " + ec.message());
-  const std::string tmp = path + ".tmp";
-  if (ends_with(path, ".gz")) {
-    gzFile gz = gzopen(tmp.c_str(), "wb6");
-    if (!gz) throw TraceError("cannot write trace " + path + ": " + std::strerror(errno));
-    size_t done = 0;
-    while (done < text.size()) {
-      const unsigned chunk = static_cast<unsigned>(std::min<size_t>(text.size() - done, 1u << 24));
-      if (gzwrite(gz, text.data() + done, chunk) != static_cast<int>(chunk)) {
-        int code = 0;
-        const std::string why = gzerror(gz, &code);
-        gzclose(gz);
-        throw TraceError("cannot write trace " + path + ": gzip: " + why);
-      }
-      done += chunk;
-    }
-    if (gzclose(gz) != Z_OK) throw TraceError("cannot write trace " + path + ": gzip close failed (disk full?)");
-  } else {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.close();
-    if (!out) throw TraceError("cannot write trace " + path + ": " + std::strerror(errno));
+  try {
+    write_file_atomic(path, ends_with(path, ".gz") ? gzip(text, path) : text);
+  } catch (const AtomicFileError& e) {
+    throw TraceError(std::string("cannot write trace ") + e.what());
   }
-  fs::rename(tmp, target, ec);
-  if (ec) throw TraceError("cannot write trace " + path + ": rename from " + tmp + ": " + ec.message());
 }
 
 }  // namespace

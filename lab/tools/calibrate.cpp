@@ -22,6 +22,7 @@
 #include "analysis/cost/profile.hpp"
 #include "analysis/cost/step_model.hpp"
 #include "analysis/cost/topology.hpp"
+#include "lab/atomic_file.hpp"
 #include "lab/cpu_features.hpp"
 #include "lab/data.hpp"
 #include "lab/dist/rank_env.hpp"

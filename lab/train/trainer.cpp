@@ -14,6 +14,7 @@
 
 #include <ATen/Parallel.h>
 
+#include "lab/atomic_file.hpp"
 #include "lab/comm/comm.hpp"
 #include "lab/data.hpp"
 #include "lab/dist/fault_injection.hpp"
