@@ -2,7 +2,8 @@
 // checkpoint saves or a resume (checkpoints.saves, checkpoints.resumed_from; docs/checkpointing.md): the bytes each
 // save wrote (rank 0's and the whole checkpoint's) against the checkpoint model's exact bytes, how long the loop was
 // held and how long the write took against the model's time at the measured disk rate, how much of an async save hid
-// behind training, the snapshot it held, and the load time of runs that resumed (torch-free).
+// behind training, the snapshot it held (and the extra tensor memory the counting allocator saw during the save), and
+// the load time of runs that resumed (torch-free).
 #include <algorithm>
 #include <cmath>
 #include <sstream>
@@ -23,6 +24,7 @@ struct SavingRun {
   double rank0_bytes = 0, total_bytes = 0;  // measured, per save (the last one)
   double held_ms = 0, write_ms = 0;         // medians over the run's saves
   double snapshot_bytes = 0;
+  std::optional<double> extra_bytes;  // the allocator's count of what the save held beyond the state (newer runs)
   std::optional<double> model_rank0, model_total, model_write_ms, model_writers;
 };
 
@@ -47,6 +49,7 @@ std::vector<SavingRun> saving_runs(const Scenario& sc) {
       s.rank0_bytes = save.value("bytes_here", 0.0);
       s.total_bytes = save.value("total_bytes", 0.0);
       s.snapshot_bytes = save.value("snapshot_bytes", 0.0);
+      if (save.contains("extra_bytes")) s.extra_bytes = save["extra_bytes"].get<double>();
     }
     s.saves = static_cast<int>(saves.size());
     s.held_ms = median_or_zero(held);
@@ -99,7 +102,7 @@ std::string saving_table(const std::vector<SavingRun>& all) {
   h << "<table class=\"num\">\n<thead><tr><th>run</th><th>strategy</th><th>save</th><th>saves</th>"
        "<th>rank 0 writes (MiB)</th><th>model (MiB)</th><th>checkpoint (MiB)</th><th>model (MiB)</th>"
        "<th>writing ranks (model)</th><th>training held (ms)</th><th>write (ms)</th><th>model write (ms)</th>"
-       "<th>hidden</th><th>snapshot (MiB)</th></tr></thead>\n<tbody>\n";
+       "<th>hidden</th><th>snapshot (MiB)</th><th>extra memory, allocator (MiB)</th></tr></thead>\n<tbody>\n";
   for (const SavingRun& s : all) {
     const double hidden = s.async && s.write_ms > 0 ? std::max(0.0, 1.0 - s.held_ms / s.write_ms) : 0.0;
     h << "<tr><td>" << html_escape(s.run->name) << "</td><td>" << html_escape(s.run->strategy) << "</td><td>"
@@ -109,7 +112,8 @@ std::string saving_table(const std::vector<SavingRun>& all) {
       << "</td><td>" << fmt_fixed(s.held_ms, 1) << "</td><td>" << fmt_fixed(s.write_ms, 1) << "</td><td>"
       << (s.model_write_ms ? fmt_fixed(*s.model_write_ms, 1) : "–") << "</td><td>"
       << (s.async ? fmt_fixed(100 * hidden, 0) + "%" : "–") << "</td><td>"
-      << (s.snapshot_bytes > 0 ? mib(s.snapshot_bytes) : "0") << "</td></tr>\n";
+      << (s.snapshot_bytes > 0 ? mib(s.snapshot_bytes) : "0") << "</td><td>" << mib_or_dash(s.extra_bytes)
+      << "</td></tr>\n";
   }
   h << "</tbody>\n</table>\n";
   return h.str();

@@ -26,7 +26,7 @@ inline constexpr const char* kOom = "oom";
 inline constexpr int kOutOfMemoryExitCode = 3;
 // Optional: training checkpoints (checkpoint.*): kResumedFrom {path, step, saved_by, load_ms, bytes_read} when the
 // run continued from one, kSaves rank 0's saves [{step, path, bytes_here, total_bytes, blocking_ms, write_ms,
-// snapshot_bytes}], kRestartCount the attempt of a job `dtlab launch --max-restarts` started again (0 = the first).
+// snapshot_bytes, extra_bytes}], kRestartCount the attempt `dtlab launch --max-restarts` started again (0: the first).
 inline constexpr const char* kCheckpoints = "checkpoints";
 inline constexpr const char* kRestartCount = "restart_count";
 inline constexpr const char* kResumedFrom = "resumed_from";

@@ -65,6 +65,11 @@ StatePiece rng_piece(const World& world) {
 // A barrier that also tells every rank whether any rank failed (`failed` here): true when one did.
 bool any_rank_failed(World& world, bool failed) { return world.all_reduce_max(failed ? 1.0 : 0.0) > 0.0; }
 
+// The same barrier, answering which rank failed: the highest failing rank, or -1 when none did.
+int failing_rank(World& world, bool failed) {
+  return static_cast<int>(world.all_reduce_max(failed ? world.rank() + 1.0 : 0.0)) - 1;
+}
+
 }  // namespace
 
 CheckpointSaver::CheckpointSaver(const Config& config, World& world, std::string strategy_id)
@@ -149,15 +154,23 @@ void CheckpointSaver::save(int64_t step, Strategy& strategy, const std::map<std:
   const std::string partial = checkpoint::partial_dir(config_.checkpoint.dir, step);
   SaveRecord record;
   record.path = checkpoint::step_dir(config_.checkpoint.dir, step);
-  if (config_.checkpoint.async) {
-    {
-      MemoryScope snapshot(MemoryCategory::buffers);  // the copy lives until the background write is done
-      for (StatePiece& p : pieces)
-        if (p.written_here) {
+  {
+    // Every piece as the bytes the file takes: an async save's snapshot (alive until the background write is done),
+    // a blocking save's contiguous copies of strided pieces (most pieces are contiguous already and copy nothing).
+    const int64_t before = cpu_tensor_memory().current_bytes;
+    MemoryScope copies(MemoryCategory::buffers);
+    for (StatePiece& p : pieces)
+      if (p.written_here) {
+        if (config_.checkpoint.async) {
           p.data = p.data.clone(at::MemoryFormat::Contiguous);
           record.snapshot_bytes += static_cast<int64_t>(p.data.nbytes());
+        } else {
+          p.data = p.data.contiguous();
         }
-    }
+      }
+    record.extra_bytes = cpu_tensor_memory().current_bytes - before;
+  }
+  if (config_.checkpoint.async) {
     record.blocking_ms = ms_since(start);
     records_.push_back(record);
     const bool commits = world_.is_main();
@@ -201,11 +214,13 @@ void CheckpointSaver::finish() {
     throw CheckpointError(error.empty() ? "checkpoint: another rank's background save failed" : error);
 }
 
-ResumePoint load_checkpoint(const std::string& path, const Config& config, Strategy& strategy, World& world) {
-  const auto start = std::chrono::steady_clock::now();
-  int64_t bytes_read = 0;
-  std::string dir;
-  const checkpoint::Metadata meta = checkpoint::read_metadata(path, &dir);
+namespace {
+
+// Reads this rank's part of the checkpoint at `path` into the strategy's state pieces (and the RNG), every check on
+// the way; `dir` and `bytes_read` are set. Not collective: a failure here is this rank's alone.
+checkpoint::Metadata read_checkpoint_pieces(const std::string& path, const Config& config, Strategy& strategy,
+                                            World& world, std::string& dir, int64_t& bytes_read) {
+  checkpoint::Metadata meta = checkpoint::read_metadata(path, &dir);
   // The same model and optimizer: anything else (strategy, world size, precision, wrap) may differ.
   const nlohmann::json here = to_json(config);
   for (const std::string section : {"model"})
@@ -270,6 +285,29 @@ ResumePoint load_checkpoint(const std::string& path, const Config& config, Strat
       generator.set_state(piece.data);
     }
   }
+  return meta;
+}
+
+}  // namespace
+
+ResumePoint load_checkpoint(const std::string& path, const Config& config, Strategy& strategy, World& world) {
+  const auto start = std::chrono::steady_clock::now();
+  int64_t bytes_read = 0;
+  std::string dir = path, error;
+  checkpoint::Metadata meta;
+  try {
+    meta = read_checkpoint_pieces(path, config, strategy, world, dir, bytes_read);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  // Agreement before restore_state, which may be collective: a rank that failed to read (a damaged piece only it
+  // reads) must not leave the others waiting in a collective until the timeout.
+  const int failed = failing_rank(world, !error.empty());
+  if (!error.empty()) throw CheckpointError(error);
+  if (failed >= 0)
+    throw CheckpointError("checkpoint " + dir + ": rank " + std::to_string(failed) +
+                          " failed to load it (that rank's error says why), so rank " + std::to_string(world.rank()) +
+                          " stops too");
   strategy.restore_state(meta.scalars);
   return {.step = meta.step,
           .path = dir,
@@ -318,7 +356,8 @@ nlohmann::json to_json(const SaveRecord& r) {
           {"total_bytes", r.total_bytes},
           {"blocking_ms", r.blocking_ms},
           {"write_ms", r.write_ms},
-          {"snapshot_bytes", r.snapshot_bytes}};
+          {"snapshot_bytes", r.snapshot_bytes},
+          {"extra_bytes", r.extra_bytes}};
 }
 
 }  // namespace dtlab

@@ -33,6 +33,10 @@ struct SaveRecord {
   double blocking_ms = 0;      // time the training loop was held (snapshot and, when blocking, the write)
   double write_ms = 0;         // time writing this rank's file took (on the background thread when async)
   int64_t snapshot_bytes = 0;  // async: the copy of the state held until written
+  // Tensor memory the save held beyond the training state, counted by the allocator (the async snapshot, or the
+  // contiguous copies a blocking save makes of strided pieces): the allocator's bytes once every piece is ready to
+  // write, less its bytes before the save. 0 when the counting allocator is not installed.
+  int64_t extra_bytes = 0;
 };
 
 class CheckpointSaver {
@@ -81,7 +85,9 @@ struct ResumePoint {
 // problem (missing rank file, checksum, truncation, another model shape or optimizer).
 std::optional<ResumePoint> resume_if_asked(const Config& config, Strategy& strategy, World& world);
 
-// Loads the checkpoint at `path` (a step directory, or a directory of them: the latest) into `strategy`.
+// Loads the checkpoint at `path` (a step directory, or a directory of them: the latest) into `strategy`. Collective:
+// the ranks agree on success before restoring, so when one rank fails to read (a damaged piece only it reads) every
+// rank stops at once, the others naming the rank that failed, instead of waiting in a collective until the timeout.
 ResumePoint load_checkpoint(const std::string& path, const Config& config, Strategy& strategy, World& world);
 
 nlohmann::json to_json(const SaveRecord& record);

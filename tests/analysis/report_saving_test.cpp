@@ -38,6 +38,11 @@ TEST(Saving, ReplicasWriteOneFullCopyShardsWriteTheirShareAndTheModelIsExact) {
   const RunResult& async = testing::run_named(sc, "full_shard_async");
   EXPECT_EQ(save_field(async, "snapshot_bytes"), save_field(async, "bytes_here") + 5056)
       << "the snapshot copies this rank's state and its generator row";
+  // The counting allocator's view of the same: an async save holds one more copy of the state (the generator row's
+  // copy replaces the temporary it was read into, so it adds nothing); a blocking save writes the state in place.
+  EXPECT_EQ(save_field(async, "extra_bytes"), save_field(async, "bytes_here"));
+  EXPECT_EQ(save_field(ddp, "extra_bytes"), 0);
+  EXPECT_EQ(save_field(fs, "extra_bytes"), 0);
 }
 
 TEST(Saving, ThePartComparesStrategiesAndModesAndNamesTheLoad) {
@@ -52,6 +57,7 @@ TEST(Saving, ThePartComparesStrategiesAndModesAndNamesTheLoad) {
   EXPECT_NE(html.find("Rank 0 of ddp (ddp) writes 100% of a"), std::string::npos) << html;
   EXPECT_NE(html.find("were exact, for rank 0 and the whole checkpoint, in 3 of 3 runs"), std::string::npos) << html;
   EXPECT_NE(html.find("<strong>Async</strong> (full_shard_async)"), std::string::npos) << html;
+  EXPECT_NE(html.find("<th>extra memory, allocator (MiB)</th>"), std::string::npos) << html;
   EXPECT_NE(html.find("ddp at world 2 loaded a checkpoint of fsdp_full_shard at world 2"), std::string::npos) << html;
   EXPECT_TRUE(std::filesystem::exists(tmp.path() / "checkpoint_save_saving.svg"));
 }

@@ -4,8 +4,9 @@
 //     gradient norms bit for bit, and the same final parameters byte for byte (read from the final checkpoints).
 //   Resharding: a checkpoint of S at world W continues under S' at W', with losses equal to the single-process
 //     reference within fp32 tolerance.
-//   Bad input: a truncated or corrupted shard, a missing rank file, another model shape, a dir that is a file, a
-//     resume=never over existing checkpoints: one error naming the file (or key) and nothing overwritten.
+//   Bad input: a truncated or corrupted shard, a missing rank file, another model shape or optimizer, a dir that is a
+//     file, a resume=never over existing checkpoints: one error naming the file (or key) and nothing overwritten; a
+//     piece only one rank reads stops every rank at once, the others naming the rank that failed.
 //   Restart: dtlab launch --max-restarts after a rank is killed ends with an uninterrupted run's parameters.
 //   PyTorch: the cached venv's `safetensors` opens a sharded checkpoint and its parameters match a DDP run's.
 #include <gtest/gtest.h>
@@ -228,12 +229,17 @@ TEST(CheckpointBadInput, AFlippedByteFailsItsChecksumNamingTheFileAndTensor) {
   EXPECT_NE(job.exit_code, 0);
   EXPECT_NE(job.output.find("checkpoint " + file + ": tensor '"), std::string::npos) << job.output;
   EXPECT_NE(job.output.find("fails its checksum"), std::string::npos) << job.output;
+  // Only rank 0 reads that piece; rank 1 read its own and learns from the agreement that rank 0 failed, instead of
+  // waiting in restore_state's collective until the launcher stops it.
+  EXPECT_NE(job.output.find("rank 0 failed to load it (that rank's error says why), so rank 1 stops too"),
+            std::string::npos)
+      << job.output;
   const auto inspect = testing::run_job({kBin + "dtlab", "checkpoint", "inspect", step}, 60);
   EXPECT_EQ(inspect.exit_code, 1) << inspect.output;
   EXPECT_NE(inspect.output.find("CHECKSUM MISMATCH: rank00000.safetensors"), std::string::npos) << inspect.output;
 }
 
-TEST(CheckpointBadInput, AMissingRankFileAnotherModelShapeAndADirThatIsAFileAreRefused) {
+TEST(CheckpointBadInput, AMissingRankFileAnotherModelShapeOrOptimizerAndADirThatIsAFileAreRefused) {
   const std::string dir = fresh_dir("refusals");
   const std::string step = saved_checkpoint(dir);
   const auto inspect = testing::run_job({kBin + "dtlab", "checkpoint", "inspect", step}, 60);
@@ -244,6 +250,11 @@ TEST(CheckpointBadInput, AMissingRankFileAnotherModelShapeAndADirThatIsAFileAreR
   EXPECT_NE(wider.exit_code, 0);
   EXPECT_NE(wider.output.find("holds a model with model.d_model=64, this run's is 96"), std::string::npos)
       << wider.output;
+
+  const auto sgd = resume_from(dir, {"train.optimizer=sgd"});  // saved with AdamW's moments
+  EXPECT_NE(sgd.exit_code, 0);
+  EXPECT_NE(sgd.output.find("holds \"adamw\" optimizer state; this run's train.optimizer is sgd"), std::string::npos)
+      << sgd.output;
 
   const auto never = resume_from(dir, {"checkpoint.resume=never"});
   EXPECT_NE(never.exit_code, 0);
