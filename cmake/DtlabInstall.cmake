@@ -37,7 +37,7 @@ foreach(header
     lab/config.hpp lab/model_shape.hpp lab/cpu_features.hpp lab/dtype.hpp lab/link_rate.hpp lab/unit_layout.hpp
     lab/results_schema.hpp lab/stats.hpp lab/process.hpp lab/launch.hpp lab/launch/cluster.hpp
     lab/instrument/trace.hpp lab/instrument/tensorboard.hpp lab/instrument/clock.hpp
-    lab/checkpoint/safetensors.hpp lab/checkpoint/store.hpp
+    lab/atomic_file.hpp lab/checkpoint/safetensors.hpp lab/checkpoint/store.hpp
     strategies/spec.hpp strategies/catalog.hpp strategies/cost_plan.hpp strategies/ddp_buckets.hpp
     strategies/schedule_kit.hpp strategies/sharded_plan.hpp strategies/sharded/sharding.hpp)
   get_filename_component(header_dir ${header} DIRECTORY)
@@ -45,7 +45,9 @@ foreach(header
 endforeach()
 
 set(DTLAB_DATA_DIR ${CMAKE_INSTALL_DATADIR}/dtlab)
+# The scenario programs read their study spec and run configs from here when installed (scenarios/runner.cpp).
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/scenarios/configs/ DESTINATION ${DTLAB_DATA_DIR}/scenarios/configs)
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/scenarios/studies/ DESTINATION ${DTLAB_DATA_DIR}/scenarios/studies)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/analysis/profiles/ DESTINATION ${DTLAB_DATA_DIR}/analysis/profiles)
 
 # The CMake package: find_package(dtlab) then target_link_libraries(app PRIVATE dtlab::dtlab_cost_models).

@@ -104,6 +104,15 @@ void print_study(const Scenario& scenario, const std::string& only, const Comman
   }
 }
 
+// Where the study specs and run configs are: <prefix>/share/dtlab when this program runs from an installed prefix
+// (`cmake --install` puts them there, beside bin/), else the checkout it was built from.
+fs::path data_root() {
+  const fs::path installed = fs::canonical("/proc/self/exe").parent_path().parent_path() / "share" / "dtlab";
+  std::error_code ec;
+  if (fs::is_directory(installed / "scenarios" / "configs", ec)) return installed;
+  return DTLAB_SOURCE_DIR;
+}
+
 // Command-line options of a scenario program.
 struct RunnerOptions {
   std::string out_root = "results";
@@ -120,7 +129,7 @@ int run_trainings(const Scenario& scenario, const RunnerOptions& options) {
   const std::string& only = options.only;
   const fs::path bin_dir = fs::canonical("/proc/self/exe").parent_path();
   const fs::path dtlab = bin_dir / "dtlab";
-  const fs::path source_dir = DTLAB_SOURCE_DIR;
+  const fs::path source_dir = data_root();
   if (!fs::exists(dtlab)) {
     std::cerr << "scenario_" << scenario.name << ": " << dtlab << " not found; build it with `make build`\n";
     return 1;
@@ -195,7 +204,11 @@ bool Scenario::needs_cluster() const {
   return std::any_of(runs.begin(), runs.end(), [](const ScenarioRun& r) { return r.nodes > 1; });
 }
 
-int run_study(const fs::path& spec_file, int argc, char** argv) {
+int run_study(const fs::path& built_spec_file, int argc, char** argv) {
+  // Installed: the spec installed beside the configs, so the program needs no checkout.
+  const fs::path installed_spec = data_root() / "scenarios" / "studies" / built_spec_file.filename();
+  std::error_code ec;
+  const fs::path spec_file = fs::is_regular_file(installed_spec, ec) ? installed_spec : built_spec_file;
   Study study;
   try {
     study = load_study(spec_file);

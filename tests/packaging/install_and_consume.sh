@@ -64,6 +64,15 @@ if [[ $mode == full ]]; then
     [[ -x $prefix/bin/$(basename "$program") ]] || fail "$(basename "$program") is not installed in $prefix/bin"
   done
   echo "✓ every scenario program installed"
+  # An installed scenario program reads its study and configs from the prefix, not from the checkout.
+  # (run from a sibling of the prefix, so the printed paths are absolute)
+  mkdir -p "$work/elsewhere"
+  (cd "$work/elsewhere" && "$prefix/bin/scenario_baseline" --print-runs --out "$work/study") > "$work/print-runs.log" 2>&1 ||
+    { cat "$work/print-runs.log" >&2; fail "the installed scenario_baseline --print-runs failed"; }
+  grep -qF -- "--config $prefix/share/dtlab/scenarios/configs/" "$work/print-runs.log" ||
+    { head -20 "$work/print-runs.log" >&2; fail "the installed scenario_baseline does not read the installed configs"; }
+  [[ -f $prefix/share/dtlab/scenarios/studies/baseline.yaml ]] || fail "the study specs are not installed"
+  echo "✓ the installed scenario programs read the installed study specs and configs"
   config=$prefix/share/dtlab/scenarios/configs/baseline.yaml
   "$prefix/bin/dtlab" train --config "$config" model.preset=tiny data.source=synthetic train.steps=4 \
     train.warmup_steps=1 train.global_batch=2 train.micro_batch=2 instrument.warmup_steps=1 \
