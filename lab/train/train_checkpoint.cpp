@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <filesystem>
 #include <mutex>
 #include <set>
@@ -293,17 +294,18 @@ checkpoint::Metadata read_checkpoint_pieces(const std::string& path, const Confi
 ResumePoint load_checkpoint(const std::string& path, const Config& config, Strategy& strategy, World& world) {
   const auto start = std::chrono::steady_clock::now();
   int64_t bytes_read = 0;
-  std::string dir = path, error;
+  std::string dir = path;
   checkpoint::Metadata meta;
+  std::exception_ptr failure;  // kept as thrown: an out-of-memory refusal must still reach the trainer as one
   try {
     meta = read_checkpoint_pieces(path, config, strategy, world, dir, bytes_read);
-  } catch (const std::exception& e) {
-    error = e.what();
+  } catch (const std::exception&) {
+    failure = std::current_exception();
   }
   // Agreement before restore_state, which may be collective: a rank that failed to read (a damaged piece only it
   // reads) must not leave the others waiting in a collective until the timeout.
-  const int failed = failing_rank(world, !error.empty());
-  if (!error.empty()) throw CheckpointError(error);
+  const int failed = failing_rank(world, failure != nullptr);
+  if (failure) std::rethrow_exception(failure);
   if (failed >= 0)
     throw CheckpointError("checkpoint " + dir + ": rank " + std::to_string(failed) +
                           " failed to load it (that rank's error says why), so rank " + std::to_string(world.rank()) +
