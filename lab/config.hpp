@@ -66,6 +66,9 @@ struct TrainConfig {
   double grad_clip = 1.0;  // global L2 norm; 0 = off
   int64_t seed = 1234;     // model init
   int64_t threads = 0;     // intra-op threads per rank; 0 = cores / local ranks
+  // Where the model, its gradients and the strategy's buffers live: cpu | cuda | auto (cuda when a cuda build sees
+  // a device; lab/device.hpp). Ranks on one node take GPU local_rank % device count, so several may share one.
+  std::string device = "auto";
 };
 
 struct ParallelConfig {

@@ -39,7 +39,7 @@ class BinaryWriter {
   }
   // Writes a tensor's elements as they are laid out contiguously (REQUIRES: dtype as the caller expects).
   void write_tensor(const at::Tensor& t) {
-    const at::Tensor c = t.detach().contiguous();
+    const at::Tensor c = t.detach().to(at::kCPU).contiguous();
     write(c.data_ptr(), c.nbytes());
   }
   void close() {

@@ -243,7 +243,9 @@ ProcessMemory process_memory() {
 
 std::optional<CudaMemory> cuda_memory() {
 #ifdef DTLAB_WITH_CUDA
-  if (c10::cuda::device_count() == 0) return std::nullopt;
+  // A process that never allocated on a device (a CPU run on a GPU machine) has no caching allocator to ask: its
+  // getDeviceStats would throw "Invalid device argument".
+  if (c10::cuda::device_count() == 0 || !c10::cuda::CUDACachingAllocator::get()->initialized()) return std::nullopt;
   const c10::DeviceIndex device = c10::cuda::current_device();
   const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device);
   const auto aggregate = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);

@@ -114,7 +114,7 @@ struct CudaMemory {
   int64_t reserved_bytes = 0, reserved_peak_bytes = 0;    // bytes the caching allocator holds from the driver
 };
 // The current device's caching-allocator statistics (StatType::AGGREGATE). nullopt in the cpu
-// configuration and when no CUDA device is visible.
+// configuration, when no CUDA device is visible, and in a process that never allocated device memory.
 std::optional<CudaMemory> cuda_memory();
 
 // The "memory" object of result.json for this rank:

@@ -74,6 +74,13 @@ GPT::GPT(const ModelConfig& config, int64_t seed) : config_(config) {
   rope_ = make_rope_tables(config.seq_len, hd, config.rope_theta);
 }
 
+void GPT::to(at::Device device) {
+  at::NoGradGuard no_grad;
+  for (auto& p : parameters()) *p.tensor = p.tensor->to(device).detach().requires_grad_(true);
+  rope_.cos = rope_.cos.to(device);
+  rope_.sin = rope_.sin.to(device);
+}
+
 at::Tensor GPT::embed(const at::Tensor& tokens) const { return at::embedding(tok_embedding, tokens); }
 
 at::Tensor GPT::block_attention(int64_t index, const at::Tensor& x) const {

@@ -81,6 +81,9 @@ class GPT {
   // Every parameter, in model order: embedding, blocks 0..L-1 (BlockParams order), final_norm, lm_head.
   std::vector<ParamRef> parameters();
   std::vector<ModelUnit> units();
+  // Moves every parameter (still a leaf that requires grad) and the RoPE tables to `device`. The weights are made
+  // on the host from the seed first, so a run on a GPU starts from the very weights of the CPU reference.
+  void to(at::Device device);
   int64_t parameter_count() const;
 
   at::Tensor tok_embedding;  // [V, d]

@@ -55,6 +55,12 @@ inline constexpr const char* kBaseline = "baseline";
 // The CPU the run ran on, from cpuid (lab/cpu_features.hpp): {model, cores, avx2, avx512f, avx512_bf16, amx_bf16,
 // native_bf16}. Optional (results written before it have none): bf16 step times flip with native_bf16.
 inline constexpr const char* kCpu = "cpu";
+// Where the model trained (train.device resolved; lab/train/device.hpp): "cpu" or "cuda:0 (NVIDIA H100 80GB HBM3)".
+// Optional: results written before it have none (they ran on the CPU).
+inline constexpr const char* kDevice = "device";
+// The fused attention kernel SDPA picks for the run's shapes on its device (lab/train/device.hpp attention_kernel):
+// "flash_attention", "efficient_attention", "math", ... Optional, like kDevice.
+inline constexpr const char* kAttention = "attention";
 // The job's topology: nodes (1 on one machine; M on `dtlab launch --nodes M`), ranks per node, and the link rates:
 // inter_link / intra_link as text ("1 Gbit/s", "unshaped"; "unknown" under a launcher that does not say; inter_link is
 // null on one node), inter_link_bps / intra_link_bps in bits per second (0 = unshaped; null = unknown or one node).

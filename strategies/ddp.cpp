@@ -26,6 +26,7 @@
 #include "lab/instrument/step_profiler.hpp"
 #include "lab/memory.hpp"
 #include "lab/train/checkpoint.hpp"
+#include "lab/train/device.hpp"
 #include "lab/train/optimizer.hpp"
 #include "lab/train/state_pieces.hpp"
 #include "lab/train/strategy.hpp"
@@ -148,9 +149,9 @@ class DdpStrategy final : public Strategy {
   double grad_sum_of_squares() override {
     // Replicas hold identical gradients: no communication needed. Summed per parameter in model order
     // (as `single` does), so the result does not depend on the bucket layout.
-    double total = 0.0;
-    for (const auto& p : params_) total += p.grad().pow(2).sum().item<double>();
-    return total;
+    std::vector<at::Tensor> grads;
+    for (const auto& p : params_) grads.push_back(p.grad());
+    return sum_of_squares(grads);
   }
 
   void scale_gradients(double factor) override {

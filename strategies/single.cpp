@@ -12,6 +12,7 @@
 #include "lab/instrument/step_profiler.hpp"
 #include "lab/memory.hpp"
 #include "lab/train/checkpoint.hpp"
+#include "lab/train/device.hpp"
 #include "lab/train/loss_scaler.hpp"
 #include "lab/train/optimizer.hpp"
 #include "lab/train/state_pieces.hpp"
@@ -103,10 +104,7 @@ class SingleStrategy final : public Strategy {
 
   double grad_sum_of_squares() override {
     if (scaler_.skipped()) return std::numeric_limits<double>::infinity();  // reported; the step is skipped
-    double total = 0.0;
-    for (const auto& g : grads())
-      if (g.defined()) total += g.pow(2).sum().item<double>();
-    return total;
+    return sum_of_squares(grads());  // per tensor, in model order (one host sync on a GPU)
   }
 
   void scale_gradients(double factor) override {

@@ -14,6 +14,7 @@
 #include "lab/dist/dist_world.hpp"
 #include "lab/dist/rank_env.hpp"
 #include "lab/launch/cluster.hpp"
+#include "lab/train/device.hpp"
 #include "lab/train/oom_stop.hpp"
 #include "lab/train/trainer.hpp"
 #include "lab/world.hpp"
@@ -48,7 +49,7 @@ std::unique_ptr<World> make_world(const TrainArgs& args, const std::string& back
   RendezvousOptions options;
   options.timeout = std::chrono::milliseconds(static_cast<int64_t>(args.timeout_s * 1000.0));
   options.bind_addr = args.bind_addr;
-  options.backend = backend == "auto" ? "gloo" : backend;  // CPU tensors: gloo (nccl needs CUDA tensors)
+  options.backend = backend == "auto" ? "gloo" : backend;  // CPU tensors: gloo (run_train resolves auto on GPUs)
   return std::make_unique<DistWorld>(env, options);
 }
 
@@ -73,6 +74,11 @@ int run_train(const TrainArgs& args, const std::string& command) {
         "parallel.backend=nccl needs the cuda configuration (cmake -DDTLAB_CUDA=ON, make build-cuda) "
         "and GPUs; this is a cpu build: use parallel.backend=gloo (or auto)");
   config.ranks_per_node = env.local_world_size;
+  // On GPUs, parallel.backend=auto is NCCL when every rank of the node has a GPU of its own, else Gloo (ranks sharing
+  // a GPU: NCCL refuses two ranks on one device). Recorded as chosen in result.json's config.
+  if (config.parallel.backend == "auto" && resolve_train_device(config.train.device, env.local_rank).cuda())
+    config.parallel.backend =
+        comm::nccl_built() && cuda_device_count() >= env.local_world_size && env.world_size > 1 ? "nccl" : "gloo";
   TrainOptions options;
   options.out_dir = args.out_dir;
   options.command = command;

@@ -142,19 +142,36 @@ std::string Comm::last_issued() const {
   return out.str();
 }
 
+at::Tensor Comm::wire_copy(const at::Tensor& t) const {
+  if (!wire_device_.is_cpu()) return t.to(wire_device_);
+  at::Tensor host = at::empty(t.sizes(), t.options().device(at::kCPU).pinned_memory(true));
+  host.copy_(t);  // device -> pinned host: the host waits for it, so the backend reads finished data
+  return host;
+}
+
 CommHandle Comm::all_reduce(at::Tensor& tensor, const std::string& tag) {
   auto record = start_record("all_reduce", "backend", tensor, static_cast<int64_t>(tensor.nbytes()), tag);
-  std::vector<at::Tensor> tensors{tensor};
   MemoryScope staging(MemoryCategory::comm);  // the backend's own staging copies, if any
+  if (staged(tensor)) {
+    at::Tensor wire = wire_copy(tensor);
+    std::vector<at::Tensor> tensors{wire};
+    return track(backend_->allreduce(tensors), record, true, [tensor, wire]() mutable { tensor.copy_(wire); });
+  }
+  std::vector<at::Tensor> tensors{tensor};
   return track(backend_->allreduce(tensors), record, true);
 }
 
 CommHandle Comm::broadcast(at::Tensor& tensor, int root, const std::string& tag) {
   auto record = start_record("broadcast", "backend", tensor, static_cast<int64_t>(tensor.nbytes()), tag);
-  std::vector<at::Tensor> tensors{tensor};
   c10d::BroadcastOptions options;
   options.rootRank = root;
   MemoryScope staging(MemoryCategory::comm);  // the backend's own staging copies, if any
+  if (staged(tensor)) {
+    at::Tensor wire = wire_copy(tensor);
+    std::vector<at::Tensor> tensors{wire};
+    return track(backend_->broadcast(tensors, options), record, true, [tensor, wire]() mutable { tensor.copy_(wire); });
+  }
+  std::vector<at::Tensor> tensors{tensor};
   return track(backend_->broadcast(tensors, options), record, true);
 }
 
@@ -163,7 +180,13 @@ CommHandle Comm::all_gather(at::Tensor& output, at::Tensor& input, CommAlgorithm
     throw std::invalid_argument("comm: all_gather needs 1-D contiguous tensors");
   auto record = start_record("all_gather", to_string(algorithm), input, static_cast<int64_t>(output.nbytes()), tag);
   if (algorithm == CommAlgorithm::ring) {  // synchronous: the caller waits for all of it
-    run_ring(record, [&] { ring_all_gather(output, input); });
+    run_ring(record, [&] {
+      if (!staged(output)) return ring_all_gather(output, input);
+      MemoryScope staging(MemoryCategory::comm);
+      at::Tensor wire_out = wire_copy(output);
+      ring_all_gather(wire_out, wire_copy(input));
+      output.copy_(wire_out);
+    });
     return {};
   }
   if (output.numel() != input.numel() * size_)
@@ -171,6 +194,11 @@ CommHandle Comm::all_gather(at::Tensor& output, at::Tensor& input, CommAlgorithm
                                 ") = world (" + std::to_string(size_) + ") * input numel (" +
                                 std::to_string(input.numel()) + ")");
   MemoryScope staging(MemoryCategory::comm);  // the backend's own staging copies, if any
+  if (staged(output)) {
+    at::Tensor wire_out = wire_copy(output), wire_in = wire_copy(input);
+    return track(backend_->_allgather_base(wire_out, wire_in), record, true,
+                 [output, wire_out, wire_in]() mutable { output.copy_(wire_out); });
+  }
   return track(backend_->_allgather_base(output, input), record, true);
 }
 
@@ -180,7 +208,13 @@ CommHandle Comm::reduce_scatter(at::Tensor& output, at::Tensor& input, CommAlgor
     throw std::invalid_argument("comm: reduce_scatter needs 1-D contiguous tensors");
   auto record = start_record("reduce_scatter", to_string(algorithm), input, static_cast<int64_t>(input.nbytes()), tag);
   if (algorithm == CommAlgorithm::ring) {  // synchronous: the caller waits for all of it
-    run_ring(record, [&] { ring_reduce_scatter(output, input); });
+    run_ring(record, [&] {
+      if (!staged(input)) return ring_reduce_scatter(output, input);
+      MemoryScope staging(MemoryCategory::comm);
+      at::Tensor wire_out = wire_copy(output);
+      ring_reduce_scatter(wire_out, wire_copy(input));
+      output.copy_(wire_out);
+    });
     return {};
   }
   if (input.numel() != output.numel() * size_)
@@ -190,6 +224,11 @@ CommHandle Comm::reduce_scatter(at::Tensor& output, at::Tensor& input, CommAlgor
   // Gloo emulates this with an all-reduce and writes the output only inside wait(); its work has no
   // completion future, so the end time is stamped when wait() returns.
   MemoryScope staging(MemoryCategory::comm);  // the backend's own staging copies, if any
+  if (staged(input)) {
+    at::Tensor wire_out = wire_copy(output), wire_in = wire_copy(input);
+    return track(backend_->_reduce_scatter_base(wire_out, wire_in), record, false,
+                 [output, wire_out, wire_in]() mutable { output.copy_(wire_out); });
+  }
   return track(backend_->_reduce_scatter_base(output, input), record, false);
 }
 
@@ -200,7 +239,12 @@ void Comm::barrier() {
 
 void Comm::exchange(at::Tensor& send_buf, int to, at::Tensor& recv_buf, int from, const std::string& tag) {
   auto record = start_record("send_recv", "backend", send_buf, static_cast<int64_t>(send_buf.nbytes()), tag);
-  run_ring(record, [&] { send_recv(send_buf, to, recv_buf, from, 0); });
+  run_ring(record, [&] {
+    if (!staged(send_buf)) return send_recv(send_buf, to, recv_buf, from, 0);
+    at::Tensor wire_send = wire_copy(send_buf), wire_recv = wire_copy(recv_buf);
+    send_recv(wire_send, to, wire_recv, from, 0);
+    recv_buf.copy_(wire_recv);
+  });
 }
 
 std::vector<CollectiveRecord> Comm::records() const {

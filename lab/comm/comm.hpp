@@ -18,6 +18,11 @@
 // Algorithms: `backend` uses the backend's own collective. For Gloo, `ring` runs the lab's ring
 // reduce-scatter / all-gather over send/recv: Gloo's reduce_scatter_tensor is an all-reduce plus a
 // chunk copy (twice the bytes of a ring). Ring calls run synchronously in the caller's thread.
+// Devices: a backend works on tensors of one device type — Gloo on host tensors, NCCL on CUDA tensors (the
+// communicator's wire device, set by whoever makes it). A tensor of another device is staged: copied to the wire
+// device (pinned host memory for Gloo), the collective run on the copy, the result copied back inside wait(). That is
+// how ranks sharing one GPU communicate over Gloo, and how the trainer's host-side sums (loss, norms, flags) travel
+// over NCCL. The staging copies are recorded nowhere but in the comm_wait span and the `comm` memory category.
 // Chunks: a 1-D buffer of n elements splits over p ranks as evenly as possible, the first n % p chunks
 // one element longer (chunk_bounds); for the backend algorithm n must divide by p.
 #pragma once
@@ -90,6 +95,9 @@ class Comm {
   // The links this group's traffic crosses, written into each record ("world" unless set).
   void set_level(std::string level) { level_ = std::move(level); }
   const std::string& level() const { return level_; }
+  // The device the backend's tensors live on (see Devices above): the CPU unless set (NCCL: the rank's GPU).
+  void set_wire_device(at::Device device) { wire_device_ = device; }
+  at::Device wire_device() const { return wire_device_; }
 
   CommHandle all_reduce(at::Tensor& tensor, const std::string& tag = "");  // sum, in place
   CommHandle broadcast(at::Tensor& tensor, int root, const std::string& tag = "");
@@ -136,10 +144,15 @@ class Comm {
   void ring_reduce_scatter(at::Tensor& output, const at::Tensor& input);
   void ring_all_gather(at::Tensor& output, const at::Tensor& input);
   void send_recv(at::Tensor& send_buf, int to, at::Tensor& recv_buf, int from, int tag);
+  // True when `t` lives on another device type than the backend's (it is then staged; see Devices above).
+  bool staged(const at::Tensor& t) const { return t.defined() && t.device().type() != wire_device_.type(); }
+  // A copy of `t` on the wire device: pinned host memory for a host backend.
+  at::Tensor wire_copy(const at::Tensor& t) const;
 
   c10::intrusive_ptr<c10d::Backend> backend_;
   std::string group_name_;
   std::string level_ = "world";
+  at::Device wire_device_{at::kCPU};
   int rank_, size_, global_rank_;
   mutable std::mutex mutex_;
   std::deque<std::shared_ptr<LiveRecord>> records_;

@@ -192,6 +192,8 @@ const std::vector<KeySpec>& key_table() {
         key("train.grad_clip", &C::train, &T::grad_clip, at_least(0), "max global L2 gradient norm; 0 = off"),
         key("train.seed", &C::train, &T::seed, any(), "model init seed"),
         key("train.threads", &C::train, &T::threads, at_least(0), "intra-op threads per rank; 0 = cores / local ranks"),
+        key("train.device", &C::train, &T::device, one_of({"auto", "cpu", "cuda"}),
+            "where the model trains: cpu | cuda | auto (cuda when a cuda build sees a device)"),
         key("parallel.strategy", &C::parallel, &P::strategy, one_of(strategy_ids()),
             "distributed strategy (strategies/catalog.def)"),
         key("parallel.backend", &C::parallel, &P::backend, one_of({"auto", "gloo", "nccl"}), "collective backend"),

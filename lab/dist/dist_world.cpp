@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <thread>
 
@@ -95,6 +96,10 @@ bool is_loopback_address(const std::string& host) {
 }
 
 DistWorld::DistWorld(const RankEnv& env, const RendezvousOptions& options) : options_(options) {
+  // Gloo's TCP pairs write to their peers with writev, which raises SIGPIPE once a peer has died. Python ignores
+  // SIGPIPE at startup (so PyTorch's ranks get EPIPE, an error), a C++ process does not: without this, the survivor of
+  // a dead rank could die silently of the signal instead of reporting which rank stopped.
+  std::signal(SIGPIPE, SIG_IGN);
   rank_ = env.rank;
   world_size_ = env.world_size;
   local_rank_ = env.local_rank;
@@ -172,6 +177,7 @@ DistWorld::DistWorld(const RankEnv& env, const RendezvousOptions& options) : opt
   }
   auto world_store = c10::make_intrusive<c10d::PrefixStore>("dtlab/group/world/", store_);
   comm_ = std::make_shared<Comm>(make_backend(world_store, rank_, world_size_), "world", rank_, world_size_, rank_);
+  set_wire_device(*comm_);
   start_boards(env, master);
 }
 
@@ -213,6 +219,12 @@ void DistWorld::attach(Comm& comm) {
 
 DistWorld::~DistWorld() = default;
 
+void DistWorld::set_wire_device(Comm& comm) const {
+  // NCCL works on this rank's GPU (make_nccl_backend made cuda:local_rank current); Gloo on host tensors.
+  if (options_.backend == "nccl")
+    comm.set_wire_device(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(local_rank_)));
+}
+
 c10::intrusive_ptr<c10d::Backend> DistWorld::make_backend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                                           int size) {
   if (options_.backend == "gloo")
@@ -239,6 +251,7 @@ std::shared_ptr<Comm> DistWorld::split(const std::string& name, const std::vecto
   auto store = c10::make_intrusive<c10d::PrefixStore>("dtlab/group/" + group_name + "/", store_);
   const int size = static_cast<int>(groups[static_cast<size_t>(my_group)].size());
   auto comm = std::make_shared<Comm>(make_backend(store, my_rank, size), group_name, my_rank, size, rank_);
+  set_wire_device(*comm);
   attach(*comm);
   std::lock_guard<std::mutex> lock(groups_mutex_);
   groups_[name] = comm;

@@ -59,6 +59,7 @@ class DistWorld final : public World {
 
  private:
   c10::intrusive_ptr<c10d::Backend> make_backend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size);
+  void set_wire_device(Comm& comm) const;  // the device the backend's tensors live on (lab/comm/comm.hpp: Devices)
 
   RendezvousOptions options_;
   std::string gloo_host_;

@@ -12,6 +12,7 @@
 
 #include "lab/config.hpp"
 #include "lab/dtype_torch.hpp"
+#include "lab/train/device.hpp"
 #include "lab/world.hpp"
 
 namespace dtlab {
@@ -89,9 +90,19 @@ std::optional<double> spec_sheet_peak_tflops(const std::string& device_name, con
   return std::nullopt;
 }
 
-JobPeak job_peak_tflops(const Config& config, World& world, int threads) {
+JobPeak job_peak_tflops(const Config& config, World& world, int threads, int cuda_device) {
   const Dtype compute = dtype_named(config.precision.param_dtype, "precision.param_dtype");
   const std::string dtype(torch_name(compute));
+  if (cuda_device >= 0) {
+    const std::string name = cuda_device_name(cuda_device);
+    const int nodes = std::max(1, world.world_size() / std::max(1, world.local_world_size()));
+    const int gpus = std::min(world.local_world_size(), std::max(1, cuda_device_count())) * nodes;
+    const std::optional<double> peak = spec_sheet_peak_tflops(name, dtype);
+    char source[200];
+    std::snprintf(source, sizeof source, "%s dense %s spec-sheet peak%s x %d GPU(s) in use", name.c_str(),
+                  dtype.c_str(), peak ? "" : " (unknown device: no MFU)", gpus);
+    return {peak.value_or(0.0) * gpus, source};
+  }
   const at::ScalarType st = scalar_type(compute);
   CorePeak mine;
   if (world.local_rank() == 0) mine = measure_core_peak_tflops(st, 0.1);

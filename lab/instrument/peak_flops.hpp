@@ -38,7 +38,9 @@ struct JobPeak {
   double tflops = 0;
   std::string source;
 };
-JobPeak job_peak_tflops(const Config& config, World& world, int threads);
+// On a GPU (cuda_device >= 0): the spec-sheet dense peak of that device in the compute dtype times the GPUs the
+// job's ranks occupy (ranks sharing one GPU share its peak); tflops 0 when the device is not in the table.
+JobPeak job_peak_tflops(const Config& config, World& world, int threads, int cuda_device = -1);
 
 // Dense (no sparsity) peak TFLOP/s from NVIDIA's data sheets for a device name as CUDA reports it
 // ("NVIDIA H100 80GB HBM3", ...) and a dtype ("bfloat16" | "float16" | "float32"; float32 = TF32 tensor

@@ -107,7 +107,7 @@ void CheckpointSaver::write_rank_file(int64_t step, const std::string& partial, 
   std::map<std::string, checkpoint::PieceRecord> records;
   for (StatePiece& p : pieces) {
     if (!p.written_here) continue;
-    p.data = p.data.contiguous();
+    p.data = p.data.to(at::kCPU).contiguous();  // a device piece is written from a host copy
     const std::string key = checkpoint::piece_key(p.name, p.begin);
     const auto nbytes = static_cast<int64_t>(p.data.nbytes());
     tensors.push_back({key, safetensors_dtype(p.data.scalar_type()), {p.data.numel()}, p.data.data_ptr()});
@@ -163,10 +163,10 @@ void CheckpointSaver::save(int64_t step, Strategy& strategy, const std::map<std:
     for (StatePiece& p : pieces)
       if (p.written_here) {
         if (config_.checkpoint.async) {
-          p.data = p.data.clone(at::MemoryFormat::Contiguous);
+          p.data = p.data.is_cpu() ? p.data.clone(at::MemoryFormat::Contiguous) : p.data.to(at::kCPU).contiguous();
           record.snapshot_bytes += static_cast<int64_t>(p.data.nbytes());
         } else {
-          p.data = p.data.contiguous();
+          p.data = p.data.to(at::kCPU).contiguous();
         }
       }
     record.extra_bytes = cpu_tensor_memory().current_bytes - before;

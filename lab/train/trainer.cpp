@@ -18,6 +18,7 @@
 #include "lab/comm/comm.hpp"
 #include "lab/data.hpp"
 #include "lab/dist/fault_injection.hpp"
+#include "lab/dtype_torch.hpp"
 #include "lab/instrument/clock.hpp"
 #include "lab/instrument/peak_flops.hpp"
 #include "lab/instrument/step_analysis.hpp"
@@ -28,6 +29,7 @@
 #include "lab/model_shape.hpp"
 #include "lab/results.hpp"
 #include "lab/results_schema.hpp"
+#include "lab/train/device.hpp"
 #include "lab/train/oom_stop.hpp"
 #include "lab/train/run_trace.hpp"
 #include "lab/train/schedule.hpp"
@@ -81,7 +83,7 @@ struct StepOutcome {
 // summed over the data-parallel group, the global norm, clipping and the optimizer at the scheduled rate. Throws
 // TrainingError on a non-finite loss, or a non-finite norm without dynamic loss scaling.
 StepOutcome train_step(int64_t step, const Config& config, Strategy& strategy, World& world, Sampler& sampler,
-                       const ParallelLayout& layout, int64_t accumulation) {
+                       const ParallelLayout& layout, int64_t accumulation, const TrainDevice& device) {
   const TrainConfig& t = config.train;
   strategy.zero_grad();
   const double loss_weight = 1.0 / static_cast<double>(std::max<int64_t>(1, sampler.global_target_count(step)));
@@ -92,6 +94,8 @@ StepOutcome train_step(int64_t step, const Config& config, Strategy& strategy, W
       ScopedPhase data(Phase::data, "batch-generator");
       MemoryScope inputs(MemoryCategory::activations);  // the micro-batch's tokens, as the activation model counts
       batch = sampler.batch(step, micro);
+      batch.inputs = to_device(batch.inputs, device);  // pinned, non-blocking: ordered before the forward reads it
+      batch.targets = to_device(batch.targets, device);
     }
     MemoryScope activations(MemoryCategory::activations);  // strategies tag their own buffers inside
     local_loss += strategy.forward_backward(batch, loss_weight, micro == accumulation - 1);
@@ -127,7 +131,7 @@ StepOutcome train_step(int64_t step, const Config& config, Strategy& strategy, W
 
 // The step's record from its outcome, the profiler's view of it and its collectives.
 StepRecord step_record(int64_t step, const StepOutcome& outcome, const StepComm& comm, const Strategy& strategy,
-                       double tokens_per_step, double flops_per_token, double peak_tflops) {
+                       double tokens_per_step, double flops_per_token, double peak_tflops, const TrainDevice& device) {
   const StepProfiler& profiler = StepProfiler::instance();
   StepRecord record;
   record.step = step + 1;
@@ -143,7 +147,9 @@ StepRecord step_record(int64_t step, const StepOutcome& outcome, const StepComm&
   record.overlap_pct = comm.overlap_pct;
   record.tflops = flops_per_token * record.tokens_per_s / 1e12;
   record.mfu_pct = peak_tflops > 0 ? 100.0 * record.tflops / peak_tflops : 0.0;
-  record.memory_bytes = cpu_tensor_memory().peak_bytes;
+  // On a GPU the tensors live in the CUDA caching allocator: its peak of live tensor bytes.
+  const std::optional<CudaMemory> cuda = device.cuda() ? cuda_memory() : std::nullopt;
+  record.memory_bytes = cuda ? cuda->allocated_peak_bytes : cpu_tensor_memory().peak_bytes;
   record.loss_scale = strategy.loss_scale();
   record.skipped = strategy.step_skipped();
   return record;
@@ -281,13 +287,15 @@ namespace {
 
 // The run after its checks: setup, the steps and the results. `progress` says how far it got, for a stop.
 void run_training(const Config& config, Strategy& strategy, World& world, const TrainOptions& options,
-                  TrainOutcome& outcome, RunProgress& progress) {
+                  const TrainDevice& device, TrainOutcome& outcome, RunProgress& progress) {
   const int threads = configure_threads(config, world);
   const TrainConfig& t = config.train;
 
   auto model = [&] {
     MemoryScope params(MemoryCategory::params);  // the strategy's wrap re-tags what it replaces or adds
-    return std::make_shared<GPT>(config.model, t.seed);
+    auto gpt = std::make_shared<GPT>(config.model, t.seed);
+    if (device.cuda()) gpt->to(device.device);  // made on the host from the seed: the CPU reference's weights
+    return gpt;
   }();
   auto source = make_token_source(config.data, config.model.vocab_size);
   strategy.wrap(model, config, world);
@@ -305,20 +313,30 @@ void run_training(const Config& config, Strategy& strategy, World& world, const 
       config.checkpoint.dir.empty() ? nullptr : std::make_unique<CheckpointSaver>(config, world, strategy.id());
   const JobPeak peak = [&] {
     const UncappedScope measuring;  // the probe's matrices are the lab's, not the run's
-    return job_peak_tflops(config, world, threads);
+    return job_peak_tflops(config, world, threads, device.cuda() ? device.device.index() : -1);
   }();
-  reset_peak_cpu_tensor_memory();              // the peak of training, not of construction
+  const std::string attention = [&] {  // its probe tensor is the lab's, not the run's
+    const UncappedScope measuring;
+    return attention_kernel(t.micro_batch, config.model.n_heads, config.model.seq_len,
+                            config.model.d_model / config.model.n_heads,
+                            scalar_type_named(config.precision.param_dtype, "precision.param_dtype"), device);
+  }();
+  reset_peak_cpu_tensor_memory();  // the peak of training, not of construction
+  reset_peak_device_memory(device);
   std::map<Comm*, size_t> first_training_seq;  // collectives before this are setup
   for (Comm* comm : world.all_comms()) first_training_seq[comm] = comm->record_count();
   std::map<Comm*, size_t> record_cursor = first_training_seq;
 
   const ModelCounts counts = model_counts(config.model);
   nlohmann::json result = result_header(config, strategy, world, options.command, threads, model->parameter_count());
+  result[schema::kContext][schema::kDevice] = device.name;
+  result[schema::kContext][schema::kAttention] = attention;
   if (world.is_main() && options.print_config) {
     std::printf("%s", format_table(config).c_str());
-    std::printf("model: %lld parameters, %.3g training FLOPs/token | strategy %s | world %d | %d threads/rank\n",
-                static_cast<long long>(model->parameter_count()), counts.flops_per_token, strategy.id().c_str(),
-                world.world_size(), threads);
+    std::printf(
+        "model: %lld parameters, %.3g training FLOPs/token | strategy %s | world %d | %d threads/rank | device %s\n",
+        static_cast<long long>(model->parameter_count()), counts.flops_per_token, strategy.id().c_str(),
+        world.world_size(), threads, device.name.c_str());
     std::fflush(stdout);
   }
 
@@ -367,12 +385,13 @@ void run_training(const Config& config, Strategy& strategy, World& world, const 
     set_fault_step(step + 1);
     progress.step = step + 1;
     profiler.begin_step(step + 1);
-    const StepOutcome stepped = train_step(step, config, strategy, world, sampler, layout, accumulation);
+    const StepOutcome stepped = train_step(step, config, strategy, world, sampler, layout, accumulation, device);
+    synchronize(device);  // the step ends when the device's queued work has run, not when the host queued it
     profiler.end_step();
     const StepComm comm =
         analyse_step_comm(profiler.spans(), new_records(world, record_cursor), step + 1, profiler.step_end_us());
     StepRecord record =
-        step_record(step, stepped, comm, strategy, totals.tokens_per_step, counts.flops_per_token, peak.tflops);
+        step_record(step, stepped, comm, strategy, totals.tokens_per_step, counts.flops_per_token, peak.tflops, device);
     if (trace.writer()) trace.compute(compute_intervals(profiler.spans()));  // untraced steps skip the work
     for (const auto& r : comm.records) {
       trace.collective(r);
@@ -420,10 +439,11 @@ void run_training(const Config& config, Strategy& strategy, World& world, const 
 }  // namespace
 
 TrainOutcome train(const Config& config, Strategy& strategy, World& world, const TrainOptions& options) {
-  if (!config.model.trainable)
+  const TrainDevice device = resolve_train_device(config.train.device, world.local_rank());
+  if (!config.model.trainable && !device.cuda())
     throw std::invalid_argument("model.preset=" + config.model.preset +
-                                " is a prediction-only shape (too large for this machine); use `dtlab predict`, "
-                                "or a trainable preset (tiny | small | medium)");
+                                " is a prediction-only shape on a CPU (too large for this machine); use `dtlab "
+                                "predict`, a trainable preset (tiny | small | medium), or train.device=cuda on a GPU");
   validate_fault_injection();    // a malformed DTLAB_INJECT_* fails before any work
   install_counting_allocator();  // before the model exists, so every tensor of the run is counted
   // The cap before the model exists: its own tensors count against it, as on a GPU.
@@ -435,7 +455,7 @@ TrainOutcome train(const Config& config, Strategy& strategy, World& world, const
   oom.listen();
   if (!options.out_dir.empty()) progress.writer = std::make_unique<ResultsWriter>(options.out_dir, world.rank());
   try {
-    run_training(config, strategy, world, options, outcome, progress);
+    run_training(config, strategy, world, options, device, outcome, progress);
   } catch (const std::exception& e) {
     const std::optional<RefusedAllocation> refused = refused_allocation();
     if (!refused) throw;

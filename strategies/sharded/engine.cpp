@@ -43,6 +43,7 @@ class ShardedEngine final : public Strategy {
     world_size_ = world.world_size();
     rank_ = world.rank();
     precision_.offload = config.parallel.offload;
+    precision_.device = model_->tok_embedding.device();
     prefetch_ = config.parallel.prefetch;
     checkpointing_ = checkpoint_mode(config.parallel.activation_checkpointing);
     const CommAlgorithm algorithm =

@@ -68,7 +68,7 @@ FlatUnit describe_unit(const std::vector<ModelUnit>& model_units, const std::vec
 // counts them: what a rank keeps (params, grads) or works in (buffers).
 void allocate_params_and_grads(FlatUnit& unit, const ShardingTraits& t, const ShardedPrecision& precision,
                                int shard_rank) {
-  const auto options = at::TensorOptions().dtype(at::kFloat);
+  const auto options = precision.compute_side(at::kFloat);
   // The initial flat parameters (identical on every rank: same seed), padded with zeros.
   at::Tensor initial = at::zeros({unit.padded}, options);
   for (size_t i = 0; i < unit.params.size(); ++i)
@@ -95,20 +95,21 @@ void allocate_params_and_grads(FlatUnit& unit, const ShardingTraits& t, const Sh
     unit.shard = unit.full_writer.narrow(0, shard_rank * unit.shard_numel, unit.shard_numel);
   } else {
     MemoryScope held(MemoryCategory::params);
-    unit.shard = my_chunk.to(precision.master).clone();
+    unit.shard = at::empty({unit.shard_numel}, precision.master_side(precision.master));
+    unit.shard.copy_(my_chunk);
   }
   if (t.all_reduces_grads() && !precision.separate_compute_copy() && precision.reduce == at::kFloat) {
     unit.shard_grad = unit.full_grad;  // F = 1: the all-reduced gradient is the shard's gradient
   } else {
     MemoryScope held(t.params_persist() ? MemoryCategory::buffers : MemoryCategory::grads);
-    unit.shard_grad = at::zeros({unit.shard_numel}, options);  // fp32: gradients accumulate in fp32
+    unit.shard_grad = at::zeros({unit.shard_numel}, precision.master_side(at::kFloat));  // fp32: they accumulate
   }
 }
 
 // Working buffers (compute copy, wire copies, reduce-scatter output, fp32 scratch), then the model's parameters
 // rebound to views of `full` and their .grad to views of `full_grad`.
 void allocate_buffers_and_bind(FlatUnit& unit, const ShardingTraits& t, const ShardedPrecision& precision) {
-  const auto options = at::TensorOptions().dtype(at::kFloat);
+  const auto options = precision.compute_side(at::kFloat);
   const auto compute = options.dtype(precision.compute);
   MemoryScope buffers(MemoryCategory::buffers);
   if (precision.separate_compute_copy()) unit.compute_shard = at::empty({unit.shard_numel}, compute);
@@ -116,7 +117,8 @@ void allocate_buffers_and_bind(FlatUnit& unit, const ShardingTraits& t, const Sh
   if (t.reduce_scatters_grads())  // no_shard all-reduces in place: no reduce-scatter output
     unit.reduce_out = at::empty({unit.shard_numel}, options.dtype(precision.reduce));
   if (precision.master != at::kFloat) {
-    unit.master_scratch = at::zeros({unit.shard_numel}, options);  // released after the optimizer is built
+    unit.master_scratch = at::zeros({unit.shard_numel}, precision.master_side(at::kFloat));  // released after the
+                                                                                             // optimizer is built
   }
 
   for (size_t i = 0; i < unit.params.size(); ++i) {

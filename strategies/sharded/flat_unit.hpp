@@ -25,8 +25,19 @@ namespace dtlab {
 struct ShardedPrecision {
   at::ScalarType compute = at::kFloat, reduce = at::kFloat, master = at::kFloat;
   bool offload = false;
+  at::Device device{at::kCPU};  // where the model computes: its parameters' device
   // The master shard needs a compute-side copy before gathers: offloaded, or in another dtype.
   bool separate_compute_copy() const { return offload || compute != master; }
+  // Where master shards, their gradients and the optimizer state live: the host when offloading (pinned memory
+  // when the model is on a GPU, so the copies are DMA transfers), else beside the model.
+  at::TensorOptions master_side(at::ScalarType dtype) const {
+    const bool host = offload || device.is_cpu();
+    return at::TensorOptions()
+        .dtype(dtype)
+        .device(host ? at::Device(at::kCPU) : device)
+        .pinned_memory(host && offload && device.is_cuda());
+  }
+  at::TensorOptions compute_side(at::ScalarType dtype) const { return at::TensorOptions().dtype(dtype).device(device); }
 };
 
 struct FlatUnit {

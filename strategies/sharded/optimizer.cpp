@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "kernels/stochastic_round.hpp"
+#include "lab/train/device.hpp"
 
 namespace dtlab {
 
@@ -46,9 +46,7 @@ void ShardedOptimizer::step(double lr, int64_t step, int rank) {
     const uint64_t seed =
         (static_cast<uint64_t>(step) << 20) ^ (static_cast<uint64_t>(u) << 8) ^ static_cast<uint64_t>(rank);
     if (stochastic_rounding_) {
-      kernels::stochastic_round_to_bf16_cpu(unit.master_scratch.data_ptr<float>(),
-                                            reinterpret_cast<uint16_t*>(unit.shard.data_ptr()),
-                                            static_cast<size_t>(unit.shard_numel), seed);
+      stochastic_round_to_bf16(unit.master_scratch, unit.shard, seed);  // the CUDA kernel for device masters
     } else {
       unit.shard.copy_(unit.master_scratch);
     }

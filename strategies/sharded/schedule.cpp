@@ -169,8 +169,8 @@ void ShardedSchedule::reduce_scatter_into(FlatUnit& unit, bool accumulate) {
   } else {
     groups_.shard->reduce_scatter(out, input, algorithm_, "fsdp.grads." + unit.name).wait();
   }
-  if (accumulate) {
-    unit.shard_grad.add_(out);
+  if (accumulate) {  // offloaded on a GPU: the shard's gradient is on the host, `out` on the device
+    unit.shard_grad.add_(out.device() == unit.shard_grad.device() ? out : out.to(unit.shard_grad.device()));
   } else {
     unit.shard_grad.copy_(out);
   }
