@@ -13,6 +13,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -183,6 +184,38 @@ TEST(GpuTraining, Bf16TrainsNativelyOnTheDevice) {
   ASSERT_FALSE(run.losses.empty());
   expect_same_losses(single_gpu_reference(), run, 0.05, "bf16 compute vs fp32 on the GPU");
   EXPECT_NE(run.result.at("context").value("attention", ""), "") << "which SDPA kernel ran is recorded";
+}
+
+// NVTX ranges reach an NVTX tool: tests/strategy/nvtx_recorder.cpp, loaded the way Nsight Systems loads its own, logs
+// every pushed range. NVTX needs no GPU, so this runs wherever the cuda configuration is built (a CPU DDP job here).
+TEST(Nvtx, PhasesAndCollectivesAreRangesAnNvtxToolSees) {
+#ifndef DTLAB_NVTX_RECORDER
+  GTEST_SKIP() << "cpu build: NVTX ranges are compiled in the cuda configuration only";
+#else
+  const fs::path log = fs::temp_directory_path() / "dtlab_nvtx_ranges.txt";
+  fs::remove(log);
+  const fs::path out = fs::temp_directory_path() / "dtlab_gpu_nvtx";
+  const auto job =
+      testing::run_job({kBin + "dtlab", "launch", "-n", "2", kBin + "dtlab", "train", "--config", kConfig, "--out",
+                        out.string(), "train.steps=2", "train.device=cpu", "train.threads=1"},
+                       120, {"NVTX_INJECTION64_PATH=" DTLAB_NVTX_RECORDER, "DTLAB_NVTX_LOG=" + log.string()});
+  ASSERT_EQ(job.exit_code, 0) << job.output;
+  std::ifstream in(log);
+  ASSERT_TRUE(in.good()) << "the NVTX tool was never loaded: no " << log;
+  std::set<std::string> names;
+  for (std::string line; std::getline(in, line);) names.insert(line.substr(0, line.find(' ')));
+  for (const char* expected : {"forward-compute", "backward-compute", "optimizer-step", "grads-all-reduce"})
+    EXPECT_EQ(names.count(expected), 1u) << expected
+                                         << " was never pushed; pushed: " << ::testing::PrintToString(names);
+  // With instrument.nvtx=false nothing is pushed.
+  fs::remove(log);
+  const auto quiet =
+      testing::run_job({kBin + "dtlab", "train", "--config", kConfig, "--out", out.string(), "parallel.strategy=single",
+                        "train.steps=2", "train.device=cpu", "instrument.nvtx=false"},
+                       120, {"NVTX_INJECTION64_PATH=" DTLAB_NVTX_RECORDER, "DTLAB_NVTX_LOG=" + log.string()});
+  ASSERT_EQ(quiet.exit_code, 0) << quiet.output;
+  EXPECT_FALSE(fs::exists(log) && fs::file_size(log) > 0) << "instrument.nvtx=false still pushed ranges";
+#endif
 }
 
 TEST(GpuTraining, CudaInACpuBuildOrWithoutADeviceIsAClearError) {
