@@ -2,8 +2,9 @@
 // includes CUDA headers (cuda configuration).
 #include "lab/train/device.hpp"
 
-#include <iterator>
 #include <stdexcept>
+
+#include <ATen/SDPBackend.h>
 
 #include "kernels/stochastic_round.hpp"
 
@@ -99,13 +100,22 @@ std::string attention_kernel(int64_t micro_batch, int64_t heads, int64_t seq_len
                              at::ScalarType dtype, const TrainDevice& device) {
   const auto options = at::TensorOptions().dtype(dtype).device(device.device);
   const at::Tensor q = at::empty({micro_batch, heads, seq_len, head_dim}, options);
-  // ATen's sdp::SDPBackend, in its order (aten/src/ATen/native/transformers/sdp_utils_cpp.h).
-  static const char* const kNames[] = {"math", "flash_attention", "efficient_attention", "cudnn_attention",
-                                       "overrideable"};
   const int64_t choice = at::_fused_sdp_choice(q, q, q, /*attn_mask=*/{}, /*dropout_p=*/0.0, /*is_causal=*/true);
-  if (choice < 0 || choice >= static_cast<int64_t>(std::size(kNames)))
-    return "unknown (" + std::to_string(choice) + ")";
-  return kNames[choice];
+  switch (static_cast<at::SDPBackend>(choice)) {
+    case at::SDPBackend::math:
+      return "math";
+    case at::SDPBackend::flash_attention:
+      return "flash_attention";
+    case at::SDPBackend::efficient_attention:
+      return "efficient_attention";
+    case at::SDPBackend::cudnn_attention:
+      return "cudnn_attention";
+    case at::SDPBackend::overrideable:
+      return "overrideable";
+    case at::SDPBackend::error:
+      break;
+  }
+  return "unknown (" + std::to_string(choice) + ")";
 }
 
 double sum_of_squares(const std::vector<at::Tensor>& tensors) {
@@ -121,10 +131,6 @@ double sum_of_squares(const std::vector<at::Tensor>& tensors) {
     on_device = on_device.defined() ? on_device + square_sum : square_sum;
   }
   return on_device.defined() ? total + on_device.item<double>() : total;
-}
-
-at::Tensor empty_host(at::IntArrayRef sizes, at::ScalarType dtype, bool pinned) {
-  return at::empty(sizes, at::TensorOptions().dtype(dtype).pinned_memory(pinned && cuda_device_count() > 0));
 }
 
 }  // namespace dtlab

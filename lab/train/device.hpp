@@ -59,8 +59,4 @@ std::string attention_kernel(int64_t micro_batch, int64_t heads, int64_t seq_len
 // model of 150 tensors costs one host sync, not 150. Undefined tensors count 0.
 double sum_of_squares(const std::vector<at::Tensor>& tensors);
 
-// An empty host tensor in pinned (page-locked) memory when a CUDA device is in use, so copies to and from the
-// device are DMA transfers that can run asynchronously; ordinary host memory otherwise.
-at::Tensor empty_host(at::IntArrayRef sizes, at::ScalarType dtype, bool pinned);
-
 }  // namespace dtlab
