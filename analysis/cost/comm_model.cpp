@@ -42,7 +42,9 @@ nlohmann::json CommModel::to_json() const {
                                {"beta_us_per_byte", cost.large_beta_us_per_byte},
                                {"gamma_us_per_byte", cost.large_gamma_us_per_byte}};
   }
-  return {{"backend", backend}, {"ops", out_ops}};
+  nlohmann::json out = {{"backend", backend}, {"ops", out_ops}};
+  if (overlap_hidden) out["overlap_hidden"] = *overlap_hidden;
+  return out;
 }
 
 CommModel CommModel::from_json(const nlohmann::json& j, const std::string& source) {
@@ -77,6 +79,15 @@ CommModel CommModel::from_json(const nlohmann::json& j, const std::string& sourc
       c.large_gamma_us_per_byte = coefficient(large, source, large_key, "gamma_us_per_byte");
     }
     m.ops[key] = c;
+  }
+  if (j.contains("overlap_hidden")) {
+    const nlohmann::json& hidden = j["overlap_hidden"];
+    if (!hidden.is_number() || !(hidden.get<double>() >= 0 && hidden.get<double>() <= 1))
+      throw std::invalid_argument(source +
+                                  ": overlap_hidden: must be a number in [0, 1] (the fraction of a "
+                                  "collective that compute at once hides), got " +
+                                  hidden.dump());
+    m.overlap_hidden = hidden.get<double>();
   }
   return m;
 }

@@ -31,6 +31,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -48,9 +49,15 @@ struct CollectiveCost {
 struct CommModel {
   std::string backend;                        // "gloo", "nccl"
   std::map<std::string, CollectiveCost> ops;  // key "<op>/<algorithm>": "all_reduce/backend", "reduce_scatter/ring"
+  // Optional, in [0, 1]: the fraction of a collective's time that compute running at once hides (comm-bench's
+  // overlap line, lab/comm/bench.hpp). Absent = 1, the schedules' assumption that an overlapped collective costs the
+  // rank nothing (a GPU's collectives run on their own engines). On CPU ranks that hold every core, the backend's
+  // thread copies and reduces on the cores the compute needs, and little is hidden (step_model.hpp).
+  std::optional<double> overlap_hidden;
 
   // {"backend":..., "ops": {"all_reduce/backend": {"alpha_us":.., "beta_us_per_byte":.., "gamma_us_per_byte":..,
-  //   "large": {"from_bytes":.., "alpha_us":.., "beta_us_per_byte":.., "gamma_us_per_byte":..}}}}  ("large": optional)
+  //   "large": {"from_bytes":.., "alpha_us":.., "beta_us_per_byte":.., "gamma_us_per_byte":..}}},
+  //   "overlap_hidden": 0.1}  ("large" and "overlap_hidden": optional)
   nlohmann::json to_json() const;
   // Throws std::invalid_argument naming `source` and the key ("profile.json: ops.all_reduce/backend.alpha_us:
   // missing"). Coefficients must be finite and >= 0.

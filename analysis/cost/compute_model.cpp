@@ -74,8 +74,19 @@ ComputeTime compute_time(const Config& config, const MachineProfile& profile) {
   const double tokens = static_cast<double>(config.train.micro_batch * config.model.seq_len);
   const double ms_per_flop = 1e3 / (t.rate_tflops * 1e12);
   const double forward = f.model_per_token / 3.0;
-  t.forward_ms = tokens * forward * ms_per_flop;
-  t.backward_ms = tokens * (2.0 * forward + f.recompute_per_token) * ms_per_flop;
+  const double linear_layers = 7.0 * static_cast<double>(config.model.n_layers) + 1.0;
+  t.overhead_ms = gemm_overhead_us_for(profile, config.precision.param_dtype) / 1e3 * linear_layers *
+                  (f.executed_per_token / f.model_per_token);
+  t.forward_ms = tokens * forward * ms_per_flop + t.overhead_ms / 3.0;
+  t.backward_ms = tokens * (2.0 * forward + f.recompute_per_token) * ms_per_flop + t.overhead_ms * 2.0 / 3.0;
+  if (t.overhead_ms > 0) {
+    char note[160];
+    std::snprintf(note, sizeof note,
+                  "compute includes %.1f ms per micro-step that does not grow with its tokens "
+                  "(the profile's gemm_overhead_us)",
+                  t.overhead_ms);
+    t.notes.emplace_back(note);
+  }
   t.step_ms = static_cast<double>(std::max<int64_t>(1, config.train.accumulation)) * (t.forward_ms + t.backward_ms);
   return t;
 }

@@ -12,6 +12,10 @@
 // train_efficiency × thread factor). The thread factor (CPU profiles that record `threads`) scales the rate
 // linearly with the threads a rank gets: train.threads, else cores / ranks on the node, and never more
 // cores than the node has. GPU profiles have no thread fields: factor 1.
+// Plus a fixed time per micro-step (profiles with gemm_overhead_us): the overhead per linear layer × the model's
+// linear layers (7 per block + the head) × executed / model FLOPs (recomputed layers pay it again), one third in the
+// forward and two thirds in the backward. It is what makes 4 micro-batches of 1 slower than 1 of 4 at the same
+// FLOPs; it does not scale with threads.
 #pragma once
 
 #include <string>
@@ -40,6 +44,7 @@ struct ComputeTime {
   double rate_tflops = 0;  // the achieved rate per rank used (matmul × efficiency × thread factor)
   double forward_ms = 0;   // one micro-step's forward on one rank
   double backward_ms = 0;  // one micro-step's backward, recompute included
+  double overhead_ms = 0;  // the fixed part of one micro-step (in forward_ms and backward_ms)
   double step_ms = 0;      // accumulation × (forward + backward)
   std::vector<std::string> notes;
 };

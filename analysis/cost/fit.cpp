@@ -282,6 +282,14 @@ CommModel fit_comm_model(const nlohmann::json& comm_bench) {
     const double alpha = ring_gather != model.ops.end() ? ring_gather->second.alpha_us : 0;
     if (bytes > 0 && time_us > alpha) model.ops["send_recv/backend"] = {alpha, (time_us - alpha) / bytes, 0};
   }
+  // The overlap line: how much of a collective compute running at once hid (lab/comm/bench.hpp).
+  if (comm_bench.contains("overlap") && comm_bench["overlap"].is_object()) {
+    const double hidden = number(comm_bench["overlap"], "hidden_fraction", "overlap");
+    if (!(hidden >= 0 && hidden <= 1))
+      throw std::invalid_argument("comm-bench document: overlap.hidden_fraction must be in [0, 1], got " +
+                                  std::to_string(hidden));
+    model.overlap_hidden = hidden;
+  }
   return model;
 }
 

@@ -73,7 +73,7 @@ const char* fitted_placement(const std::string& op);
 
 // Fits every op/algorithm present in `comm_bench["results"]` (at least two message sizes each).
 // Throws std::invalid_argument naming the key when the document lacks results, world_size, a row's field, or
-// has a key with fewer than two sizes.
+// has a key with fewer than two sizes. The document's optional "overlap" line becomes the model's overlap_hidden.
 CommModel fit_comm_model(const nlohmann::json& comm_bench);
 
 }  // namespace dtlab::analysis

@@ -31,6 +31,12 @@ class Reader {
     if (!v.is_string()) fail(key, "must be a string, got " + v.dump());
     return v.get<std::string>();
   }
+  double non_negative(const std::string& key) const {
+    const auto& v = at(key);
+    if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0)
+      fail(key, "must be a number >= 0, got " + v.dump());
+    return v.get<double>();
+  }
   double positive(const std::string& key) const {
     const auto& v = at(key);
     if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() <= 0)
@@ -75,6 +81,7 @@ nlohmann::json MachineProfile::to_json() const {
       {"matmul_tflops", matmul}, {"train_efficiency", compute.train_efficiency}, {"memory_GBps", compute.memory_GBps}};
   if (!compute.train_efficiency_by_dtype.empty())
     j["compute"]["train_efficiency_by_dtype"] = compute.train_efficiency_by_dtype;
+  if (!compute.gemm_overhead_us.empty()) j["compute"]["gemm_overhead_us"] = compute.gemm_overhead_us;
   if (compute.threads > 0) j["compute"]["threads"] = compute.threads;
   if (compute.cores > 0) j["compute"]["cores"] = compute.cores;
   j["comm"] = {{"ranks_per_node", comm.ranks_per_node}, {"intra_node", comm.intra_node.to_json()}};
@@ -121,6 +128,13 @@ MachineProfile MachineProfile::from_json(const nlohmann::json& j, const std::str
       const double e = by_dtype.positive(dtype);
       if (e > 1.0) by_dtype.fail(dtype, "is a fraction of the matmul rate, must be <= 1, got " + std::to_string(e));
       p.compute.train_efficiency_by_dtype[dtype] = e;
+    }
+  }
+  if (compute.has("gemm_overhead_us")) {
+    const Reader by_dtype = compute.object("gemm_overhead_us");
+    for (const auto& [dtype, value] : by_dtype.json().items()) {
+      if (!is_torch_name(dtype)) by_dtype.fail(dtype, "unknown dtype; use float32 | bfloat16 | float16");
+      p.compute.gemm_overhead_us[dtype] = by_dtype.non_negative(dtype);
     }
   }
   p.compute.memory_GBps = compute.positive("memory_GBps");
@@ -185,6 +199,11 @@ std::string profile_dtype_name(const std::string& dtype) {
 double train_efficiency_for(const MachineProfile& profile, const std::string& dtype) {
   const auto it = profile.compute.train_efficiency_by_dtype.find(profile_dtype_name(dtype));
   return it != profile.compute.train_efficiency_by_dtype.end() ? it->second : profile.compute.train_efficiency;
+}
+
+double gemm_overhead_us_for(const MachineProfile& profile, const std::string& dtype) {
+  const auto it = profile.compute.gemm_overhead_us.find(profile_dtype_name(dtype));
+  return it != profile.compute.gemm_overhead_us.end() ? it->second : 0.0;
 }
 
 double matmul_tflops_for(const MachineProfile& profile, const std::string& dtype, bool* fell_back) {

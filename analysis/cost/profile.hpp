@@ -12,6 +12,8 @@
 //    "compute": {"matmul_tflops": {"float32": .., "bfloat16": .., "float16": ..},   // dense GEMM rate per rank
 //                "train_efficiency": 0.45,      // achieved fraction of the matmul rate in a training step
 //                "train_efficiency_by_dtype": {"bfloat16": 0.2},  // optional: per dtype, wins for that dtype
+//                "gemm_overhead_us": {"bfloat16": 900},  // optional: fixed time per linear layer per micro-step
+//                                               //   (forward + backward), by dtype; absent = 0 (compute_model.hpp)
 //                "memory_GBps": 3350,           // per rank, for optimizer and elementwise passes
 //                "threads": 1,                  // optional: CPU threads per rank the rates were measured with
 //                "cores": 2},                   // optional: cores per node (CPU: ranks share them)
@@ -50,6 +52,10 @@ struct ComputeRates {
   // Optional, per dtype (float32 | bfloat16 | float16): a training step in that dtype over that dtype's matmul
   // rate. Wins over train_efficiency for its dtype: on CPUs a bf16 GEMM speeds up far more than a bf16 step.
   std::map<std::string, double> train_efficiency_by_dtype;
+  // Optional, per dtype, >= 0: the time of a micro-step that does not grow with its tokens, per linear layer
+  // (forward and backward of it), in µs. `dtlab calibrate` solves it from steps of two micro-batch sizes: on CPUs a
+  // small micro-batch's GEMMs run far below the rate of large ones. Absent = 0.
+  std::map<std::string, double> gemm_overhead_us;
   double memory_GBps = 0;  // > 0
   int threads = 0;         // 0 = not recorded (GPU profiles): rates are per rank as they are
   int cores = 0;           // 0 = not recorded
@@ -95,5 +101,7 @@ void save_profile(const MachineProfile& profile, const std::string& path);
 double matmul_tflops_for(const MachineProfile& profile, const std::string& dtype, bool* fell_back = nullptr);
 // The training efficiency for a config or comm dtype name: train_efficiency_by_dtype's entry, else train_efficiency.
 double train_efficiency_for(const MachineProfile& profile, const std::string& dtype);
+// The per-linear-layer micro-step overhead for a config or comm dtype name (µs): gemm_overhead_us's entry, else 0.
+double gemm_overhead_us_for(const MachineProfile& profile, const std::string& dtype);
 
 }  // namespace dtlab::analysis

@@ -108,6 +108,8 @@ StepPrediction predict_step(const Config& config, const CostPlan& plan, const Ma
   std::map<std::tuple<std::string, std::string, std::string, int>, OpTime> rows;
   std::vector<double> call_ms(plan.collectives.size(), 0.0);
   double after_backward_ms = 0;  // synchronous after backward: replica all-reduces and the 8-byte all-reduces
+  double scheduled_ms = 0;       // the calls the strategy's schedule places (it may overlap them with compute)
+  double unhideable_ms = 0;      // Σ (1 - overlap_hidden of the call's level) × time over those calls
   bool any_inter = false, spans_without_model = false;
   for (size_t i = 0; i < plan.collectives.size(); ++i) {
     const PlannedCollective& c = plan.collectives[i];
@@ -123,7 +125,13 @@ StepPrediction predict_step(const Config& config, const CostPlan& plan, const Ma
     row.bytes_per_step += c.bytes * c.count;
     row.time_ms += ms * static_cast<double>(c.count);
     s.comm_ms += ms * static_cast<double>(c.count);
-    if (runs_after_backward(c)) after_backward_ms += ms * static_cast<double>(c.count);
+    if (runs_after_backward(c)) {
+      after_backward_ms += ms * static_cast<double>(c.count);
+    } else {
+      const CommModel& level = inter ? *profile.comm.inter_node : profile.comm.intra_node;
+      scheduled_ms += ms * static_cast<double>(c.count);
+      unhideable_ms += (1.0 - level.overlap_hidden.value_or(1.0)) * ms * static_cast<double>(c.count);
+    }
   }
   for (auto& [key, row] : rows) s.by_op.push_back(row);
   if (any_inter) s.notes.push_back("groups spanning nodes use the profile's inter_node model");
@@ -157,7 +165,19 @@ StepPrediction predict_step(const Config& config, const CostPlan& plan, const Ma
     s.notes.push_back("no schedule for strategy " + plan.strategy + ": all of its communication counted as exposed");
     exposed = s.comm_ms - after_backward_ms;
   }
-  s.exposed_comm_ms = exposed + after_backward_ms;
+  // What the schedule overlapped is hidden only as far as the profile's overlap_hidden says (comm_model.hpp): the
+  // rest costs the step its time, on the collective stream or as compute slowed by a backend thread on its cores.
+  const double overlapped_ms = std::max(0.0, scheduled_ms - exposed);
+  if (overlapped_ms > 0 && unhideable_ms > 0) {
+    s.overlap_lost_ms = overlapped_ms * unhideable_ms / scheduled_ms;
+    char note[200];
+    std::snprintf(note, sizeof note,
+                  "%.1f of the %.1f ms the schedule overlaps count as exposed: the profile's overlap_hidden says "
+                  "compute hides only %.0f%% of a collective here",
+                  s.overlap_lost_ms, overlapped_ms, 100.0 * (1.0 - unhideable_ms / scheduled_ms));
+    s.notes.emplace_back(note);
+  }
+  s.exposed_comm_ms = exposed + s.overlap_lost_ms + after_backward_ms;
 
   // Optimizer and the elementwise passes over parameters and gradients (memory-bound).
   s.optimizer_ms = elementwise_bytes(config, plan) / (profile.compute.memory_GBps * 1e9) * 1e3;

@@ -19,6 +19,11 @@
 //                       optimizer step (exposed)
 //   every strategy      the grad-norm / found-inf all-reduces and the trainer's loss all-reduce (8 bytes each,
 //                       exposed, not in comm.bytes_per_step: result.json's collectives leave the loss out too)
+// Overlap is not free everywhere: the schedules assume a collective overlapped with compute costs nothing, and the
+// profile's comm models say how much of it compute really hides (CommModel::overlap_hidden, measured by comm-bench's
+// overlap line; absent = all of it). Of the time the schedule overlapped, the unhidden share (the time-weighted mean
+// of 1 - overlap_hidden over the scheduled calls) is added to the exposed communication as overlap_lost_ms. On CPU
+// ranks that hold every core, Gloo's thread reduces and copies on the compute's cores, and almost nothing is hidden.
 // Compute per unit is split from the compute model in proportion to the unit's FLOPs. A collective's time is
 // collective_time_us() of the profile's intra_node model, or inter_node when its group spans nodes (ranks
 // r, r+s, ..., r+(g-1)s with the plan's stride s: 1, F for hybrid's replica groups, K for the cross-node level of
@@ -50,7 +55,8 @@ struct OpTime {
 struct StepPrediction {
   double compute_ms = 0;       // accumulation × (forward + backward incl. recompute)
   double comm_ms = 0;          // all collectives of the step back to back
-  double exposed_comm_ms = 0;  // the part of the step spent waiting for communication
+  double exposed_comm_ms = 0;  // the part of the step spent waiting for communication (overlap_lost_ms included)
+  double overlap_lost_ms = 0;  // overlapped by the schedule but not hidden: (1 - overlap_hidden) of it
   double optimizer_ms = 0;     // optimizer update and the other elementwise passes over parameters and gradients
   double offload_ms = 0;       // host <-> device copies of parallel.offload (synchronous)
   double step_ms = 0;          // compute + exposed + optimizer + offload

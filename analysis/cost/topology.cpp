@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -25,6 +26,12 @@ double intra_beta(const CommModel& intra, const std::string& key, bool large) {
   const auto it = intra.ops.find(key);
   if (it == intra.ops.end()) return 0;
   return large && it->second.large_from_bytes > 0 ? it->second.large_beta_us_per_byte : it->second.beta_us_per_byte;
+}
+
+std::string fixed2(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f", value);
+  return text;
 }
 
 }  // namespace
@@ -64,9 +71,20 @@ MachineProfile on_topology(const MachineProfile& profile, const Topology& t) {
     if (!had_inter_model) {
       CommModel inter = intra;
       map_betas(inter, [&](const std::string&, double beta, bool) { return std::max(beta, wire); });
+      if (intra.overlap_hidden && intra.ops.count("all_reduce/backend") > 0) {
+        // A derived cross-node call keeps the cores busy only as long as the intra-node call would; the rest of it
+        // is waiting on the link, which compute can fill. Taken at the overlap line's call (4 MiB all_reduce, p=2).
+        const int64_t line_bytes = int64_t{4} << 20;
+        const double busy = collective_time_us(intra, "all_reduce", "backend", line_bytes, 2);
+        const double whole = collective_time_us(inter, "all_reduce", "backend", line_bytes, 2);
+        if (whole > 0) inter.overlap_hidden = 1.0 - (1.0 - *intra.overlap_hidden) * std::min(1.0, busy / whole);
+      }
       comm.inter_node = inter;
       p.adjustments.push_back("inter_node derived from intra_node: β = max(intra-node β, wire time at " +
-                              describe_rate(t.inter_link_bps) + ")");
+                              describe_rate(t.inter_link_bps) + ")" +
+                              (inter.overlap_hidden ? ", overlap_hidden " + fixed2(*inter.overlap_hidden) +
+                                                          " (the cores are busy for the intra-node part of a call)"
+                                                    : std::string()));
     } else if (comm.inter_link_bps > 0) {
       const double scale = comm.inter_link_bps / t.inter_link_bps;
       map_betas(*comm.inter_node, [&](const std::string& key, double beta, bool large) {

@@ -12,7 +12,9 @@
 //                    intra-node figure measures) nor below the wire time 8/R (no fit, however noisy, sends faster
 //                    than the link). Without a recorded R₀ (spec sheets) β becomes the wire time 8/R.
 //                    Without an inter_node model at all (a loopback calibration) inter_node is derived from
-//                    intra_node with β = max(β_intra, 8/R).
+//                    intra_node with β = max(β_intra, 8/R). Its overlap_hidden (when the intra one has it) is
+//                    1 − (1 − η_intra)·t_intra/t_inter of a 4 MiB all_reduce at p = 2: the cores are busy for the
+//                    intra-node part of the call, and compute can fill the rest, which is waiting on the link.
 //   intra_node β     with intra_link_bps: max(β, 8/R_intra) (loopback shaped like the emulated cluster's --intra-link)
 //   ranks_per_link   the topology's when given; else the profile's when it has an inter_node model; else the node's
 //                    ranks (the emulated cluster: one link per node, shared by its ranks)

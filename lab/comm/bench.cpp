@@ -41,6 +41,9 @@ using comm_bench::Reporter;
 using comm_bench::Row;
 
 constexpr int64_t kP2pBytes = int64_t{64} << 20;
+constexpr int64_t kOverlapBytes = int64_t{4} << 20;  // the overlap line's all_reduce: a DDP bucket's size
+constexpr int64_t kOverlapGemmSize = 256;
+constexpr int kOverlapRounds = 5;
 constexpr int64_t kModelMinBytes = 1024, kModelMaxBytes = int64_t{256} << 20;  // the accuracy target's range
 
 const std::vector<std::string> kAlgorithms = {"backend", "ring", "hierarchical"};
@@ -134,6 +137,56 @@ double measure_p2p(Comm& comm, World& world, at::ScalarType type, const CommBenc
         if (pair) comm.exchange(send, peer, recv, peer);
       },
       world, comm, options);
+}
+
+// The overlap line (reporter.hpp's OverlapFigure): an all_reduce of a DDP bucket's size over the group, square fp32
+// GEMMs on every rank of the job (the ranks outside a --group cross group compute too, as they would in training),
+// and both at once. The ranks keep the intra-op threads they were started with, as a training rank does.
+comm_bench::OverlapFigure measure_overlap(const Placement& where, World& world, at::ScalarType type,
+                                          const CommBenchOptions& options) {
+  Comm& group = where.comms.group;
+  const int64_t p = group.size(), element = static_cast<int64_t>(c10::elementSize(type));
+  comm_bench::OverlapFigure o;
+  const int64_t count = std::max<int64_t>(p, kOverlapBytes / element / p * p);
+  o.bytes = count * element;
+  o.gemm_size = kOverlapGemmSize;
+  at::Tensor buffer = comm_bench::pattern(group.rank(), 0, count, type);
+  const at::Tensor a = at::rand({kOverlapGemmSize, kOverlapGemmSize});
+  const at::Tensor b = at::rand({kOverlapGemmSize, kOverlapGemmSize});
+  at::Tensor product = at::empty({kOverlapGemmSize, kOverlapGemmSize});
+  const auto issue = [&] { return where.active ? group.all_reduce(buffer, "comm-bench.overlap") : CommHandle(); };
+  const auto comm_alone = [&] {
+    if (CommHandle h = issue(); h.valid()) h.wait();
+  };
+  const auto gemms = [&] {
+    for (int i = 0; i < o.gemms; ++i) at::mm_out(product, a, b);
+  };
+  const auto together = [&] {
+    CommHandle h = issue();
+    gemms();
+    if (h.valid()) h.wait();
+  };
+  // The three figures are a difference of similar times, so each is the median of kOverlapRounds rounds that take
+  // them in turn (load that comes and goes touches all three alike), each round a mean over at least 10 calls.
+  CommBenchOptions each = options;
+  each.iters = std::max(options.iters, 10);
+  each.warmup = 1;
+  each.repeats = 1;
+  o.gemms = 1;
+  const double one_gemm_us = time_calls(gemms, world, where.job, each);
+  o.gemms = std::max(1, static_cast<int>(std::lround(time_calls(comm_alone, world, where.job, each) / one_gemm_us)));
+  std::vector<double> comm_us, compute_us, together_us;
+  for (int round = 0; round < kOverlapRounds; ++round) {
+    comm_us.push_back(time_calls(comm_alone, world, where.job, each));
+    compute_us.push_back(time_calls(gemms, world, where.job, each));
+    together_us.push_back(time_calls(together, world, where.job, each));
+  }
+  o.comm_us = median(comm_us);
+  o.compute_us = median(compute_us);
+  o.together_us = median(together_us);
+  const double hidden = (o.comm_us + o.compute_us - o.together_us) / std::min(o.comm_us, o.compute_us);
+  o.hidden_fraction = std::clamp(hidden, 0.0, 1.0);
+  return o;
 }
 
 // The nodes this job's ranks span, and the rates `dtlab launch --nodes` set (DTLAB_INTER_LINK / DTLAB_INTRA_LINK);
@@ -414,6 +467,7 @@ int run_comm_bench(const CommBenchOptions& options) {
   if (p >= 2) p2p_us = measure_p2p(comm, world, type, options, 0, options.group == "cross" ? first_of_node_1 : 1);
   BenchSummary summary = summarize(rows, options.check, p2p_us, p, element, options.model.has_value());
   if (summary.p2p && options.group == "cross") summary.p2p->peer = first_of_node_1;
+  if (p >= 2) summary.overlap = measure_overlap(where, world, type, options);
   if ((summary.cluster = cluster)) {
     if (first_of_node_1 == 1 || options.group == "cross") {
       summary.p2p_inter = summary.p2p;  // the pair above is on two nodes already

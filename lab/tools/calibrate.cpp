@@ -261,18 +261,38 @@ ComputeCalibration calibrate_compute(const Config& config, int threads, bool qui
   const ModelCounts counts = model_counts(single.model);
   const double step_flops = counts.flops_per_token * static_cast<double>(c.tokens);
   json train_details = json::object();
+  // Each dtype's step runs at the config's micro-batch B and at micro-batch 1: t(T) = overhead + T·k through both
+  // points gives the part of a micro-step that does not grow with its tokens (the profile's gemm_overhead_us, per
+  // linear layer) and the rate of the part that does (train_efficiency), so the compute model is exact at both.
+  const int64_t batch = single.train.micro_batch;
+  const double linear_layers = 7.0 * static_cast<double>(single.model.n_layers) + 1.0;
   for (const std::string& dtype : {config.precision.param_dtype, std::string("bf16")}) {
     if (dtype == "bf16" && config.precision.param_dtype != "fp32") continue;  // measured above as the config's
     Config run = single;
     run.precision.param_dtype = dtype;
     const TrainStepTimes times = measure_train_step(run, quick, make_strategy);
     const std::string name = profile_dtype(dtype);
+    double overhead_ms = 0;
+    json one_row = nullptr;
+    if (batch > 1) {
+      Config one = run;
+      one.train.micro_batch = one.train.global_batch = 1;
+      const TrainStepTimes small = measure_train_step(one, quick, make_strategy);
+      overhead_ms = std::max(
+          0.0, (static_cast<double>(batch) * small.fwd_bwd_ms - times.fwd_bwd_ms) / static_cast<double>(batch - 1));
+      overhead_ms = std::min(overhead_ms, 0.9 * small.fwd_bwd_ms);  // the tokens always cost something
+      c.gemm_overhead_us[name] = overhead_ms * 1e3 / linear_layers;
+      one_row = {{"micro_batch", 1}, {"fwd_bwd_ms", small.fwd_bwd_repeats}};
+    }
     const double model_tflops = step_flops / (times.fwd_bwd_ms / 1e3) / 1e12;
-    const double raw_efficiency = model_tflops / c.matmul_tflops.at(name);
+    const double growing_tflops = step_flops / ((times.fwd_bwd_ms - overhead_ms) / 1e3) / 1e12;
+    const double raw_efficiency = growing_tflops / c.matmul_tflops.at(name);
     c.train_efficiency_by_dtype[name] = std::min(1.0, raw_efficiency);
     train_details[name] = {{"fwd_bwd_ms", times.fwd_bwd_repeats},
                            {"step_ms", times.step_repeats},
                            {"model_tflops", model_tflops},
+                           {"micro_batch_1", one_row},
+                           {"overhead_ms_per_micro_step", overhead_ms},
                            {"efficiency_uncapped", raw_efficiency}};
     if (dtype != config.precision.param_dtype) continue;
     c.fwd_bwd_ms = times.fwd_bwd_ms;
@@ -403,11 +423,14 @@ void print_compute(const ComputeCalibration& compute, int ranks) {
               1e3 * compute.matmul_tflops.at("float16"));
   std::printf(
       "  training step (single, %s, %d companion(s) alongside): forward+backward %.1f ms = %.1f GFLOP/s of model "
-      "FLOPs -> train_efficiency %.2f; whole step %.1f ms\n",
+      "FLOPs -> train_efficiency %.2f (its fixed part taken out); whole step %.1f ms\n",
       compute.train_dtype.c_str(), ranks - 1, compute.fwd_bwd_ms, 1e3 * compute.model_tflops, compute.train_efficiency,
       compute.step_ms);
   for (const auto& [dtype, e] : compute.train_efficiency_by_dtype)
     std::printf("  train_efficiency %s %.2f\n", dtype.c_str(), e);
+  for (const auto& [dtype, us] : compute.gemm_overhead_us)
+    std::printf("  gemm_overhead_us %s %.0f (fixed part of a micro-step: micro-batch 1 against the config's)\n",
+                dtype.c_str(), us);
   std::printf(
       "  gradient norm + scaling + optimizer of that step: %.2f ms for %.1f MB -> %.1f GB/s effective; AdamW alone "
       "%.2f ms; host copy %.1f GB/s\n",
@@ -428,6 +451,9 @@ void print_comm(const analysis::CommModel& comm, int ranks, const std::string& l
     std::printf("    %-24s alpha %8.1f us   1/beta %-12s 1/gamma %s\n", key.c_str(), cost.alpha_us,
                 rate(cost.beta_us_per_byte).c_str(), rate(cost.gamma_us_per_byte).c_str());
   }
+  if (comm.overlap_hidden)
+    std::printf("    overlap_hidden %.2f: compute running at once hides %.0f%% of an all_reduce\n",
+                *comm.overlap_hidden, 100 * *comm.overlap_hidden);
 }
 
 // The communication side: one loopback comm-bench, or on an emulated cluster one per level (calibrate.hpp, step 5).
@@ -512,6 +538,7 @@ json profile_document(const CalibrateOptions& options, const Config& config, con
         {"train_efficiency", compute.train_efficiency},
         {"train_efficiency_by_dtype", compute.train_efficiency_by_dtype},
         {"memory_GBps", compute.memory_GBps},
+        {"gemm_overhead_us", compute.gemm_overhead_us},
         {"threads", compute.threads},
         {"cores", compute.cores}}},
       {"comm",
@@ -526,7 +553,11 @@ json profile_document(const CalibrateOptions& options, const Config& config, con
         "matmul_tflops: model-weighted forward and backward GEMMs of " + config.model.preset + " with " +
             std::to_string(compute.tokens) + " rows, median over repeats",
         "train_efficiency: forward+backward model FLOP rate of one " + compute.train_dtype +
-            " micro-batch over the matmul rate (optimizer excluded: memory_GBps covers it); by dtype for bf16",
+            " micro-batch over the matmul rate (optimizer excluded: memory_GBps covers it), its fixed part "
+            "(gemm_overhead_us) taken out; by dtype for bf16",
+        "gemm_overhead_us: the part of a forward+backward that does not grow with its tokens, per linear layer "
+        "(7 per block + the head), from the same step at micro-batch " +
+            std::to_string(config.train.micro_batch) + " and 1",
         "compute figures measured with " + std::to_string(options.ranks - 1) +
             " companion process(es) doing the same work at once, as the ranks of a job share the cores",
         "memory_GBps: the step model's elementwise bytes (gradient norm, scaling, AdamW) of that single-process "
@@ -534,6 +565,8 @@ json profile_document(const CalibrateOptions& options, const Config& config, con
         "ranks_per_node: every local rank of this host is intra-node (a CPU host has no per-node GPU count)",
         "host_device_GBps: a host-to-host copy (no GPU): what offload costs on this machine",
         "disk_write_GBps: 64 MiB written and fsynced next to the profile, median of 3: what a checkpoint save costs",
+        "comm.*.overlap_hidden: comm-bench's overlap line (a 4 MiB all_reduce next to GEMMs on every rank, "
+        "lab/comm/bench.hpp): the share of an overlapped collective the step model counts as hidden",
         "comm: Gloo over loopback TCP, fitted to comm-bench " +
             std::string(options.quick ? "1 KiB-1 MiB (--quick)" : "1 KiB-256 MiB") + " at " +
             std::to_string(options.ranks) + " ranks"}}};
@@ -556,7 +589,7 @@ json profile_document(const CalibrateOptions& options, const Config& config, con
                       " fitted β(s) below the link's wire time raised to it (the per-call term took the time of "
                       "those sizes)");
   }
-  if (compute.train_efficiency < compute.model_tflops / compute.matmul_tflops.at(compute.train_dtype)) {
+  if (compute.train_efficiency >= 1.0) {
     profile["notes"].push_back("train_efficiency capped at 1: the training step ran faster than the GEMM benchmark");
   }
 

@@ -8,8 +8,10 @@
 //   1. GEMMs on the model's real shapes (every linear of a block, forward and both backward products, and the
 //      head), per dtype float32 | bfloat16 | float16, weighted as the model weights them (n_layers blocks + one
 //      head) -> compute.matmul_tflops.<dtype>
-//   2. a short training step of the same shape with the single strategy (warm-up steps excluded): the model
-//      FLOP rate of forward + backward (6N + 12·L·h·s per token) over the matmul rate of the config's dtype
+//   2. a short training step of the same shape with the single strategy (warm-up steps excluded), at the config's
+//      micro-batch B and at micro-batch 1: the line t(T) = fixed + T·k through the two forward + backward times
+//      -> compute.gemm_overhead_us (fixed / linear layers), and the model FLOP rate of the part that grows with
+//      the tokens (6N + 12·L·h·s per token) over the matmul rate of the config's dtype
 //      -> compute.train_efficiency; for an fp32 config the same in bf16 -> compute.train_efficiency_by_dtype
 //   3. the rest of that step (gradient norm, scaling, AdamW): the step model's elementwise_bytes() of it over its
 //      measured time -> compute.memory_GBps, so the predicted optimizer time reproduces the measured one (the
@@ -18,7 +20,8 @@
 //   the same time: the ranks of a job share cores, caches and memory bandwidth, and the studies measure that.
 //   4. a host-to-host copy of the model's fp32 parameters -> host_device_GBps (what offload costs on CPU)
 //   5. `<this exe> comm-bench --ranks N -b 1K -e 256M -f 4 ... --json <dir>/comm_bench.json` as a child process,
-//      then fit_comm_model (analysis/cost/fit.hpp) -> comm.intra_node (α, β, γ per op and algorithm).
+//      then fit_comm_model (analysis/cost/fit.hpp) -> comm.intra_node (α, β, γ per op and algorithm, and
+//      overlap_hidden from comm-bench's overlap line).
 //      With --nodes M (ranks K per node, --inter-link R): comm-bench on the emulated cluster, `--group node` ->
 //      comm.intra_node (comm_bench.json; a 2-rank loopback run when K = 1) and `--group cross` (1 KiB-64 MiB: the
 //      slow link) -> comm.inter_node (comm_bench_inter.json), both levels fitted alike:
@@ -68,14 +71,15 @@ struct CalibrateOptions {
 struct ComputeCalibration {
   int threads = 1;
   int cores = 1;
-  int64_t tokens = 0;                                       // rows of every GEMM: micro_batch * seq_len
-  std::map<std::string, double> matmul_tflops;              // by dtype name: float32 | bfloat16 | float16
-  std::string train_dtype;                                  // matmul dtype of the training step (config param_dtype)
-  double fwd_bwd_ms = 0;                                    // median forward + backward of one micro-batch
-  double step_ms = 0;                                       // median whole step: + gradient norm and optimizer
-  double model_tflops = 0;                                  // model FLOPs of fwd + bwd / fwd_bwd_ms
-  double train_efficiency = 0;                              // model_tflops / matmul_tflops[train_dtype], capped at 1
+  int64_t tokens = 0;                           // rows of every GEMM: micro_batch * seq_len
+  std::map<std::string, double> matmul_tflops;  // by dtype name: float32 | bfloat16 | float16
+  std::string train_dtype;                      // matmul dtype of the training step (config param_dtype)
+  double fwd_bwd_ms = 0;                        // median forward + backward of one micro-batch
+  double step_ms = 0;                           // median whole step: + gradient norm and optimizer
+  double model_tflops = 0;                      // model FLOPs of fwd + bwd / fwd_bwd_ms
+  double train_efficiency = 0;  // the rate of the token-growing part / matmul_tflops[train_dtype], capped at 1
   std::map<std::string, double> train_efficiency_by_dtype;  // the config's dtype, and bfloat16 for an fp32 config
+  std::map<std::string, double> gemm_overhead_us;           // same dtypes: fixed µs per linear layer per micro-step
   double elementwise_ms = 0;                                // step_ms - fwd_bwd_ms: gradient norm, scaling, optimizer
   double elementwise_bytes = 0;  // analysis/cost/step_model.hpp elementwise_bytes() of that single-process step
   int64_t adamw_params = 0;

@@ -89,6 +89,24 @@ TEST(CommModel, JsonRoundTrip) {
   EXPECT_EQ(back.to_json(), j);
 }
 
+TEST(CommModel, OverlapHiddenIsOptionalAndAFraction) {
+  CommModel m = distinct_model();
+  EXPECT_FALSE(m.to_json().contains("overlap_hidden"));  // absent stays absent: the schedules' assumption holds
+  EXPECT_FALSE(CommModel::from_json(m.to_json(), "<text>").overlap_hidden.has_value());
+  m.overlap_hidden = 0.125;
+  const CommModel back = CommModel::from_json(nlohmann::json::parse(m.to_json().dump()), "<text>");
+  ASSERT_TRUE(back.overlap_hidden.has_value());
+  EXPECT_DOUBLE_EQ(*back.overlap_hidden, 0.125);
+
+  for (const nlohmann::json& bad : {nlohmann::json(1.5), nlohmann::json(-0.1), nlohmann::json("most")}) {
+    nlohmann::json j = m.to_json();
+    j["overlap_hidden"] = bad;
+    const std::string msg = testing::message_of([&] { CommModel::from_json(j, "profile.json"); });
+    EXPECT_NE(msg.find("profile.json: overlap_hidden"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("[0, 1]"), std::string::npos) << msg;
+  }
+}
+
 TEST(CommModel, LargeMessageRegimeFromItsSizeOn) {
   CommModel m = distinct_model();
   CollectiveCost& c = m.ops["all_gather/ring"];

@@ -231,6 +231,22 @@ TEST(FitCommModel, PointToPointBecomesSendRecv) {
   EXPECT_NEAR(fit.ops.at("send_recv/backend").beta_us_per_byte, 9e-4, 1e-12);
 }
 
+TEST(FitCommModel, OverlapLineBecomesOverlapHidden) {
+  nlohmann::json bench = synthetic_bench(true_model(), 2, 0.0);
+  EXPECT_FALSE(fit_comm_model(bench).overlap_hidden.has_value());  // no line: nothing claimed
+  bench["overlap"] = {{"bytes", 4 << 20},
+                      {"comm_us", 3000.0},
+                      {"compute_us", 3100.0},
+                      {"together_us", 5800.0},
+                      {"hidden_fraction", 0.1}};
+  const CommModel fit = fit_comm_model(bench);
+  ASSERT_TRUE(fit.overlap_hidden.has_value());
+  EXPECT_DOUBLE_EQ(*fit.overlap_hidden, 0.1);
+  bench["overlap"]["hidden_fraction"] = 1.2;
+  const std::string msg = testing::message_of([&] { fit_comm_model(bench); });
+  EXPECT_NE(msg.find("overlap.hidden_fraction"), std::string::npos) << msg;
+}
+
 TEST(FitCommModel, UsesTheFigureThatMatchesLabComm) {
   EXPECT_STREQ(fitted_placement("all_reduce"), "in_place");
   EXPECT_STREQ(fitted_placement("broadcast"), "in_place");

@@ -82,6 +82,39 @@ TEST(ComputeModel, PerDtypeEfficiencyWinsForItsDtype) {
   }
 }
 
+TEST(ComputeModel, GemmOverheadIsAFixedTimePerMicroStepPerLinearLayer) {
+  // tiny has 2 blocks: 7·2 + 1 = 15 linear layers. 100 µs each: 1.5 ms per micro-step, a third in the forward,
+  // whatever the micro-batch; only for the dtype it was measured in.
+  MachineProfile p = synthetic();
+  const ComputeTime plain = compute_time(tiny(), p);
+  p.compute.gemm_overhead_us = {{"float32", 100.0}};
+  const ComputeTime fixed = compute_time(tiny(), p);
+  EXPECT_NEAR(fixed.overhead_ms, 1.5, 1e-12);
+  EXPECT_NEAR(fixed.forward_ms, plain.forward_ms + 0.5, 1e-12);
+  EXPECT_NEAR(fixed.backward_ms, plain.backward_ms + 1.0, 1e-12);
+  const Config four_micro_steps = tiny({"train.micro_batch=1", "train.accumulation=4"});
+  EXPECT_NEAR(compute_time(four_micro_steps, p).step_ms, plain.step_ms + 4 * 1.5, 1e-9)
+      << "the same tokens in 4 micro-steps pay the overhead 4 times";
+  EXPECT_EQ(compute_time(tiny({"precision.param_dtype=bf16"}), p).overhead_ms, 0.0) << "no bfloat16 entry: none";
+
+  // Full AC recomputes every block's forward: executed / model FLOPs more overhead.
+  const Config full = tiny({"parallel.activation_checkpointing=full"});
+  const ComputeFlops flops = compute_flops(full);
+  EXPECT_NEAR(compute_time(full, p).overhead_ms, 1.5 * flops.executed_per_token / flops.model_per_token, 1e-12);
+
+  nlohmann::json j = p.to_json();
+  EXPECT_DOUBLE_EQ(MachineProfile::from_json(j, "t").compute.gemm_overhead_us.at("float32"), 100.0);
+  j["compute"]["gemm_overhead_us"]["float32"] = -1.0;
+  try {
+    MachineProfile::from_json(j, "p.json");
+    FAIL() << "a negative overhead must be refused";
+  } catch (const ProfileError& e) {
+    EXPECT_NE(std::string(e.what()).find("p.json: compute.gemm_overhead_us.float32: must be a number >= 0"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(StepModel, ElementwiseBytesAreWhatTheOptimizerPhaseIsTimedWith) {
   const Config c = tiny();
   const CostPlan plan = cost_plan(c, 0);
@@ -123,6 +156,46 @@ TEST(StepModel, DdpBucketsOverlapTheBackwardThatFollowsThem) {
   const StepPrediction s = predict_step(c, cost_plan(c, 0), p);
   EXPECT_LT(s.exposed_comm_ms, 0.5 * s.comm_ms);
   EXPECT_GT(s.exposed_comm_ms, 0.0);
+}
+
+TEST(StepModel, OverlapCountsOnlyAsFarAsTheProfileSaysComputeHidesIt) {
+  // The buckets of DdpBucketsOverlapTheBackwardThatFollowsThem, on profiles whose compute hides all, half and none of
+  // a collective: what the schedule overlapped is charged at (1 - overlap_hidden) of it.
+  const Config c = tiny({"parallel.strategy=ddp", "parallel.bucket_cap_mb=0.01"}, 2);
+  MachineProfile p = synthetic(1e-3);
+  p.compute.matmul_tflops = {{"float32", 1e-3}};
+  const StepPrediction free = predict_step(c, cost_plan(c, 0), p);  // overlap_hidden absent: all hidden
+  p.comm.intra_node.overlap_hidden = 1.0;
+  const StepPrediction all = predict_step(c, cost_plan(c, 0), p);
+  p.comm.intra_node.overlap_hidden = 0.5;
+  const StepPrediction half = predict_step(c, cost_plan(c, 0), p);
+  p.comm.intra_node.overlap_hidden = 0.0;
+  const StepPrediction none = predict_step(c, cost_plan(c, 0), p);
+
+  EXPECT_EQ(free.exposed_comm_ms, all.exposed_comm_ms);
+  EXPECT_EQ(all.overlap_lost_ms, 0.0);
+  const double overlapped = free.comm_ms - free.exposed_comm_ms;  // every bucket's all-reduce is scheduled
+  ASSERT_GT(overlapped, 0.0);
+  EXPECT_NEAR(half.overlap_lost_ms, 0.5 * overlapped, 1e-12);
+  EXPECT_NEAR(half.exposed_comm_ms, free.exposed_comm_ms + 0.5 * overlapped, 1e-12);
+  EXPECT_NEAR(none.exposed_comm_ms, none.comm_ms, 1e-12);  // nothing hidden: the step pays every collective
+  EXPECT_NEAR(none.step_ms, free.step_ms + overlapped, 1e-12);
+  EXPECT_EQ(none.comm_ms, free.comm_ms);
+}
+
+TEST(StepModel, OverlapHiddenOfTheLevelACallCrossesIsTheOneCharged) {
+  // One node per rank: the bucket all-reduces span nodes, so the inter-node model's overlap_hidden applies, not the
+  // intra-node one's.
+  const Config c = tiny({"parallel.strategy=ddp", "parallel.bucket_cap_mb=0.01"}, 2);
+  MachineProfile p = synthetic(1e-3);
+  p.compute.matmul_tflops = {{"float32", 1e-3}};
+  p.comm.ranks_per_node = 1;
+  p.comm.inter_node = testing::distinct_comm(1e-3);
+  const StepPrediction free = predict_step(c, cost_plan(c, 0), p);
+  p.comm.intra_node.overlap_hidden = 0.0;
+  EXPECT_EQ(predict_step(c, cost_plan(c, 0), p).exposed_comm_ms, free.exposed_comm_ms);
+  p.comm.inter_node->overlap_hidden = 0.0;
+  EXPECT_NEAR(predict_step(c, cost_plan(c, 0), p).exposed_comm_ms, free.comm_ms, 1e-12);
 }
 
 TEST(StepModel, Zero1ReduceScattersAndGathersAreExposed) {

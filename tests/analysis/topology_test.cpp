@@ -38,6 +38,20 @@ TEST(Topology, WithoutAnInterNodeModelOneIsDerivedFromTheIntraNodeOne) {
       << p.adjustments.front();
 }
 
+// The derived model's overlap_hidden: the cores are busy for the intra-node part of a call (4 MiB all_reduce at
+// p = 2), the rest waits on the link. Intra: 200 + 4 194.304 + 419.4304 = 4 813.7344 us; at 1 Gbit/s β = 8e-3:
+// 200 + 33 554.432 + 419.4304 = 34 173.8624 us. Hidden: 1 - 0.8 · 4 813.7344 / 34 173.8624.
+TEST(Topology, ADerivedInterNodeModelHidesTheTimeItWaitsOnTheLink) {
+  MachineProfile loopback = synthetic();
+  EXPECT_FALSE(on_topology(loopback, {.nodes = 2, .inter_link_bps = 1e9}).comm.inter_node->overlap_hidden);
+  loopback.comm.intra_node.overlap_hidden = 0.2;
+  const MachineProfile p = on_topology(loopback, {.nodes = 2, .inter_link_bps = 1e9});
+  ASSERT_TRUE(p.comm.inter_node->overlap_hidden.has_value());
+  EXPECT_NEAR(*p.comm.inter_node->overlap_hidden, 1 - 0.8 * 4813.7344 / 34173.8624, 1e-12);
+  EXPECT_DOUBLE_EQ(*p.comm.intra_node.overlap_hidden, 0.2) << "intra untouched";
+  EXPECT_NE(p.adjustments.front().find("overlap_hidden 0.89"), std::string::npos) << p.adjustments.front();
+}
+
 // An inter-node model measured at 1 Gbit/s scales to 200 Mbit/s (β × 5) and to 4 Gbit/s (β / 4), but not below the
 // intra-node β of the same op; both size regimes alike.
 TEST(Topology, AMeasuredInterNodeModelScalesWithTheRateDownToTheIntraNodeBeta) {

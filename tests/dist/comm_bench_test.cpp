@@ -1,4 +1,4 @@
-// comm_bench_test.cpp: `dtlab comm-bench` on real processes — its table, footer and point-to-point line by
+// comm_bench_test.cpp: `dtlab comm-bench` on real processes — its table, footer, point-to-point and overlap lines by
 // pattern (not bytes), its JSON keys, #wrong = 0 for every op/algorithm (float32 and bfloat16, 2 and 3 ranks),
 // and `--model` with a model fitted (analysis/cost/fit.hpp) from the run's own JSON.
 // Runs from a plain environment (comm-bench re-launches itself as 2 ranks, as `dtlab calibrate` will use it) and
@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -99,6 +100,11 @@ TEST_F(CommBench, GoldenTableFooterAndJson) {
                                   R"(ranks 0 <-> 1, both directions at once, 64 MiB, \d+\.\d us\))"),
             1)
       << job.output;
+  EXPECT_EQ(
+      count_matching(lines, R"(# Overlap              : all_reduce 4 MiB alone \d+ us, \d+ GEMM\(s\) 256x256 alone )"
+                            R"(\d+ us, both at once \d+ us -> compute hides \d+% of the collective)"),
+      1)
+      << job.output;
   // 64 MiB was not in the sweep, so no percentage line.
   EXPECT_EQ(count_matching(lines, R"(# all_reduce busbw at 64 MiB.*)"), 0) << job.output;
   EXPECT_EQ(count_matching(lines, R"(\[rank 0\] #.*)"), 0) << job.output;
@@ -116,6 +122,16 @@ TEST_F(CommBench, GoldenTableFooterAndJson) {
   EXPECT_EQ(doc["p2p"]["bytes"], 64 << 20);
   EXPECT_GT(doc["p2p"]["time_us"].get<double>(), 0);
   EXPECT_GT(doc["p2p"]["GBps"].get<double>(), 0);
+  // The overlap line: its parts measured, and the fraction the one its own figures give (clamped to [0, 1]).
+  const nlohmann::json& overlap = doc["overlap"];
+  EXPECT_EQ(overlap["bytes"], 4 << 20);
+  EXPECT_GE(overlap["gemms"].get<int>(), 1);
+  const double comm = overlap["comm_us"], compute = overlap["compute_us"], together = overlap["together_us"];
+  EXPECT_GT(comm, 0);
+  EXPECT_GT(compute, 0);
+  EXPECT_GT(together, 0);
+  const double hidden = std::clamp((comm + compute - together) / std::min(comm, compute), 0.0, 1.0);
+  EXPECT_DOUBLE_EQ(overlap["hidden_fraction"].get<double>(), hidden);
   ASSERT_EQ(doc["results"].size(), 28u);
   std::map<std::string, int> rows_per_series;
   for (const auto& row : doc["results"]) {

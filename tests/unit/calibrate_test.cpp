@@ -5,12 +5,17 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <thread>
+#include <utility>
+#include <vector>
 
+#include "analysis/cost/compute_model.hpp"
 #include "analysis/cost/profile.hpp"
+#include "lab/config.hpp"
 #include "tests/analysis/test_util.hpp"
 
 namespace dtlab {
@@ -67,6 +72,33 @@ TEST(Calibrate, QuickWritesALoadableMeasuredProfile) {
   EXPECT_GT(record.at("compute").at("train_step").at("by_dtype").at("float32").at("fwd_bwd_ms").size(), 0u);
   EXPECT_GT(record.at("compute").at("elementwise").at("ms").get<double>(), 0.0);
   EXPECT_NE(read_text(log).find("train_efficiency"), std::string::npos) << "prints a summary";
+
+  // The compute model goes through the points it was fitted to: the step at micro-batch 4 always (unless the
+  // efficiency hit its cap), and at micro-batch 1 when the fixed part came out inside its bounds.
+  for (const auto& dtypes : {std::pair{"float32", "fp32"}, std::pair{"bfloat16", "bf16"}}) {
+    const std::string dtype = dtypes.first, config_dtype = dtypes.second;
+    ASSERT_TRUE(p.compute.gemm_overhead_us.count(dtype)) << dtype;
+    EXPECT_GE(p.compute.gemm_overhead_us.at(dtype), 0.0) << dtype;
+    const nlohmann::json& measured = record.at("compute").at("train_step").at("by_dtype").at(dtype);
+    const auto median_of = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+    };
+    const auto predicted_ms = [&](int micro_batch) {
+      const Config c = load_config_text(
+          "",
+          {"model.preset=small", "precision.param_dtype=" + config_dtype,
+           "train.micro_batch=" + std::to_string(micro_batch), "train.global_batch=" + std::to_string(2 * micro_batch)},
+          2);
+      const analysis::ComputeTime t = analysis::compute_time(c, p);
+      return t.forward_ms + t.backward_ms;
+    };
+    const double at_four = median_of(measured.at("fwd_bwd_ms").get<std::vector<double>>());
+    if (p.compute.train_efficiency_by_dtype.at(dtype) < 1.0) EXPECT_NEAR(predicted_ms(4), at_four, 1e-6 * at_four);
+    const double at_one = median_of(measured.at("micro_batch_1").at("fwd_bwd_ms").get<std::vector<double>>());
+    const double fixed_ms = measured.at("overhead_ms_per_micro_step").get<double>();
+    if (fixed_ms > 0 && fixed_ms < 0.9 * at_one) EXPECT_NEAR(predicted_ms(1), at_one, 1e-6 * at_one) << dtype;
+  }
 }
 
 TEST(Calibrate, RefusesOneRankAndPredictionOnlyShapes) {

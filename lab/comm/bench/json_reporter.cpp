@@ -50,6 +50,16 @@ class JsonReporter final : public Reporter {
                           {"p2p", nullptr}};
     if (s.p2p)
       doc["p2p"] = {{"bytes", s.p2p->bytes}, {"time_us", s.p2p->time_us}, {"GBps", s.p2p->GBps}, {"peer", s.p2p->peer}};
+    if (s.overlap)
+      doc["overlap"] = {{"op", "all_reduce"},
+                        {"algorithm", "backend"},
+                        {"bytes", s.overlap->bytes},
+                        {"gemms", s.overlap->gemms},
+                        {"gemm_size", s.overlap->gemm_size},
+                        {"comm_us", s.overlap->comm_us},
+                        {"compute_us", s.overlap->compute_us},
+                        {"together_us", s.overlap->together_us},
+                        {"hidden_fraction", s.overlap->hidden_fraction}};
     if (s.cluster) {
       const ClusterFacts& c = *s.cluster;
       doc["cluster"] = {{"nodes", c.nodes},

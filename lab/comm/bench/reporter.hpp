@@ -65,6 +65,15 @@ struct LinkBound {
   double bound_us = 0, time_us = 0;  // time_us: the in-place figure
 };
 
+// How much of a collective compute running at the same time hides (bench.hpp's overlap line): an all_reduce of
+// `bytes` alone, `gemms` GEMMs alone (about as long), then both at once (the all_reduce issued, the GEMMs run, then
+// waited for). hidden_fraction = (comm + compute - together) / min(comm, compute), clamped to [0, 1].
+struct OverlapFigure {
+  int64_t bytes = 0;
+  int gemms = 0, gemm_size = 0;  // square fp32 GEMMs of gemm_size
+  double comm_us = 0, compute_us = 0, together_us = 0, hidden_fraction = 0;
+};
+
 // What every report closes with.
 struct BenchSummary {
   std::optional<int64_t> total_wrong;  // empty when --check 0
@@ -73,6 +82,7 @@ struct BenchSummary {
   std::optional<P2pFigure> p2p;                 // with 2 or more ranks: ranks 0 <-> 1
   std::optional<P2pFigure> p2p_inter;           // on a cluster: ranks 0 <-> ranks_per_node (node 0 <-> node 1)
   std::vector<LinkBound> link_bounds;           // on a cluster with a set inter-node rate, when measured
+  std::optional<OverlapFigure> overlap;         // with 2 or more ranks in the group
   const Row* all_reduce_at_p2p_size = nullptr;  // all_reduce's row at the point-to-point size, when measured
   std::optional<double> model_median_error_pct;
   size_t model_rows = 0;  // rows the median is over (with --model)

@@ -136,6 +136,14 @@ class TableReporter final : public Reporter {
                    r->in_place.busbw_GBps / slowest.GBps * 100, s.p2p_inter ? "inter-node " : "", r->algorithm.c_str(),
                    r->in_place.busbw_GBps));
     }
+    if (s.overlap) {
+      const comm_bench::OverlapFigure& o = *s.overlap;
+      line(
+          format("# Overlap              : all_reduce %lld MiB alone %.0f us, %d GEMM(s) %dx%d alone %.0f us, both at "
+                 "once %.0f us -> compute hides %.0f%% of the collective",
+                 static_cast<long long>(o.bytes >> 20), o.comm_us, o.gemms, o.gemm_size, o.gemm_size, o.compute_us,
+                 o.together_us, 100 * o.hidden_fraction));
+    }
     if (s.cluster) cluster_lines(s);
     if (!with_model_) return;
     line(s.model_median_error_pct ? format("# model: median |error| %.1f%% over %zu rows (1 KiB..256 MiB)",
