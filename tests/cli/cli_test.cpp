@@ -210,6 +210,14 @@ TEST(Cli, AdviseVerifiesItsTopPicksByRunningThem) {
     EXPECT_EQ(result["memory"]["limit_bytes"].get<int64_t>(), 2500 * 1024);
     if (top) EXPECT_GT(result["prediction"]["step_ms"].get<double>(), 0);
     EXPECT_EQ(result["config"]["parallel"]["strategy"], candidate["settings"]["strategy"]);
+    if (!top) continue;
+    // Each of the top K ran --repeats (default 2) times; its figure is the median of them, not the fastest.
+    const auto repeats = runs[i]["repeats_step_ms"].get<std::vector<double>>();
+    ASSERT_EQ(repeats.size(), 2u) << runs[i].dump();
+    const auto earlier = read_json(out / (runs[i]["name"].get<std::string>() + "-r1") / "result.json");
+    EXPECT_DOUBLE_EQ(repeats[0], earlier["summary"]["step_ms_median"].get<double>());
+    EXPECT_DOUBLE_EQ(repeats[1], result["summary"]["step_ms_median"].get<double>());
+    EXPECT_DOUBLE_EQ(runs[i]["measured_step_ms"].get<double>(), 0.5 * (repeats[0] + repeats[1]));
   }
   EXPECT_TRUE(advice["verification"]["held"].is_boolean());
   EXPECT_EQ(advice["verification"]["feasibility_right"], runs.size());
