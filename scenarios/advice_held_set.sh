@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # advice_held_set.sh: the advisor's held set (issue 15) — `dtlab advise --verify 3 --repeats 3` (each of the top 3
-# run three times, in turn; the fastest median counts) on eight (model, budget, topology) cases on this machine, then
-# the tally: how often the predicted top-1 measured within 5% of the best of the top 3, and how often the predicted
-# feasibility (fits / out of memory) was right, overall and for runs whose predicted peak is more than 5% from the
-# budget. Figures go to docs/performance.md ("The advisor's held set").
+# run three times, in turn; the median of its repeats counts) on eight (model, budget, topology) cases on this
+# machine, then the tally: how often the predicted top-1 measured within 5% of the best of the top 3, and how often
+# the predicted feasibility (fits / out of memory) was right, overall and for runs whose predicted peak is more than
+# 5% from the budget. Figures go to docs/performance.md ("The advisor's held set").
 #
 #   bash scenarios/advice_held_set.sh [OUT_DIR] [PROFILE]
 #     OUT_DIR  default results/advice_held_set; each case in OUT_DIR/<case>/ (advice.json, runs, log)
 #     PROFILE  default OUT_DIR/calibration/profile.json, made with `dtlab calibrate` when missing
+#   REPEATS=5 bash scenarios/advice_held_set.sh ...   runs each of the top 3 five times (default 3)
 # The two-node cases need root (an emulated cluster); without it they are skipped, and the tally says so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,7 +46,7 @@ for entry in "${cases[@]}"; do
     continue
   fi
   args=(advise --config "$config" --world-size "$world" --memory-budget "$budget" --profile "$profile"
-        --verify 3 --repeats 3 --steps 8 --out "$out/$name")
+        --verify 3 --repeats "${REPEATS:-3}" --steps 8 --out "$out/$name")
   [[ $nodes -gt 1 ]] && args+=(--nodes "$nodes" --inter-link "$link")
   # shellcheck disable=SC2206  # overrides are words by design
   [[ -n $overrides ]] && args+=($overrides)
