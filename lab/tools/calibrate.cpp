@@ -280,7 +280,8 @@ ComputeCalibration calibrate_compute(const Config& config, int threads, bool qui
       const TrainStepTimes small = measure_train_step(one, quick, make_strategy);
       overhead_ms = std::max(
           0.0, (static_cast<double>(batch) * small.fwd_bwd_ms - times.fwd_bwd_ms) / static_cast<double>(batch - 1));
-      overhead_ms = std::min(overhead_ms, 0.9 * small.fwd_bwd_ms);  // the tokens always cost something
+      // The tokens always cost something, at both sizes (a noisy pair could put micro-batch 1 above B's time).
+      overhead_ms = std::min(overhead_ms, 0.9 * std::min(small.fwd_bwd_ms, times.fwd_bwd_ms));
       c.gemm_overhead_us[name] = overhead_ms * 1e3 / linear_layers;
       one_row = {{"micro_batch", 1}, {"fwd_bwd_ms", small.fwd_bwd_repeats}};
     }

@@ -93,11 +93,15 @@ TEST(Calibrate, QuickWritesALoadableMeasuredProfile) {
       const analysis::ComputeTime t = analysis::compute_time(c, p);
       return t.forward_ms + t.backward_ms;
     };
+    // A capped efficiency (the growing part ran faster than the GEMM benchmark, as under load) bends the line.
+    const bool uncapped = p.compute.train_efficiency_by_dtype.at(dtype) < 1.0;
     const double at_four = median_of(measured.at("fwd_bwd_ms").get<std::vector<double>>());
-    if (p.compute.train_efficiency_by_dtype.at(dtype) < 1.0) EXPECT_NEAR(predicted_ms(4), at_four, 1e-6 * at_four);
+    if (uncapped) EXPECT_NEAR(predicted_ms(4), at_four, 1e-6 * at_four) << dtype;
     const double at_one = median_of(measured.at("micro_batch_1").at("fwd_bwd_ms").get<std::vector<double>>());
     const double fixed_ms = measured.at("overhead_ms_per_micro_step").get<double>();
-    if (fixed_ms > 0 && fixed_ms < 0.9 * at_one) EXPECT_NEAR(predicted_ms(1), at_one, 1e-6 * at_one) << dtype;
+    EXPECT_LE(fixed_ms, 0.9 * std::min(at_one, at_four) + 1e-9) << dtype << ": the tokens always cost something";
+    if (uncapped && fixed_ms > 0 && fixed_ms < 0.9 * std::min(at_one, at_four))
+      EXPECT_NEAR(predicted_ms(1), at_one, 1e-6 * at_one) << dtype;
   }
 }
 
