@@ -67,6 +67,8 @@ double achieved_tflops(const Config& config, const MachineProfile& profile, std:
   return matmul * train_efficiency_for(profile, config.precision.param_dtype) * factor;
 }
 
+double linear_layers(const ModelConfig& model) { return 7.0 * static_cast<double>(model.n_layers) + 1.0; }
+
 ComputeTime compute_time(const Config& config, const MachineProfile& profile) {
   ComputeTime t;
   t.rate_tflops = achieved_tflops(config, profile, &t.notes);
@@ -74,8 +76,7 @@ ComputeTime compute_time(const Config& config, const MachineProfile& profile) {
   const double tokens = static_cast<double>(config.train.micro_batch * config.model.seq_len);
   const double ms_per_flop = 1e3 / (t.rate_tflops * 1e12);
   const double forward = f.model_per_token / 3.0;
-  const double linear_layers = 7.0 * static_cast<double>(config.model.n_layers) + 1.0;
-  t.overhead_ms = gemm_overhead_us_for(profile, config.precision.param_dtype) / 1e3 * linear_layers *
+  t.overhead_ms = gemm_overhead_us_for(profile, config.precision.param_dtype) / 1e3 * linear_layers(config.model) *
                   (f.executed_per_token / f.model_per_token);
   t.forward_ms = tokens * forward * ms_per_flop + t.overhead_ms / 3.0;
   t.backward_ms = tokens * (2.0 * forward + f.recompute_per_token) * ms_per_flop + t.overhead_ms * 2.0 / 3.0;

@@ -40,6 +40,10 @@ struct UnitFlops {
 };
 UnitFlops unit_flops_per_token(const Config& config);
 
+// The linear layers one micro-step runs: 7 per block (wq, wk, wv, wo and the MLP's three) + the head. The fixed
+// part of a micro-step is counted per layer (profile gemm_overhead_us; dtlab calibrate divides by the same count).
+double linear_layers(const ModelConfig& model);
+
 struct ComputeTime {
   double rate_tflops = 0;  // the achieved rate per rank used (matmul × efficiency × thread factor)
   double forward_ms = 0;   // one micro-step's forward on one rank

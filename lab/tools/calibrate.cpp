@@ -18,6 +18,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include "analysis/cost/compute_model.hpp"
 #include "analysis/cost/fit.hpp"
 #include "analysis/cost/profile.hpp"
 #include "analysis/cost/step_model.hpp"
@@ -265,7 +266,7 @@ ComputeCalibration calibrate_compute(const Config& config, int threads, bool qui
   // points gives the part of a micro-step that does not grow with its tokens (the profile's gemm_overhead_us, per
   // linear layer) and the rate of the part that does (train_efficiency), so the compute model is exact at both.
   const int64_t batch = single.train.micro_batch;
-  const double linear_layers = 7.0 * static_cast<double>(single.model.n_layers) + 1.0;
+  const double linear_layers = analysis::linear_layers(single.model);
   for (const std::string& dtype : {config.precision.param_dtype, std::string("bf16")}) {
     if (dtype == "bf16" && config.precision.param_dtype != "fp32") continue;  // measured above as the config's
     Config run = single;
