@@ -42,8 +42,9 @@
 //                    separate copy and with fp32 reduce); zero1 buffers += shard·r (reduce-scatter output)
 //   separate copy: buffers += shard·c (compute-side copy of the master shard)
 //   master not fp32: buffers += shard·4 (fp32 scratch of the optimizer step)
-//   gathered units at the peak: full_shard / hybrid + largest unit·c × (3 with prefetch, else 2);
-//                               shard_grad_op + all units·c + largest unit·c
+//   gathered units and their gradients at the worst moment (gathered_peak_bytes, sharding.hpp), with s_u = unit
+//   u padded·c: full_shard / hybrid + max_u 2·s_u + s_(u-1) (the last term with prefetch);
+//               shard_grad_op + max_u (s_0 + ... + s_u) + s_u
 //   reduce dtype != param dtype: buffers += largest unit·r (the wire copy of a unit's gradient)
 //   optimizer: state per fp32 element (optimizer_state_bytes_per_element) × this rank's non-padding shard
 //              elements (the optimizer sees each parameter's piece of the shard, never padding).
@@ -221,11 +222,11 @@ void add_sharded_collectives(const ShardedSetting& s, const Config& config, Cost
 void add_sharded_state(const ShardedSetting& s, const Config& config, CostPlan& plan) {
   const ShardingTraits& t = s.t;
   const int64_t c = s.compute.bytes, r = s.reduce.bytes, m = s.master.bytes;
-  int64_t largest = 0, all_units = 0, largest_wire = 0, non_padding = 0;
+  int64_t largest_wire = 0, non_padding = 0;
+  std::vector<int64_t> unit_bytes;  // each unit gathered, in the compute dtype
   const bool grad_shard_is_full_grad = t.all_reduces_grads() && !s.separate_copy && s.reduce.name == "float32";
   for (const auto& unit : s.units) {
-    largest = std::max(largest, unit.padded * c);
-    all_units += unit.padded * c;
+    unit_bytes.push_back(unit.padded * c);
     if (s.reduce.name != s.compute.name) largest_wire = std::max(largest_wire, unit.padded * r);
     if (!t.params_persist()) {
       plan.state.params += unit.shard * m;
@@ -243,8 +244,7 @@ void add_sharded_state(const ShardedSetting& s, const Config& config, CostPlan& 
     const int64_t begin = s.shard_rank * unit.shard;
     non_padding += std::max<int64_t>(0, std::min(begin + unit.shard, unit.numel) - begin);
   }
-  if (t.frees_params_after_forward()) plan.state.buffers += largest * (config.parallel.prefetch ? 3 : 2);
-  if (t.keeps_all_units_gathered()) plan.state.buffers += all_units + largest;
+  plan.state.buffers += gathered_peak_bytes(t, unit_bytes, config.parallel.prefetch);
   plan.state.buffers += largest_wire;
   plan.state.optimizer = non_padding * optimizer_state_bytes_per_element(config.train, 4);
 }

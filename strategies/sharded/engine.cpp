@@ -196,20 +196,20 @@ class ShardedEngine final : public Strategy {
 // (its shards, or the full flat parameters for zero1/no_shard); grads: the gradients it keeps between
 // backward and the optimizer (fp32 shards, or full for zero1/no_shard); optimizer: moments/momentum of
 // its non-padding shard elements; buffers: everything transient at the peak — gathered parameters and
-// their gradients (one unit, two with prefetch, for full_shard/hybrid; all units' parameters for
-// shard_grad_op), reduce-scatter outputs, compute-side copies of offloaded or differently typed
-// masters, reduce-dtype wire copies and the fp32 scratch of a bf16 master.
+// their gradients at the worst moment (gathered_peak_bytes in sharding.hpp), reduce-scatter outputs,
+// compute-side copies of offloaded or differently typed masters, reduce-dtype wire copies and the fp32
+// scratch of a bf16 master.
 StateBytes ShardedEngine::state_bytes() const {
   const int64_t master_b = static_cast<int64_t>(c10::elementSize(precision_.master));
   const int64_t compute_b = static_cast<int64_t>(c10::elementSize(precision_.compute));
   const int64_t reduce_b = static_cast<int64_t>(c10::elementSize(precision_.reduce));
   const bool separate_copy = precision_.separate_compute_copy();
   StateBytes b;
-  int64_t largest_unit = 0, all_units = 0, largest_wire = 0;
+  int64_t largest_wire = 0;
+  std::vector<int64_t> unit_bytes;  // each unit gathered, in the compute dtype
   for (const auto& unit : units_) {
-    largest_unit = std::max(largest_unit, unit.padded * compute_b);
+    unit_bytes.push_back(unit.padded * compute_b);
     largest_wire = std::max(largest_wire, unit.reduce_in.defined() ? unit.padded * reduce_b : 0);
-    all_units += unit.padded * compute_b;
     if (!traits_.params_persist()) {
       b.params += unit.shard_numel * master_b;
       b.grads += unit.shard_numel * 4;
@@ -224,9 +224,7 @@ StateBytes ShardedEngine::state_bytes() const {
     if (separate_copy) b.buffers += unit.shard_numel * compute_b;            // compute-side copy of the master
     if (precision_.master != at::kFloat) b.buffers += unit.shard_numel * 4;  // fp32 scratch of the optimizer step
   }
-  if (traits_.frees_params_after_forward())
-    b.buffers += largest_unit * (prefetch_ ? 3 : 2);  // gathered params + grads, + the prefetched unit
-  if (traits_.keeps_all_units_gathered()) b.buffers += all_units + largest_unit;
+  b.buffers += gathered_peak_bytes(traits_, unit_bytes, prefetch_);  // gathered units and their gradients
   b.buffers += largest_wire;
   b.optimizer = optimizer_->state_bytes();
   return b;

@@ -13,9 +13,11 @@
 //                  reduce-scattered on the last micro-step; the updated shards all-gathered after the optimizer.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace dtlab {
 
@@ -81,6 +83,26 @@ constexpr ShardingTraits traits(ShardingMode mode) {
               true};
   }
   throw std::invalid_argument("unknown ShardingMode");
+}
+
+// The most bytes of gathered parameters and full unit gradients alive at once in a step, for units of
+// `unit_bytes` (compute dtype, padded, in model order: the engine runs forward in that order, backward in reverse).
+//   gathered_per_unit (full_shard, hybrid): in the backward of unit u, its parameters and its gradient, plus the
+//     unit before it when prefetching (gathered ahead of its backward): max_u 2·s_u + s_(u-1). The forward holds
+//     less (s_u + s_(u+1)). A single unit has no neighbour to prefetch.
+//   gathered_through_backward (shard_grad_op): units are gathered in forward and released after their backward,
+//     so in the backward of unit u, units 0..u plus u's gradient: max_u (s_0 + ... + s_u) + s_u.
+//   persistent (no_shard, zero1): none; the full parameters and gradients are params and grads.
+// tests/strategy/memory_rank.cpp checks this against the counting allocator's measured buffers peak.
+inline int64_t gathered_peak_bytes(const ShardingTraits& t, const std::vector<int64_t>& unit_bytes, bool prefetch) {
+  int64_t peak = 0, through_u = 0;
+  for (size_t u = 0; u < unit_bytes.size(); ++u) {
+    const int64_t s = unit_bytes[u];
+    through_u += s;
+    if (t.frees_params_after_forward()) peak = std::max(peak, 2 * s + (prefetch && u > 0 ? unit_bytes[u - 1] : 0));
+    if (t.keeps_all_units_gathered()) peak = std::max(peak, through_u + s);
+  }
+  return peak;
 }
 
 // F, the shard group size of `mode` in a world of `world_size` ranks (`shard_size`: parallel.shard_size; 0 = the

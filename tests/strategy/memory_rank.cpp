@@ -3,8 +3,10 @@
 // Trains train.steps (default 2) steps of the requested strategy; after every step each rank checks
 //   0. what the counting allocator MEASURED in each category (lab/memory.hpp: every tensor's bytes are counted
 //      under the category its allocation site declares) equals cost_plan(config, rank).state exactly for params,
-//      grads and optimizer (the bytes alive after the step); the buffers' measured peak is printed beside the plan's
-//      (the plan counts the worst unit for every gathered slot, an upper bound); and the measured activation peak
+//      grads and optimizer (the bytes alive after the step); the buffers' measured peak is printed beside the plan's,
+//      and equals it for strategies that gather units in forward with fp32 parameters, gradients and masters (there
+//      the buffers are the gathered units, their gradients and the reduce-scatter outputs; mixed precision adds
+//      transient copies the plan does not count); and the measured activation peak
 //      (activations category: saved tensors, backward temporaries, the batch, RoPE tables) is within 10% of the
 //      activation model (analysis/cost/memory_model.hpp) — the model counts our forward term by term, but
 //      autograd's transient temporaries are only approximated (docs/cost-models.md);
@@ -160,6 +162,10 @@ int main(int argc, char** argv) {
     // The ZeRO bookkeeping is the fp32 one (4-byte params and grads); mixed precision is held to the plan and to the
     // measured bytes only.
     const bool fp32_state = config.precision.param_dtype == "fp32" && config.precision.master_dtype == "fp32";
+    const bool gathers_in_forward = std::any_of(plan.collectives.begin(), plan.collectives.end(), [](const auto& c) {
+      return c.op == "all_gather" && c.phase == "forward";
+    });
+    const bool exact_buffers = gathers_in_forward && fp32_state && config.precision.reduce_dtype == "fp32";
     dtlab::TrainOptions options;
     options.print_steps = options.print_config = false;
     const bool sharded = dtlab::strategy_spec(config.parallel.strategy).hooks_unit_outputs;
@@ -181,6 +187,15 @@ int main(int argc, char** argv) {
                       static_cast<long long>(step), static_cast<long long>(m.measured), m.what,
                       static_cast<long long>(m.planned));
         }
+      const int64_t buffers_peak = dtlab::cpu_tensor_memory(MemoryCategory::buffers).peak_bytes;
+      if (exact_buffers && buffers_peak != plan.state.buffers) {
+        ++failures;
+        std::printf(
+            "rank %d step %lld: measured buffers peak %lld bytes (gathered units, their gradients, "
+            "reduce-scatter outputs), the cost plan says %lld\n",
+            env.rank, static_cast<long long>(step), static_cast<long long>(buffers_peak),
+            static_cast<long long>(plan.state.buffers));
+      }
       const int64_t activation_peak = dtlab::cpu_tensor_memory(MemoryCategory::activations).peak_bytes;
       const double activation_error =
           static_cast<double>(activation_peak - model_activation_peak) / static_cast<double>(model_activation_peak);
@@ -196,8 +211,7 @@ int main(int argc, char** argv) {
             "rank %d measured: params %lld grads %lld optimizer %lld | buffers peak %lld (plan %lld) | comm peak "
             "%lld | activations peak %lld (model %lld, %+.1f%%) | other %lld\n",
             env.rank, static_cast<long long>(measured[0].measured), static_cast<long long>(measured[1].measured),
-            static_cast<long long>(measured[2].measured),
-            static_cast<long long>(dtlab::cpu_tensor_memory(MemoryCategory::buffers).peak_bytes),
+            static_cast<long long>(measured[2].measured), static_cast<long long>(buffers_peak),
             static_cast<long long>(plan.state.buffers),
             static_cast<long long>(dtlab::cpu_tensor_memory(MemoryCategory::comm).peak_bytes),
             static_cast<long long>(activation_peak), static_cast<long long>(model_activation_peak),

@@ -60,6 +60,10 @@ std::vector<MemoryCase> cases() {
                  {"parallel.offload=true", "parallel.prefetch=false", "train.optimizer=sgd"},
                  "offload_sgd"});
   out.push_back({"fsdp_shard_grad_op", 2, {"parallel.wrap=every_2"}, "every_2"});
+  // One unit: nothing to prefetch, so its parameters and gradients are the only gathered buffers; every_2: units of
+  // unequal size, so the worst moment is the largest unit's backward with the smaller one before it prefetched.
+  out.push_back({"fsdp_full_shard", 2, {"parallel.wrap=model"}, "one_unit"});
+  out.push_back({"fsdp_full_shard", 2, {"parallel.wrap=every_2"}, "every_2"});
   out.push_back({"zero1",
                  4,
                  {"parallel.wrap=model", "parallel.offload=true", "train.optimizer=sgd", "model.d_model=42",

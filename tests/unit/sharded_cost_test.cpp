@@ -161,7 +161,9 @@ TEST(ShardedCost, ShardGradOpAndWrapPolicies) {
   const CostPlan sgo = cost_plan(make("fsdp_shard_grad_op", 2), 0);
   EXPECT_EQ(count_of(sgo, "all_gather"), 4);  // forward only: kept through backward
   EXPECT_EQ(count_of(sgo, "reduce_scatter"), 4);
-  EXPECT_EQ(sgo.state.buffers, kPsi / 2 * 4 + kPsi * 4 + kBlock * 4);  // RS outputs + all units + largest
+  // RS outputs + the worst moment, block.1's backward: embedding, both blocks and block.1's gradient (the head is
+  // released once its own backward has run).
+  EXPECT_EQ(sgo.state.buffers, kPsi / 2 * 4 + (kEmb + 3 * kBlock) * 4);
   // every_2 (2 layers): embedding, block.0+block.1, head; wrap=model: one unit.
   const CostPlan every2 = cost_plan(make("fsdp_full_shard", 2, {"parallel.wrap=every_2"}), 0);
   EXPECT_EQ(count_of(every2, "reduce_scatter"), 3);
@@ -169,8 +171,10 @@ TEST(ShardedCost, ShardGradOpAndWrapPolicies) {
   for (const auto& c : every2.collectives) found |= c.what.find("unit block.0+block.1 ") != std::string::npos;
   EXPECT_TRUE(found);
   const CostPlan model = cost_plan(make("fsdp_full_shard", 2, {"parallel.wrap=model"}), 0);
-  EXPECT_EQ(count_of(model, "all_gather"), 1);  // the only unit is also the last: no backward re-gather
-  EXPECT_EQ(model.state.buffers, kPsi / 2 * 4 + 3 * kPsi * 4);
+  EXPECT_EQ(count_of(model, "all_gather"), 1);                  // the only unit is also the last: no backward re-gather
+  EXPECT_EQ(model.state.buffers, kPsi / 2 * 4 + 2 * kPsi * 4);  // its parameters and gradients: no neighbour
+  // every_2: the blocks' unit's backward holds it, its gradient and the embedding, prefetched.
+  EXPECT_EQ(every2.state.buffers, kPsi / 2 * 4 + (4 * kBlock + kEmb) * 4);
 }
 
 TEST(ShardedCost, RingVolumesFollowTheFormulas) {
