@@ -4,6 +4,7 @@
 
 #include <ATen/Version.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -211,18 +212,34 @@ TEST(Trainer, TinyLossesMatchGoldenFile) {
 // MFU is a fraction of the peak of the cores a run uses: one core's best GEMM rate times the cores in use. It was
 // once a 1-thread rate under a 2-thread run (131-151% printed). On `small` (GEMM-heavy, ~75% of the probe's rate on
 // one core here) it must stay below 100% at 1 and at 2 threads, and the peak must count the cores.
+// The probe takes 0.1 s at the start of the run. On these shared machines the cores' speed shifts in phases of a few
+// seconds (one job's steps measured 310, 380 and 520 ms in turn): a probe caught in a slow phase before steps in a
+// fast one printed 116% once. So a run may be tried up to three times; a peak that miscounts the cores exceeds 100% in
+// every try (the 131-151% above).
 TEST(Trainer, MfuStaysBelowTheHardwarePeakAtOneAndTwoThreads) {
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
   for (int threads : {1, 2}) {
     if (threads > cores) GTEST_SKIP() << "this machine has " << cores << " core(s)";
     Config c = tiny_config({"model.preset=small", "train.steps=3", "train.micro_batch=8",
                             "train.threads=" + std::to_string(threads), "instrument.warmup_steps=1"});
-    const auto outcome = run(c);
+    std::string tries;  // each try's summary MFU and step MFUs, for the failure message
+    TrainOutcome outcome;
+    for (int attempt = 1; attempt <= 3; ++attempt) {
+      outcome = run(c);
+      double highest = outcome.result["summary"]["mfu_pct"].get<double>();
+      tries.append("try ").append(std::to_string(attempt)).append(": summary ").append(std::to_string(highest));
+      for (const auto& step : outcome.steps) {
+        highest = std::max(highest, step.mfu_pct);
+        tries.append(", step ").append(std::to_string(step.mfu_pct));
+      }
+      tries.append("\n");
+      if (highest < 100.0) break;
+    }
     const auto& summary = outcome.result["summary"];
     const double mfu = summary["mfu_pct"].get<double>();
     EXPECT_GT(mfu, 5.0) << threads << " thread(s)";
-    EXPECT_LT(mfu, 100.0) << threads << " thread(s): " << summary["mfu_peak_source"];
-    for (const auto& step : outcome.steps) EXPECT_LT(step.mfu_pct, 100.0) << "step " << step.step;
+    EXPECT_LT(mfu, 100.0) << threads << " thread(s): " << summary["mfu_peak_source"] << "\n" << tries;
+    for (const auto& step : outcome.steps) EXPECT_LT(step.mfu_pct, 100.0) << "step " << step.step << "\n" << tries;
     const std::string source = summary["mfu_peak_source"];
     EXPECT_NE(source.find("x " + std::to_string(threads) + " cores in use"), std::string::npos) << source;
   }
