@@ -1,0 +1,275 @@
+// calibrate_compute.cpp: the compute side of `dtlab calibrate` — GEMMs on the model's shapes in every dtype, the
+// single-process training step at the config's micro-batch and at 1 (the fixed part of a micro-step and the rate of the
+// growing part), the memory-bound rest of the step, AdamW and a copy; see calibrate.hpp (calibrate_compute).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include "analysis/cost/compute_model.hpp"
+#include "analysis/cost/step_model.hpp"
+#include "lab/data.hpp"
+#include "lab/dtype_torch.hpp"
+#include "lab/model.hpp"
+#include "lab/model_shape.hpp"
+#include "lab/stats.hpp"
+#include "lab/tools/calibrate.hpp"
+#include "lab/train/optimizer.hpp"
+#include "lab/world.hpp"
+#include "strategies/catalog.hpp"
+#include "strategies/cost_plan.hpp"
+
+namespace dtlab {
+namespace {
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Repeats and time budgets. Every figure is a median over repeats after one untimed warm-up, so a burst of
+// load from another process moves it less than a mean would.
+struct Budget {
+  int min_repeats;
+  double seconds;      // keep repeating until both min_repeats and this much time are reached ...
+  double max_seconds;  // ... but stop after this long (at least one timed repeat)
+};
+Budget gemm_budget(bool quick) { return quick ? Budget{2, 0.0, 2.0} : Budget{5, 0.5, 10.0}; }
+Budget small_budget(bool quick) { return quick ? Budget{3, 0.0, 1.0} : Budget{10, 1.0, 10.0}; }
+int train_warmup_steps(bool quick) { return quick ? 1 : 2; }
+int train_timed_steps(bool quick) { return quick ? 2 : 6; }
+
+// Times fn() after one warm-up call; returns every repeat in milliseconds.
+template <typename Fn>
+std::vector<double> repeat_ms(const Budget& budget, Fn&& fn) {
+  fn();
+  std::vector<double> ms;
+  const auto start = Clock::now();
+  while (ms.empty() || (static_cast<int>(ms.size()) < budget.min_repeats || seconds_since(start) < budget.seconds)) {
+    const auto t0 = Clock::now();
+    fn();
+    ms.push_back(1e3 * seconds_since(t0));
+    if (seconds_since(start) >= budget.max_seconds) break;
+  }
+  return ms;
+}
+
+// The machine profile's key (float32 | bfloat16 | float16) for a dtype in either spelling.
+std::string profile_dtype(const std::string& dtype) { return std::string(torch_name(dtype_named(dtype, "calibrate"))); }
+
+struct Gemm {
+  const char* name;
+  int64_t k, n;   // activation [M, k] x weight^T [k, n]
+  double weight;  // how many times the model runs it per forward (n_layers for block weights, 1 for the head)
+};
+
+// Every linear of the model: a block's seven (times n_layers) and the head.
+std::vector<Gemm> model_gemms(const ModelConfig& m) {
+  const int64_t d = m.d_model, hd = d / m.n_heads;
+  const double L = static_cast<double>(m.n_layers);
+  return {{"wq", d, m.n_heads * hd, L},   {"wk", d, m.n_kv_heads * hd, L},  {"wv", d, m.n_kv_heads * hd, L},
+          {"wo", m.n_heads * hd, d, L},   {"w_gate", d, m.ffn_hidden, L},   {"w_up", d, m.ffn_hidden, L},
+          {"w_down", m.ffn_hidden, d, L}, {"lm_head", d, m.vocab_size, 1.0}};
+}
+
+// The model-weighted GEMM rate in `dtype`: per shape the forward product and both backward products
+// (grad input, grad weight) as a training step runs them; rate = Σ weight·flops / Σ weight·median time.
+double measure_matmul_tflops(const ModelConfig& m, int64_t tokens, const std::string& dtype, bool quick,
+                             json& details) {
+  const at::ScalarType t = scalar_type_named(dtype, "calibrate");
+  const auto opts = at::TensorOptions().dtype(t);
+  double flops = 0, seconds = 0;
+  json shapes = json::array();
+  for (const Gemm& g : model_gemms(m)) {
+    const at::Tensor a = at::randn({tokens, g.k}, opts);
+    const at::Tensor w = at::randn({g.n, g.k}, opts);
+    const at::Tensor grad_out = at::randn({tokens, g.n}, opts);
+    const std::vector<double> ms = repeat_ms(gemm_budget(quick), [&] {
+      at::Tensor y = at::linear(a, w);              // forward:     [M,k] x [k,n]
+      at::Tensor grad_in = at::mm(grad_out, w);     // grad input:  [M,n] x [n,k]
+      at::Tensor grad_w = at::mm(grad_out.t(), a);  // grad weight: [n,M] x [M,k]
+      (void)y, (void)grad_in, (void)grad_w;
+    });
+    const double shape_flops = 3.0 * 2.0 * static_cast<double>(tokens * g.k * g.n);
+    const double median_ms = median_or_zero(ms);
+    flops += g.weight * shape_flops;
+    seconds += g.weight * median_ms / 1e3;
+    shapes.push_back({{"name", g.name},
+                      {"m", tokens},
+                      {"k", g.k},
+                      {"n", g.n},
+                      {"weight", g.weight},
+                      {"median_ms", median_ms},
+                      {"tflops", shape_flops / (median_ms / 1e3) / 1e12},
+                      {"repeats_ms", ms}});
+  }
+  const double tflops = flops / seconds / 1e12;
+  details[dtype] = {{"tflops", tflops}, {"shapes", shapes}};
+  return tflops;
+}
+
+// The lab's AdamW over one flat fp32 tensor of `n` elements: median step time in ms.
+double measure_adamw_ms(const TrainConfig& train, int64_t n, bool quick, std::vector<double>& repeats) {
+  const at::Tensor param = at::randn({n});
+  const std::vector<at::Tensor> grads = {at::randn({n})};
+  auto optimizer = make_optimizer(train, {param}, {true});
+  repeats = repeat_ms(small_budget(quick), [&] { optimizer->step(grads, 1e-4); });
+  return median_or_zero(repeats);
+}
+
+// Median forward+backward and whole-step times of the single strategy on one micro-batch of `run`.
+struct TrainStepTimes {
+  double fwd_bwd_ms = 0, step_ms = 0;
+  std::vector<double> fwd_bwd_repeats, step_repeats;
+};
+TrainStepTimes measure_train_step(const Config& run, bool quick, const StrategyFactory& make_strategy) {
+  auto strategy = make_strategy(std::string(kReferenceStrategy));
+  SingleProcessWorld world;
+  auto model = std::make_shared<GPT>(run.model, run.train.seed);
+  auto source = make_token_source(run.data, run.model.vocab_size);
+  Sampler sampler(*source, run.model.seq_len, run.train.global_batch, run.train.micro_batch, 1, 0, 1, run.data.seed);
+  strategy->wrap(model, run, world);
+  const double loss_weight = 1.0 / static_cast<double>(sampler.global_target_count(0));
+  TrainStepTimes t;
+  const int warmup = train_warmup_steps(quick), timed = train_timed_steps(quick);
+  for (int step = 0; step < warmup + timed; ++step) {
+    const auto t0 = Clock::now();
+    strategy->zero_grad();
+    strategy->forward_backward(sampler.batch(step, 0), loss_weight, true);
+    strategy->finish_gradients();
+    const double fb = 1e3 * seconds_since(t0);
+    strategy->scale_gradients(1.0 / (std::sqrt(strategy->grad_sum_of_squares()) + 1.0));  // as clipping does
+    strategy->optimizer_step(1e-4);
+    if (step >= warmup) {
+      t.fwd_bwd_repeats.push_back(fb);
+      t.step_repeats.push_back(1e3 * seconds_since(t0));
+    }
+  }
+  t.fwd_bwd_ms = median_or_zero(t.fwd_bwd_repeats);
+  t.step_ms = median_or_zero(t.step_repeats);
+  return t;
+}
+
+}  // namespace
+
+int calibration_threads(const Config& config, int ranks) {
+  // The rule of configure_threads (lab/train/trainer.cpp) for a job of `ranks` local ranks.
+  if (config.train.threads > 0) return static_cast<int>(config.train.threads);
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  return std::max(1, cores / std::max(1, ranks));
+}
+
+ComputeCalibration calibrate_compute(const Config& config, int threads, bool quick,
+                                     const StrategyFactory& make_strategy) {
+  if (!config.model.trainable) {
+    throw ConfigError("calibrate: model.preset=" + config.model.preset +
+                      " is a prediction-only shape; calibrate on a shape this machine trains (e.g. small)");
+  }
+  at::set_num_threads(threads);
+  ComputeCalibration c;
+  c.threads = threads;
+  c.cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  c.tokens = config.train.micro_batch * config.model.seq_len;
+  c.train_dtype = profile_dtype(config.precision.param_dtype);
+  json gemm_details = json::object();
+
+  // 1. GEMMs on the model's shapes
+  for (const Dtype dtype : kDtypes) {
+    const std::string name(torch_name(dtype));
+    c.matmul_tflops[name] = measure_matmul_tflops(config.model, c.tokens, name, quick, gemm_details);
+  }
+
+  // 2. a training step of one micro-batch (the per-rank work of a data-parallel step), single strategy, in the
+  // config's dtype and, for an fp32 config, in bf16 too (a CPU's bf16 GEMM gain is not its bf16 step gain).
+  Config single = config;
+  single.world_size = 1;
+  single.parallel.strategy = kReferenceStrategy;
+  single.parallel.offload = false;
+  single.train.global_batch = single.train.micro_batch;
+  single.train.accumulation = 1;
+  const ModelCounts counts = model_counts(single.model);
+  const double step_flops = counts.flops_per_token * static_cast<double>(c.tokens);
+  json train_details = json::object();
+  // Each dtype's step runs at the config's micro-batch B and at micro-batch 1: t(T) = overhead + T·k through both
+  // points gives the part of a micro-step that does not grow with its tokens (the profile's gemm_overhead_us, per
+  // linear layer) and the rate of the part that does (train_efficiency), so the compute model is exact at both.
+  const int64_t batch = single.train.micro_batch;
+  const double linear_layers = analysis::linear_layers(single.model);
+  for (const std::string& dtype : {config.precision.param_dtype, std::string("bf16")}) {
+    if (dtype == "bf16" && config.precision.param_dtype != "fp32") continue;  // measured above as the config's
+    Config run = single;
+    run.precision.param_dtype = dtype;
+    const TrainStepTimes times = measure_train_step(run, quick, make_strategy);
+    const std::string name = profile_dtype(dtype);
+    double overhead_ms = 0;
+    json one_row = nullptr;
+    if (batch > 1) {
+      Config one = run;
+      one.train.micro_batch = one.train.global_batch = 1;
+      const TrainStepTimes small = measure_train_step(one, quick, make_strategy);
+      overhead_ms = std::max(
+          0.0, (static_cast<double>(batch) * small.fwd_bwd_ms - times.fwd_bwd_ms) / static_cast<double>(batch - 1));
+      // The tokens always cost something, at both sizes (a noisy pair could put micro-batch 1 above B's time).
+      overhead_ms = std::min(overhead_ms, 0.9 * std::min(small.fwd_bwd_ms, times.fwd_bwd_ms));
+      c.gemm_overhead_us[name] = overhead_ms * 1e3 / linear_layers;
+      one_row = {{"micro_batch", 1}, {"fwd_bwd_ms", small.fwd_bwd_repeats}};
+    }
+    const double model_tflops = step_flops / (times.fwd_bwd_ms / 1e3) / 1e12;
+    const double growing_tflops = step_flops / ((times.fwd_bwd_ms - overhead_ms) / 1e3) / 1e12;
+    const double raw_efficiency = growing_tflops / c.matmul_tflops.at(name);
+    c.train_efficiency_by_dtype[name] = std::min(1.0, raw_efficiency);
+    train_details[name] = {{"fwd_bwd_ms", times.fwd_bwd_repeats},
+                           {"step_ms", times.step_repeats},
+                           {"model_tflops", model_tflops},
+                           {"micro_batch_1", one_row},
+                           {"overhead_ms_per_micro_step", overhead_ms},
+                           {"efficiency_uncapped", raw_efficiency}};
+    if (dtype != config.precision.param_dtype) continue;
+    c.fwd_bwd_ms = times.fwd_bwd_ms;
+    c.step_ms = times.step_ms;
+    c.model_tflops = model_tflops;
+    c.train_efficiency = c.train_efficiency_by_dtype[name];
+  }
+
+  // 3. The memory-bound rest of the step (gradient norm, scaling, AdamW): the step model's byte count of this very
+  // step over its measured time, so the model reproduces it. The op-by-op AdamW microbenchmark is kept as a record.
+  c.elementwise_ms = c.step_ms - c.fwd_bwd_ms;
+  c.elementwise_bytes = analysis::elementwise_bytes(single, cost_plan(single, 0));
+  c.memory_GBps = c.elementwise_bytes / (std::max(1e-3, c.elementwise_ms) / 1e3) / 1e9;
+  c.adamw_params = counts.params;
+  std::vector<double> adamw_repeats;
+  c.adamw_ms = measure_adamw_ms(single.train, c.adamw_params, quick, adamw_repeats);
+  c.adamw_bytes_per_param = static_cast<double>(analysis::optimizer_bytes_per_element(single.train));
+  const at::Tensor from = at::randn({c.adamw_params});
+  at::Tensor to = at::empty_like(from);
+  const std::vector<double> copy_ms = repeat_ms(small_budget(quick), [&] { to.copy_(from); });
+  c.copy_GBps = 4.0 * static_cast<double>(c.adamw_params) / (median_or_zero(copy_ms) / 1e3) / 1e9;
+
+  c.details = {{"threads", c.threads},
+               {"cores", c.cores},
+               {"gemm_rows", c.tokens},
+               {"gemm", gemm_details},
+               {"train_step",
+                {{"preset", single.model.preset},
+                 {"micro_batch", single.train.micro_batch},
+                 {"seq_len", single.model.seq_len},
+                 {"dtype", c.train_dtype},
+                 {"flops_per_token", counts.flops_per_token},
+                 {"warmup_steps", train_warmup_steps(quick)},
+                 {"by_dtype", train_details}}},
+               {"elementwise", {{"ms", c.elementwise_ms}, {"bytes", c.elementwise_bytes}, {"GBps", c.memory_GBps}}},
+               {"adamw",
+                {{"params", c.adamw_params},
+                 {"bytes_per_param", c.adamw_bytes_per_param},
+                 {"repeats_ms", adamw_repeats},
+                 {"GBps", c.adamw_bytes_per_param * static_cast<double>(c.adamw_params) / (c.adamw_ms / 1e3) / 1e9}}},
+               {"copy", {{"bytes", 4 * c.adamw_params}, {"repeats_ms", copy_ms}, {"GBps", c.copy_GBps}}}};
+  return c;
+}
+
+}  // namespace dtlab
