@@ -210,7 +210,7 @@ TEST(Trainer, TinyLossesMatchGoldenFile) {
 }
 
 // MFU is a fraction of the peak of the cores a run uses: one core's best GEMM rate times the cores in use. It was
-// once a 1-thread rate under a 2-thread run (131-151% printed). On `small` (GEMM-heavy, ~75% of the probe's rate on
+// once a 1-thread rate under a 2-thread run (131-151% printed). On `small` (GEMM-heavy, 55-75% of the probe's rate on
 // one core here) it must stay below 100% at 1 and at 2 threads, and the peak must count the cores.
 // The probe takes 0.1 s at the start of the run. On these shared machines the cores' speed shifts in phases of a few
 // seconds (one job's steps measured 310, 380 and 520 ms in turn): a probe caught in a slow phase before steps in a
