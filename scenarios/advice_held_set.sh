@@ -9,6 +9,8 @@
 #     OUT_DIR  default results/advice_held_set; each case in OUT_DIR/<case>/ (advice.json, runs, log)
 #     PROFILE  default OUT_DIR/calibration/profile.json, made with `dtlab calibrate` when missing
 #   REPEATS=5 bash scenarios/advice_held_set.sh ...   runs each of the top 3 five times (default 3)
+#   STEPS=16 bash scenarios/advice_held_set.sh ...    trains each run 16 steps (default 8): more of the machine's
+#                                                     fast and slow phases inside each run's median
 # The two-node cases need root (an emulated cluster); without it they are skipped, and the tally says so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -46,7 +48,7 @@ for entry in "${cases[@]}"; do
     continue
   fi
   args=(advise --config "$config" --world-size "$world" --memory-budget "$budget" --profile "$profile"
-        --verify 3 --repeats "${REPEATS:-3}" --steps 8 --out "$out/$name")
+        --verify 3 --repeats "${REPEATS:-3}" --steps "${STEPS:-8}" --out "$out/$name")
   [[ $nodes -gt 1 ]] && args+=(--nodes "$nodes" --inter-link "$link")
   # shellcheck disable=SC2206  # overrides are words by design
   [[ -n $overrides ]] && args+=($overrides)

@@ -43,7 +43,11 @@ nlohmann::json CommModel::to_json() const {
                                {"gamma_us_per_byte", cost.large_gamma_us_per_byte}};
   }
   nlohmann::json out = {{"backend", backend}, {"ops", out_ops}};
-  if (overlap_hidden) out["overlap_hidden"] = *overlap_hidden;
+  if (overlap_hidden) {
+    out["overlap_hidden"] = *overlap_hidden;
+    out["overlap_bytes"] = overlap_bytes;
+    out["overlap_ranks"] = overlap_ranks;
+  }
   return out;
 }
 
@@ -89,6 +93,18 @@ CommModel CommModel::from_json(const nlohmann::json& j, const std::string& sourc
                                   hidden.dump());
     m.overlap_hidden = hidden.get<double>();
   }
+  for (const char* key : {"overlap_bytes", "overlap_ranks"}) {
+    if (!j.contains(key)) continue;
+    if (!m.overlap_hidden)
+      throw std::invalid_argument(source + ": " + key +
+                                  " without overlap_hidden: it names the call that fraction "
+                                  "was measured at");
+    if (!j[key].is_number_integer() || j[key].get<int64_t>() < (std::string(key) == "overlap_ranks" ? 2 : 1))
+      throw std::invalid_argument(source + ": " + key + ": must be a whole number (bytes >= 1, ranks >= 2), got " +
+                                  j[key].dump());
+  }
+  if (j.contains("overlap_bytes")) m.overlap_bytes = j["overlap_bytes"].get<int64_t>();
+  if (j.contains("overlap_ranks")) m.overlap_ranks = j["overlap_ranks"].get<int>();
   return m;
 }
 

@@ -54,10 +54,16 @@ struct CommModel {
   // rank nothing (a GPU's collectives run on their own engines). On CPU ranks that hold every core, the backend's
   // thread copies and reduces on the cores the compute needs, and little is hidden (step_model.hpp).
   std::optional<double> overlap_hidden;
+  // The call overlap_hidden was measured at: an all_reduce/backend of overlap_bytes over overlap_ranks ranks.
+  // Profiles written before these were recorded measured 4 MiB over 2 ranks (the line's call then).
+  int64_t overlap_bytes = kOverlapLineBytes;
+  int overlap_ranks = 2;
+  static constexpr int64_t kOverlapLineBytes = int64_t{4} << 20;
 
   // {"backend":..., "ops": {"all_reduce/backend": {"alpha_us":.., "beta_us_per_byte":.., "gamma_us_per_byte":..,
   //   "large": {"from_bytes":.., "alpha_us":.., "beta_us_per_byte":.., "gamma_us_per_byte":..}}},
-  //   "overlap_hidden": 0.1}  ("large" and "overlap_hidden": optional)
+  //   "overlap_hidden": 0.1, "overlap_bytes": 4194304, "overlap_ranks": 2}  ("large" and the overlap keys: optional;
+  //   overlap_bytes and overlap_ranks only beside overlap_hidden)
   nlohmann::json to_json() const;
   // Throws std::invalid_argument naming `source` and the key ("profile.json: ops.all_reduce/backend.alpha_us:
   // missing"). Coefficients must be finite and >= 0.

@@ -289,6 +289,12 @@ CommModel fit_comm_model(const nlohmann::json& comm_bench) {
       throw std::invalid_argument("comm-bench document: overlap.hidden_fraction must be in [0, 1], got " +
                                   std::to_string(hidden));
     model.overlap_hidden = hidden;
+    const double bytes = number(comm_bench["overlap"], "bytes", "overlap");
+    if (!(bytes >= 1) || bytes != std::floor(bytes))
+      throw std::invalid_argument("comm-bench document: overlap.bytes must be a whole number >= 1, got " +
+                                  std::to_string(bytes));
+    model.overlap_bytes = static_cast<int64_t>(bytes);
+    model.overlap_ranks = p;  // the line runs over the rows' group
   }
   return model;
 }

@@ -73,10 +73,11 @@ MachineProfile on_topology(const MachineProfile& profile, const Topology& t) {
       map_betas(inter, [&](const std::string&, double beta, bool) { return std::max(beta, wire); });
       if (intra.overlap_hidden && intra.ops.count("all_reduce/backend") > 0) {
         // A derived cross-node call keeps the cores busy only as long as the intra-node call would; the rest of it
-        // is waiting on the link, which compute can fill. Taken at the overlap line's call (4 MiB all_reduce, p=2).
-        const int64_t line_bytes = int64_t{4} << 20;
-        const double busy = collective_time_us(intra, "all_reduce", "backend", line_bytes, 2);
-        const double whole = collective_time_us(inter, "all_reduce", "backend", line_bytes, 2);
+        // is waiting on the link, which compute can fill. Taken at the call the fraction was measured at.
+        const double busy =
+            collective_time_us(intra, "all_reduce", "backend", intra.overlap_bytes, intra.overlap_ranks);
+        const double whole =
+            collective_time_us(inter, "all_reduce", "backend", intra.overlap_bytes, intra.overlap_ranks);
         if (whole > 0) inter.overlap_hidden = 1.0 - (1.0 - *intra.overlap_hidden) * std::min(1.0, busy / whole);
       }
       comm.inter_node = inter;

@@ -80,7 +80,9 @@ TEST(Advise, TiesGoToLowerPeakThenFewerChangesAndIdenticalSettingsFold) {
     const Candidate &p = a.ranked[i - 1], &c = a.ranked[i];
     if (p.step_ms == c.step_ms) {
       EXPECT_LE(p.memory.peak, c.memory.peak);
-      if (p.memory.peak == c.memory.peak) EXPECT_LE(p.changes, c.changes);
+      if (p.memory.peak == c.memory.peak) {
+        EXPECT_LE(p.changes, c.changes);
+      }
     }
     EXPECT_EQ(c.tie_with_previous, c.step_ms - p.step_ms <= kTieFraction * p.step_ms);
   }
@@ -158,9 +160,11 @@ TEST(Advise, ExplanationComparesTheWinnerWithEveryStrategyAndAxis) {
     for (const std::string& line : a.explanation) text += line + "\n";
     return text;
   }();
-  for (const char* strategy : {"fsdp_full_shard", "fsdp_shard_grad_op", "fsdp_hybrid", "zero1"})
-    if (a.winner()->settings.strategy != strategy)
+  for (const char* strategy : {"fsdp_full_shard", "fsdp_shard_grad_op", "fsdp_hybrid", "zero1"}) {
+    if (a.winner()->settings.strategy != strategy) {
       EXPECT_TRUE(contains(all, std::string("why not ") + strategy)) << all;
+    }
+  }
   for (const char* axis : {"activation checkpointing ", "precision ", "micro-batch "})
     EXPECT_TRUE(contains(all, axis)) << all;
   // At 2.4 MiB the winner checkpoints, because without it the same settings are over the budget.

@@ -97,6 +97,25 @@ TEST(CommModel, OverlapHiddenIsOptionalAndAFraction) {
   const CommModel back = CommModel::from_json(nlohmann::json::parse(m.to_json().dump()), "<text>");
   ASSERT_TRUE(back.overlap_hidden.has_value());
   EXPECT_DOUBLE_EQ(*back.overlap_hidden, 0.125);
+  EXPECT_EQ(back.overlap_bytes, CommModel::kOverlapLineBytes);  // the call it was measured at, with it
+  m.overlap_bytes = 1 << 20;
+  m.overlap_ranks = 4;
+  const CommModel call = CommModel::from_json(m.to_json(), "<text>");
+  EXPECT_EQ(call.overlap_bytes, 1 << 20);
+  EXPECT_EQ(call.overlap_ranks, 4);
+  nlohmann::json older = m.to_json();  // a profile written before the call was recorded: 4 MiB over 2 ranks
+  older.erase("overlap_bytes");
+  older.erase("overlap_ranks");
+  EXPECT_EQ(CommModel::from_json(older, "<text>").overlap_bytes, CommModel::kOverlapLineBytes);
+  EXPECT_EQ(CommModel::from_json(older, "<text>").overlap_ranks, 2);
+  nlohmann::json orphan = distinct_model().to_json();  // a call without a fraction measured at it
+  orphan["overlap_bytes"] = 1024;
+  std::string orphan_msg = testing::message_of([&] { CommModel::from_json(orphan, "profile.json"); });
+  EXPECT_NE(orphan_msg.find("profile.json: overlap_bytes without overlap_hidden"), std::string::npos) << orphan_msg;
+  nlohmann::json one_rank = m.to_json();
+  one_rank["overlap_ranks"] = 1;
+  orphan_msg = testing::message_of([&] { CommModel::from_json(one_rank, "profile.json"); });
+  EXPECT_NE(orphan_msg.find("profile.json: overlap_ranks: must be a whole number"), std::string::npos) << orphan_msg;
 
   for (const nlohmann::json& bad : {nlohmann::json(1.5), nlohmann::json(-0.1), nlohmann::json("most")}) {
     nlohmann::json j = m.to_json();

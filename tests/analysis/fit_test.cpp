@@ -234,7 +234,7 @@ TEST(FitCommModel, PointToPointBecomesSendRecv) {
 TEST(FitCommModel, OverlapLineBecomesOverlapHidden) {
   nlohmann::json bench = synthetic_bench(true_model(), 2, 0.0);
   EXPECT_FALSE(fit_comm_model(bench).overlap_hidden.has_value());  // no line: nothing claimed
-  bench["overlap"] = {{"bytes", 4 << 20},
+  bench["overlap"] = {{"bytes", 1 << 20},
                       {"comm_us", 3000.0},
                       {"compute_us", 3100.0},
                       {"together_us", 5800.0},
@@ -242,6 +242,8 @@ TEST(FitCommModel, OverlapLineBecomesOverlapHidden) {
   const CommModel fit = fit_comm_model(bench);
   ASSERT_TRUE(fit.overlap_hidden.has_value());
   EXPECT_DOUBLE_EQ(*fit.overlap_hidden, 0.1);
+  EXPECT_EQ(fit.overlap_bytes, 1 << 20);  // the call it was measured at travels with it
+  EXPECT_EQ(fit.overlap_ranks, 2);
   bench["overlap"]["hidden_fraction"] = 1.2;
   const std::string msg = testing::message_of([&] { fit_comm_model(bench); });
   EXPECT_NE(msg.find("overlap.hidden_fraction"), std::string::npos) << msg;

@@ -50,6 +50,11 @@ TEST(Topology, ADerivedInterNodeModelHidesTheTimeItWaitsOnTheLink) {
   EXPECT_NEAR(*p.comm.inter_node->overlap_hidden, 1 - 0.8 * 4813.7344 / 34173.8624, 1e-12);
   EXPECT_DOUBLE_EQ(*p.comm.intra_node.overlap_hidden, 0.2) << "intra untouched";
   EXPECT_NE(p.adjustments.front().find("overlap_hidden 0.89"), std::string::npos) << p.adjustments.front();
+  // Taken at the call the fraction was measured at: a 1 MiB line gives 200 + 1 048.576 + 104.8576 = 1 353.4336 us
+  // inside the node against 200 + 8 388.608 + 104.8576 = 8 693.4656 us across the link.
+  loopback.comm.intra_node.overlap_bytes = 1 << 20;
+  const MachineProfile small_line = on_topology(loopback, {.nodes = 2, .inter_link_bps = 1e9});
+  EXPECT_NEAR(*small_line.comm.inter_node->overlap_hidden, 1 - 0.8 * 1353.4336 / 8693.4656, 1e-12);
 }
 
 // An inter-node model measured at 1 Gbit/s scales to 200 Mbit/s (β × 5) and to 4 Gbit/s (β / 4), but not below the
