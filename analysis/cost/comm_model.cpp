@@ -93,18 +93,19 @@ CommModel CommModel::from_json(const nlohmann::json& j, const std::string& sourc
                                   hidden.dump());
     m.overlap_hidden = hidden.get<double>();
   }
-  for (const char* key : {"overlap_bytes", "overlap_ranks"}) {
-    if (!j.contains(key)) continue;
+  // The call overlap_hidden was measured at: each key a whole number of at least `least`.
+  const auto read_call = [&](const char* key, int64_t least) -> std::optional<int64_t> {
+    if (!j.contains(key)) return std::nullopt;
     if (!m.overlap_hidden)
-      throw std::invalid_argument(source + ": " + key +
-                                  " without overlap_hidden: it names the call that fraction "
+      throw std::invalid_argument(source + ": " + key + " without overlap_hidden: it names the call that fraction " +
                                   "was measured at");
-    if (!j[key].is_number_integer() || j[key].get<int64_t>() < (std::string(key) == "overlap_ranks" ? 2 : 1))
-      throw std::invalid_argument(source + ": " + key + ": must be a whole number (bytes >= 1, ranks >= 2), got " +
-                                  j[key].dump());
-  }
-  if (j.contains("overlap_bytes")) m.overlap_bytes = j["overlap_bytes"].get<int64_t>();
-  if (j.contains("overlap_ranks")) m.overlap_ranks = j["overlap_ranks"].get<int>();
+    if (!j[key].is_number_integer() || j[key].get<int64_t>() < least)
+      throw std::invalid_argument(source + ": " + key + ": must be a whole number >= " + std::to_string(least) +
+                                  ", got " + j[key].dump());
+    return j[key].get<int64_t>();
+  };
+  if (const auto bytes = read_call("overlap_bytes", 1)) m.overlap_bytes = *bytes;
+  if (const auto ranks = read_call("overlap_ranks", 2)) m.overlap_ranks = static_cast<int>(*ranks);
   return m;
 }
 

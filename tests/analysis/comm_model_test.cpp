@@ -115,7 +115,8 @@ TEST(CommModel, OverlapHiddenIsOptionalAndAFraction) {
   nlohmann::json one_rank = m.to_json();
   one_rank["overlap_ranks"] = 1;
   orphan_msg = testing::message_of([&] { CommModel::from_json(one_rank, "profile.json"); });
-  EXPECT_NE(orphan_msg.find("profile.json: overlap_ranks: must be a whole number"), std::string::npos) << orphan_msg;
+  EXPECT_NE(orphan_msg.find("profile.json: overlap_ranks: must be a whole number >= 2, got 1"), std::string::npos)
+      << orphan_msg;
 
   for (const nlohmann::json& bad : {nlohmann::json(1.5), nlohmann::json(-0.1), nlohmann::json("most")}) {
     nlohmann::json j = m.to_json();

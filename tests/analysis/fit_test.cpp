@@ -244,6 +244,9 @@ TEST(FitCommModel, OverlapLineBecomesOverlapHidden) {
   EXPECT_DOUBLE_EQ(*fit.overlap_hidden, 0.1);
   EXPECT_EQ(fit.overlap_bytes, 1 << 20);  // the call it was measured at travels with it
   EXPECT_EQ(fit.overlap_ranks, 2);
+  nlohmann::json four = synthetic_bench(true_model(), 4, 0.0);  // the line runs over the rows' group
+  four["overlap"] = bench["overlap"];
+  EXPECT_EQ(fit_comm_model(four).overlap_ranks, 4);
   bench["overlap"]["hidden_fraction"] = 1.2;
   const std::string msg = testing::message_of([&] { fit_comm_model(bench); });
   EXPECT_NE(msg.find("overlap.hidden_fraction"), std::string::npos) << msg;
