@@ -77,11 +77,11 @@ double fsdp_unit_pipeline(const ScheduleInput& in, bool regather) {
     if (prefetch && k > 0 && ready[k - 1] < 0) ready[k - 1] = stream.run(t, bwd[k - 1]);
     t += in.unit_backward_ms[k];
     if (!reduce_scatter.empty()) {
-      t = std::max(t, stream.free_at);  // pending gathers finish before the ring's send/recv
-      t += reduce_scatter[k];
-      stream.free_at = t;
+      t = std::max(t, stream.free_at);   // the previous unit's reduce-scatter and the pending gathers are waited for
+      stream.run(t, reduce_scatter[k]);  // in flight through the next unit's backward
     }
   }
+  if (!reduce_scatter.empty()) t = std::max(t, stream.free_at);  // the end of backward waits for the last one
   const double micro_total = t;
   const auto A = static_cast<double>(std::max<int64_t>(1, in.config.train.accumulation));
   return A * (micro_total - in.forward_ms - in.backward_ms);

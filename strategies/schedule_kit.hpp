@@ -35,8 +35,9 @@ CallsByRole calls_by_role(const ScheduleInput& in);
 
 // FULL_SHARD / HYBRID (regather = true) and SHARD_GRAD_OP (false): every micro-step, forward gathers unit by
 // unit (the next one prefetched with parallel.prefetch), backward in reverse with re-gathers (unit u-1's issued
-// before unit u computes) and each unit's reduce-scatter synchronous in its gradient hook after the pending
-// gathers. Returns accumulation x (micro-step time - compute). Throws std::logic_error when the plan's calls do
+// before unit u computes) and each unit's reduce-scatter issued in its gradient hook after the pending gathers and
+// the previous reduce-scatter, in flight through the next unit's backward; the end of backward waits for the last
+// one. Returns accumulation x (micro-step time - compute). Throws std::logic_error when the plan's calls do
 // not match the units.
 double fsdp_unit_pipeline(const ScheduleInput& in, bool regather);
 

@@ -43,8 +43,8 @@
 //   separate copy: buffers += shard·c (compute-side copy of the master shard)
 //   master not fp32: buffers += shard·4 (fp32 scratch of the optimizer step)
 //   gathered units and their gradients at the worst moment (gathered_peak_bytes, sharding.hpp), with s_u = unit
-//   u padded·c: full_shard / hybrid + max_u 2·s_u + s_(u-1) (the last term with prefetch);
-//               shard_grad_op + max_u (s_0 + ... + s_u) + s_u
+//   u padded·c: full_shard / hybrid + max_u 2·s_u + s_(u-1) + s_(u+1) (s_(u-1) with prefetch; s_(u+1) the
+//               gradient whose reduce-scatter is in flight); shard_grad_op + max_u (s_0 + ... + s_u) + s_u + s_(u+1)
 //   reduce dtype != param dtype: buffers += largest unit·r (the wire copy of a unit's gradient)
 //   optimizer: state per fp32 element (optimizer_state_bytes_per_element) × this rank's non-padding shard
 //              elements (the optimizer sees each parameter's piece of the shard, never padding).

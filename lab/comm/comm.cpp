@@ -8,8 +8,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <future>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 #include <ATen/core/ivalue.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -41,6 +45,53 @@ CommHandle CommHandle::deferred(std::function<void()> finish) {
   handle.wait_fn_ = std::move(finish);
   return handle;
 }
+
+// The thread a Comm's ring collectives run on: tasks one at a time, in the order they were posted. On destruction
+// the task in progress finishes (a ring blocked on a dead peer ends at the backend's timeout); tasks not started
+// are dropped with their promises (nobody is left to wait for them).
+class Comm::RingThread {
+ public:
+  RingThread() : thread_([this] { run(); }) {}
+  ~RingThread() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+  RingThread(const RingThread&) = delete;
+  RingThread& operator=(const RingThread&) = delete;
+
+  void post(std::function<void()> task) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      tasks_.push_back(std::move(task));
+    }
+    wake_.notify_one();
+  }
+
+ private:
+  void run() {
+    for (;;) {
+      std::function<void()> task;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
+        if (stopping_) return;
+        task = std::move(tasks_.front());
+        tasks_.pop_front();
+      }
+      task();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::function<void()>> tasks_;
+  bool stopping_ = false;
+  std::thread thread_;  // last: starts once the members above exist
+};
 
 Comm::Comm(c10::intrusive_ptr<c10d::Backend> backend, std::string group_name, int rank, int size, int global_rank)
     : backend_(std::move(backend)),
@@ -120,7 +171,36 @@ void Comm::rethrow_failure(const CollectiveRecord& r, const std::exception& e) c
   throw std::runtime_error(message);
 }
 
-void Comm::run_ring(const std::shared_ptr<LiveRecord>& record, const std::function<void()>& body) {
+CommHandle Comm::run_ring(std::shared_ptr<LiveRecord> record, std::function<void()> body) {
+  if (!ring_thread_) ring_thread_ = std::make_unique<RingThread>();
+  auto done = std::make_shared<std::promise<void>>();
+  std::shared_future<void> finished = done->get_future().share();
+  ring_thread_->post([this, record, body = std::move(body), done] {
+    at::NoGradGuard no_grad;                    // plain buffers; this thread has autograd's default mode
+    MemoryScope scratch(MemoryCategory::comm);  // the ring's partial sums, receive buffer and staging copies
+    try {
+      if (ring_failure_) std::rethrow_exception(ring_failure_);
+      body();
+      record->end_us.store(comm_clock_us());
+      done->set_value();
+    } catch (...) {
+      if (!ring_failure_) ring_failure_ = std::current_exception();
+      done->set_exception(std::current_exception());
+    }
+  });
+  CommHandle handle;
+  handle.wait_fn_ = [this, record, finished]() {
+    ScopedPhase blocked(Phase::comm_wait, collective_span_name(record->record.op, record->record.tag));
+    try {
+      finished.get();
+    } catch (const std::exception& e) {
+      rethrow_failure(record->record, e);
+    }
+  };
+  return handle;
+}
+
+void Comm::run_blocking(const std::shared_ptr<LiveRecord>& record, const std::function<void()>& body) {
   ScopedPhase blocked(Phase::comm_wait, collective_span_name(record->record.op, record->record.tag));
   try {
     body();
@@ -130,6 +210,13 @@ void Comm::run_ring(const std::shared_ptr<LiveRecord>& record, const std::functi
     rethrow_failure(record->record, e);
   }
   record->end_us.store(comm_clock_us());
+}
+
+void Comm::check_ring_chunk(const char* op, const char* which, int64_t total, int64_t chunk) const {
+  const auto [begin, end] = chunk_bounds(total, size_)[static_cast<size_t>(rank_)];
+  if (chunk != end - begin)
+    throw std::invalid_argument(std::string("comm: ring ") + op + " " + which + " of rank " + std::to_string(rank_) +
+                                " needs " + std::to_string(end - begin) + " elements, got " + std::to_string(chunk));
 }
 
 std::string Comm::last_issued() const {
@@ -178,16 +265,15 @@ CommHandle Comm::broadcast(at::Tensor& tensor, int root, const std::string& tag)
 CommHandle Comm::all_gather(at::Tensor& output, at::Tensor& input, CommAlgorithm algorithm, const std::string& tag) {
   if (!output.is_contiguous() || !input.is_contiguous() || output.dim() != 1 || input.dim() != 1)
     throw std::invalid_argument("comm: all_gather needs 1-D contiguous tensors");
+  if (algorithm == CommAlgorithm::ring) check_ring_chunk("all_gather", "input", output.numel(), input.numel());
   auto record = start_record("all_gather", to_string(algorithm), input, static_cast<int64_t>(output.nbytes()), tag);
-  if (algorithm == CommAlgorithm::ring) {  // synchronous: the caller waits for all of it
-    run_ring(record, [&] {
+  if (algorithm == CommAlgorithm::ring) {  // on the ring thread
+    return run_ring(record, [this, output, input]() mutable {
       if (!staged(output)) return ring_all_gather(output, input);
-      MemoryScope staging(MemoryCategory::comm);
       at::Tensor wire_out = wire_copy(output);
       ring_all_gather(wire_out, wire_copy(input));
       output.copy_(wire_out);
     });
-    return {};
   }
   if (output.numel() != input.numel() * size_)
     throw std::invalid_argument("comm: backend all_gather needs output numel (" + std::to_string(output.numel()) +
@@ -206,16 +292,15 @@ CommHandle Comm::reduce_scatter(at::Tensor& output, at::Tensor& input, CommAlgor
                                 const std::string& tag) {
   if (!output.is_contiguous() || !input.is_contiguous() || output.dim() != 1 || input.dim() != 1)
     throw std::invalid_argument("comm: reduce_scatter needs 1-D contiguous tensors");
+  if (algorithm == CommAlgorithm::ring) check_ring_chunk("reduce_scatter", "output", input.numel(), output.numel());
   auto record = start_record("reduce_scatter", to_string(algorithm), input, static_cast<int64_t>(input.nbytes()), tag);
-  if (algorithm == CommAlgorithm::ring) {  // synchronous: the caller waits for all of it
-    run_ring(record, [&] {
+  if (algorithm == CommAlgorithm::ring) {  // on the ring thread
+    return run_ring(record, [this, output, input]() mutable {
       if (!staged(input)) return ring_reduce_scatter(output, input);
-      MemoryScope staging(MemoryCategory::comm);
       at::Tensor wire_out = wire_copy(output);
       ring_reduce_scatter(wire_out, wire_copy(input));
       output.copy_(wire_out);
     });
-    return {};
   }
   if (input.numel() != output.numel() * size_)
     throw std::invalid_argument("comm: backend reduce_scatter needs input numel (" + std::to_string(input.numel()) +
@@ -239,7 +324,7 @@ void Comm::barrier() {
 
 void Comm::exchange(at::Tensor& send_buf, int to, at::Tensor& recv_buf, int from, const std::string& tag) {
   auto record = start_record("send_recv", "backend", send_buf, static_cast<int64_t>(send_buf.nbytes()), tag);
-  run_ring(record, [&] {
+  run_blocking(record, [&] {
     if (!staged(send_buf)) return send_recv(send_buf, to, recv_buf, from, 0);
     at::Tensor wire_send = wire_copy(send_buf), wire_recv = wire_copy(recv_buf);
     send_recv(wire_send, to, wire_recv, from, 0);

@@ -11,13 +11,16 @@
 // time is stamped when the backend completes the work (a future callback), not when it was enqueued
 // nor when someone waited for it; for work that has no completion callback (Gloo's emulated
 // reduce_scatter) it is stamped when wait() returns. Times are microseconds on the lab clock
-// (lab/instrument/clock.hpp; comm_clock_us()). Every blocking wait — CommHandle::wait() and the
-// synchronous ring calls — is a comm_wait phase span of the step profiler, named in Megatron's
+// (lab/instrument/clock.hpp; comm_clock_us()). Every blocking wait — CommHandle::wait() and
+// exchange() — is a comm_wait phase span of the step profiler, named in Megatron's
 // vocabulary (lab/instrument/step_profiler.hpp): that is how exposed communication is measured.
 //
 // Algorithms: `backend` uses the backend's own collective. For Gloo, `ring` runs the lab's ring
 // reduce-scatter / all-gather over send/recv: Gloo's reduce_scatter_tensor is an all-reduce plus a
-// chunk copy (twice the bytes of a ring). Ring calls run synchronously in the caller's thread.
+// chunk copy (twice the bytes of a ring). Ring calls are asynchronous like the backend's: they run on the Comm's
+// own ring thread, one at a time in issue order (so every rank runs them in the same order, with the same p2p
+// tags), and the caller gets a handle at once. The tensors must stay untouched until wait() returns. A ring call
+// that failed fails every later one on the same Comm at once, with the first failure's message.
 // Devices: a backend works on tensors of one device type — Gloo on host tensors, NCCL on CUDA tensors (the
 // communicator's wire device, set by whoever makes it). A tensor of another device is staged: copied to the wire
 // device (pinned host memory for Gloo), the collective run on the copy, the result copied back inside wait(). That is
@@ -30,6 +33,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -138,11 +142,16 @@ class Comm {
                                            int64_t bytes, const std::string& tag);
   CommHandle track(const c10::intrusive_ptr<c10d::Work>& work, std::shared_ptr<LiveRecord> record,
                    bool has_completion_callback, std::function<void()> after_wait = {});
-  // Runs a synchronous ring collective; a failure is rethrown like a failed wait.
-  void run_ring(const std::shared_ptr<LiveRecord>& record, const std::function<void()>& body);
+  // Queues `body` on the ring thread (started at the first call); its handle waits for it and rethrows a failure
+  // like a failed wait.
+  CommHandle run_ring(std::shared_ptr<LiveRecord> record, std::function<void()> body);
+  // Runs `body` in the caller's thread (exchange); a failure is rethrown like a failed wait.
+  void run_blocking(const std::shared_ptr<LiveRecord>& record, const std::function<void()>& body);
   [[noreturn]] void rethrow_failure(const CollectiveRecord& record, const std::exception& e) const;
+  // The ring algorithms (ring.cpp), on the ring thread; sizes checked by the caller (check_ring_chunk).
   void ring_reduce_scatter(at::Tensor& output, const at::Tensor& input);
   void ring_all_gather(at::Tensor& output, const at::Tensor& input);
+  void check_ring_chunk(const char* op, const char* which, int64_t total, int64_t chunk) const;
   void send_recv(at::Tensor& send_buf, int to, at::Tensor& recv_buf, int from, int tag);
   // True when `t` lives on another device type than the backend's (it is then staged; see Devices above).
   bool staged(const at::Tensor& t) const { return t.defined() && t.device().type() != wire_device_.type(); }
@@ -157,7 +166,10 @@ class Comm {
   mutable std::mutex mutex_;
   std::deque<std::shared_ptr<LiveRecord>> records_;
   int64_t next_seq_ = 0;
-  int next_p2p_tag_ = 1;
+  int next_p2p_tag_ = 1;             // the ring thread's
+  std::exception_ptr ring_failure_;  // the ring thread's: the first ring call that failed
+  class RingThread;
+  std::unique_ptr<RingThread> ring_thread_;  // last: joined first, while everything it uses still exists
 };
 
 }  // namespace dtlab

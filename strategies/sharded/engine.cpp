@@ -73,8 +73,11 @@ class ShardedEngine final : public Strategy {
       loss = GPT::loss_sum(x, batch.targets) * loss_weight;
     }
     inject_delay("after_forward", rank_);
-    ScopedPhase backward(Phase::backward, "backward-compute");
-    (loss * (static_cast<double>(layout().dp_size) * scaler_.scale())).backward();
+    {
+      ScopedPhase backward(Phase::backward, "backward-compute");
+      (loss * (static_cast<double>(layout().dp_size) * scaler_.scale())).backward();
+      schedule_->finish_backward();  // the last unit's reduce-scatter, still in flight
+    }
     return loss.item<double>();
   }
 

@@ -63,10 +63,8 @@ void ShardedSchedule::on_grad_ready(size_t u) {
   switch (traits_.grads) {
     case GradReduction::reduce_scatter_every_micro_step:
       wait_pending_gathers();  // one collective stream: finish prefetches before the ring's send/recv
-      reduce_scatter_into(unit, /*accumulate=*/true);
-      unit.full_grad.zero_();
-      release_storage(unit.full_grad);
-      release_params(unit);
+      start_reduce_scatter(unit, /*accumulate=*/true);
+      release_params(unit);  // the reduce-scatter reads the gradient only
       break;
     case GradReduction::all_reduce_last_micro_step:
       if (is_last_micro_) {
@@ -77,7 +75,7 @@ void ShardedSchedule::on_grad_ready(size_t u) {
     case GradReduction::reduce_scatter_last_micro_step:
       if (is_last_micro_) {
         wait_pending_gathers();
-        reduce_scatter_into(unit, /*accumulate=*/false);
+        start_reduce_scatter(unit, /*accumulate=*/false);
       }
       break;
   }
@@ -160,19 +158,32 @@ at::Tensor ShardedSchedule::reduce_input(FlatUnit& unit) {
   return unit.reduce_in;
 }
 
-// Reduce-scatters the unit's full gradient over the shard group into its gradient shard.
-void ShardedSchedule::reduce_scatter_into(FlatUnit& unit, bool accumulate) {
-  at::Tensor& out = unit.reduce_out;
+void ShardedSchedule::start_reduce_scatter(FlatUnit& unit, bool accumulate) {
+  finish_pending_reduce();  // at most one in flight
   at::Tensor input = reduce_input(unit);
   if (groups_.size == 1) {
-    out.copy_(input);
+    unit.reduce_out.copy_(input);
   } else {
-    groups_.shard->reduce_scatter(out, input, algorithm_, "fsdp.grads." + unit.name).wait();
+    reduce_ = groups_.shard->reduce_scatter(unit.reduce_out, input, algorithm_, "fsdp.grads." + unit.name);
   }
-  if (accumulate) {  // offloaded on a GPU: the shard's gradient is on the host, `out` on the device
+  reducing_ = &unit;
+  reducing_accumulates_ = accumulate;
+}
+
+void ShardedSchedule::finish_pending_reduce() {
+  if (reducing_ == nullptr) return;
+  FlatUnit& unit = *reducing_;
+  reducing_ = nullptr;
+  reduce_.wait();
+  const at::Tensor& out = unit.reduce_out;
+  if (reducing_accumulates_) {  // offloaded on a GPU: the shard's gradient is on the host, `out` on the device
     unit.shard_grad.add_(out.device() == unit.shard_grad.device() ? out : out.to(unit.shard_grad.device()));
   } else {
     unit.shard_grad.copy_(out);
+  }
+  if (traits_.reduce_scatters_every_micro_step()) {  // the full gradient is rebuilt in the next backward
+    unit.full_grad.zero_();
+    release_storage(unit.full_grad);
   }
 }
 

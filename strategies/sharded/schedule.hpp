@@ -3,6 +3,12 @@
 // unit's, in forward order in forward and reverse order in backward, started before the current unit computes),
 // reduce-scatters or all-reduces from post-accumulate-grad hooks, the replica all-reduce, the all-gather after the
 // optimizer step. Comm tags: fsdp.params.<unit>, fsdp.grads.<unit>, fsdp.replicas.<unit>, zero1.params.<unit>.
+//
+// A unit's reduce-scatter is issued in its gradient hook and left in flight (the ring runs on its own thread,
+// lab/comm/comm.hpp): it overlaps the backward of the unit before, as FSDP2's reduce-scatter stream does. At most
+// one is in flight: the next unit's hook, or the end of backward (finish_backward), waits for it, moves its output
+// into the gradient shard and frees the unit's full gradient. That costs one more unit's gradient at the peak
+// (gathered_peak_bytes, sharding.hpp).
 #pragma once
 
 #include <cstddef>
@@ -28,6 +34,8 @@ class ShardedSchedule {
   void after_unit_forward(size_t u);    // frees unit u where the mode does (never the last: needed right away)
   void before_unit_backward(size_t u);  // unit u gathered, its gradient buffer ready, the previous one prefetched
   void on_grad_ready(size_t u);         // one parameter's gradient of unit u has been accumulated
+  // The end of a micro-step's backward: the reduce-scatter still in flight is finished.
+  void finish_backward() { finish_pending_reduce(); }
 
   // After backward: the gradient shard of `unit` holds the gradient summed over every rank (not yet averaged).
   void finish_unit_gradients(FlatUnit& unit);
@@ -40,7 +48,10 @@ class ShardedSchedule {
   void ensure_gathered(FlatUnit& unit);
   void release_params(FlatUnit& unit);
   at::Tensor reduce_input(FlatUnit& unit);
-  void reduce_scatter_into(FlatUnit& unit, bool accumulate);
+  // Issues the reduce-scatter of the unit's full gradient over the shard group into reduce_out (after finishing
+  // the one in flight); finish_pending_reduce moves reduce_out into the gradient shard (added when `accumulate`).
+  void start_reduce_scatter(FlatUnit& unit, bool accumulate);
+  void finish_pending_reduce();
 
   ShardingTraits traits_;
   std::vector<FlatUnit>& units_;
@@ -49,6 +60,9 @@ class ShardedSchedule {
   bool prefetch_;
   CommAlgorithm algorithm_;
   bool is_last_micro_ = true;
+  FlatUnit* reducing_ = nullptr;  // the unit whose reduce-scatter is in flight, if any
+  bool reducing_accumulates_ = false;
+  CommHandle reduce_;
 };
 
 }  // namespace dtlab

@@ -87,20 +87,26 @@ constexpr ShardingTraits traits(ShardingMode mode) {
 
 // The most bytes of gathered parameters and full unit gradients alive at once in a step, for units of
 // `unit_bytes` (compute dtype, padded, in model order: the engine runs forward in that order, backward in reverse).
+// Modes that reduce-scatter every micro-step keep the previous unit's gradient (u+1, its backward ran just before)
+// until its reduce-scatter, in flight through the backward of unit u, is finished in u's gradient hook
+// (sharded/schedule.hpp): + s_(u+1).
 //   gathered_per_unit (full_shard, hybrid): in the backward of unit u, its parameters and its gradient, plus the
-//     unit before it when prefetching (gathered ahead of its backward): max_u 2·s_u + s_(u-1). The forward holds
-//     less (s_u + s_(u+1)). A single unit has no neighbour to prefetch.
+//     unit before it when prefetching (gathered ahead of its backward), plus u+1's gradient:
+//     max_u 2·s_u + s_(u-1) + s_(u+1). The forward holds less (s_u + s_(u+1)). A single unit has no neighbour.
 //   gathered_through_backward (shard_grad_op): units are gathered in forward and released after their backward,
-//     so in the backward of unit u, units 0..u plus u's gradient: max_u (s_0 + ... + s_u) + s_u.
+//     so in the backward of unit u, units 0..u plus u's gradient and u+1's: max_u (s_0 + ... + s_u) + s_u + s_(u+1).
 //   persistent (no_shard, zero1): none; the full parameters and gradients are params and grads.
 // tests/strategy/memory_rank.cpp checks this against the counting allocator's measured buffers peak.
 inline int64_t gathered_peak_bytes(const ShardingTraits& t, const std::vector<int64_t>& unit_bytes, bool prefetch) {
   int64_t peak = 0, through_u = 0;
-  for (size_t u = 0; u < unit_bytes.size(); ++u) {
+  const size_t n = unit_bytes.size();
+  for (size_t u = 0; u < n; ++u) {
     const int64_t s = unit_bytes[u];
+    const int64_t pending = t.reduce_scatters_every_micro_step() && u + 1 < n ? unit_bytes[u + 1] : 0;
     through_u += s;
-    if (t.frees_params_after_forward()) peak = std::max(peak, 2 * s + (prefetch && u > 0 ? unit_bytes[u - 1] : 0));
-    if (t.keeps_all_units_gathered()) peak = std::max(peak, through_u + s);
+    if (t.frees_params_after_forward())
+      peak = std::max(peak, 2 * s + (prefetch && u > 0 ? unit_bytes[u - 1] : 0) + pending);
+    if (t.keeps_all_units_gathered()) peak = std::max(peak, through_u + s + pending);
   }
   return peak;
 }

@@ -198,33 +198,53 @@ TEST(StepModel, OverlapHiddenOfTheLevelACallCrossesIsTheOneCharged) {
   EXPECT_NEAR(predict_step(c, cost_plan(c, 0), p).exposed_comm_ms, free.comm_ms, 1e-12);
 }
 
-TEST(StepModel, Zero1ReduceScattersAndGathersAreExposed) {
+TEST(StepModel, Zero1ReduceScattersHideBehindTheUnitBeforeGathersAreExposed) {
   const Config c = tiny({"parallel.strategy=zero1"}, 2);
   const CostPlan plan = cost_plan(c, 0);
-  const MachineProfile p = synthetic();
-  const StepPrediction s = predict_step(c, plan, p);
   // reduce_scatter/ring per unit at p = 2: 400 + (1/2)·S·(4e-3 + 4e-4); over the four units (Σ S = 494 848):
   //   4·400 + 2.2e-3·494 848 = 1600 + 1088.6656 = 2688.6656 us.
   // all_gather/backend after the optimizer: 200 + (1/2)·S·2e-3; 4·200 + 1e-3·494 848 = 1294.848 us.
-  // Grad-norm and loss all-reduces: 2·200.0088 = 400.0176 us. All exposed: 4383.5312 us.
-  EXPECT_NEAR(s.exposed_comm_ms, 4.3835312, 1e-9);
+  // Grad-norm and loss all-reduces: 2·200.0088 = 400.0176 us. In all 4383.5312 us.
+  // Each unit's reduce-scatter is in flight through the backward of the unit before (sharded/schedule.hpp). With
+  // compute that takes no time nothing hides: all exposed.
+  MachineProfile instant = synthetic();
+  instant.compute.matmul_tflops = {{"float32", 1e12}};
+  instant.compute.memory_GBps = 1e12;
+  const StepPrediction all = predict_step(c, plan, instant);
+  EXPECT_NEAR(all.comm_ms, 4.3835312, 1e-9);
+  EXPECT_NEAR(all.exposed_comm_ms, 4.3835312, 1e-6);
+  // With slow compute the head's and block.1's hide behind the next block's backward. The last two issued do not:
+  // block.0's is waited for after the embedding's backward, which the model counts as no compute (a gather of rows,
+  // no matmul), and the embedding's at the end of backward. Block (S = 181 760): 400 + 2.2e-3·181 760 = 799.872 us;
+  // embedding (S = 65 536): 544.1792 us. 799.872 + 544.1792 + 1294.848 + 400.0176 = 3038.9168 us.
+  MachineProfile slow = synthetic();
+  slow.compute.matmul_tflops = {{"float32", 1e-3}};
+  const StepPrediction s = predict_step(c, plan, slow);
   EXPECT_NEAR(s.comm_ms, 4.3835312, 1e-9);
+  EXPECT_NEAR(s.exposed_comm_ms, 3.0389168, 1e-9);
 }
 
-TEST(StepModel, FullShardReduceScattersAreExposedGathersHideWithPrefetch) {
+TEST(StepModel, FullShardReduceScattersHideBehindTheUnitBeforeGathersWithPrefetch) {
   const Config c = tiny({"parallel.strategy=fsdp_full_shard"}, 2);
   const CostPlan plan = cost_plan(c, 0);
   MachineProfile p = synthetic();
   p.comm.intra_node.ops["all_gather/backend"] = {0, 0, 0};  // free gathers: only the reduce-scatters remain
-  const StepPrediction s = predict_step(c, plan, p);
-  // The four ring reduce-scatters (2688.6656 us, as in Zero1ReduceScattersAndGathersAreExposed) + grad norm + loss.
-  EXPECT_NEAR(s.exposed_comm_ms, 3.0886832, 1e-9);  // 2688.6656 + 400.0176 us
+  p.compute.matmul_tflops = {{"float32", 1e12}};            // and compute that takes no time: nothing hides
+  p.compute.memory_GBps = 1e12;
+  // The four ring reduce-scatters (2688.6656 us, as in Zero1ReduceScattersHideBehindTheUnitBeforeGathersAreExposed)
+  // + grad norm + loss.
+  EXPECT_NEAR(predict_step(c, plan, p).exposed_comm_ms, 3.0886832, 1e-6);  // 2688.6656 + 400.0176 us
+  // Slow compute: as for zero1, block.0's and the embedding's are exposed: 799.872 + 544.1792 + 400.0176 us.
+  p.compute.matmul_tflops = {{"float32", 1e-3}};
+  p.compute.memory_GBps = 10;
+  EXPECT_NEAR(predict_step(c, plan, p).exposed_comm_ms, 1.7440688, 1e-9);
 
   // Without prefetch every gather waits in line with compute: the whole step's communication is exposed.
   //   forward all_gather/backend of 4 units: 4·200 + 1e-3·494 848 = 1294.848 us
   //   backward re-gathers of all units but the head (Σ S = 429 056): 3·200 + 429.056 = 1029.056 us
   //   reduce-scatters 2688.6656 us, grad norm + loss 400.0176 us: 5412.5872 us in all.
-  // With prefetch, gathers run under the previous unit's compute (slow compute here), so less is exposed.
+  // (Each unit's re-gather is issued right behind the previous unit's reduce-scatter on the one stream, so it waits
+  // for it.) With prefetch, gathers run under the previous unit's compute (slow compute here): less is exposed.
   MachineProfile slow = synthetic();
   slow.compute.matmul_tflops = {{"float32", 1e-3}};
   const Config no_prefetch = tiny({"parallel.strategy=fsdp_full_shard", "parallel.prefetch=false"}, 2);

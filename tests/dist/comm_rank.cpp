@@ -15,6 +15,9 @@
 //   and records each level's part on its own group: reduce_scatter and all_gather at level "intra" on node.<n>,
 //   all_reduce of the 1/K chunk at level "inter" on cross.<l>; and a buffer over the pipeline's piece size (three
 //   pieces, the last uneven) == the closed-form sum;
+// ring calls are asynchronous: a reduce-scatter and an all-gather issued back to back on the last rank, which is
+//   300 ms late, return before it joins (in under 150 ms), run in issue order (both results bit-exact), and the
+//   wait covers the lateness;
 // then the recorded collectives (one record per call: op, algorithm, bytes, group size, times) and
 // the replica check (identical tensors pass; one element changed on rank 1 fails on every rank,
 // naming rank 1 and the parameter).
@@ -26,6 +29,7 @@
 #include <cstdio>
 #include <exception>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -40,6 +44,7 @@ namespace {
 
 using dtlab::Comm;
 using dtlab::CommAlgorithm;
+using dtlab::CommHandle;
 
 const std::vector<int64_t> kSizes = {1, 2, 3, 7, 64, 1000, 4097, 65536 + 3};
 
@@ -313,6 +318,39 @@ void check_hierarchical(dtlab::DistWorld& world, Checks& checks, int ranks_per_n
                  std::to_string(piece_records.size()) + " records");
 }
 
+// Ring calls run on the Comm's ring thread: the caller is back at once, even when a peer is late.
+void check_ring_async(Comm& comm, Checks& checks) {
+  using clock = std::chrono::steady_clock;
+  const int p = comm.size(), r = comm.rank();
+  const int64_t n = 4099;  // uneven over every world size tested
+  const auto bounds = Comm::chunk_bounds(n, p);
+  const int64_t mine = bounds[r].second - bounds[r].first;
+  const auto late = std::chrono::milliseconds(300);
+  if (r == p - 1) std::this_thread::sleep_for(late);
+  at::Tensor input = integer_input(r, n), reduced = at::empty({mine}, at::kFloat);
+  at::Tensor gathered = at::full({n}, -1.0f, at::kFloat);
+  at::Tensor own = chunk_of(gathered_values(bounds, n), bounds[r]).contiguous();
+  const auto issued = clock::now();
+  CommHandle rs = comm.reduce_scatter(reduced, input, CommAlgorithm::ring, "test.async.rs");
+  CommHandle ag = comm.all_gather(gathered, own, CommAlgorithm::ring, "test.async.ag");
+  const double return_ms = std::chrono::duration<double, std::milli>(clock::now() - issued).count();
+  ag.wait();  // issue order: the reduce-scatter is done too
+  rs.wait();
+  const double waited_ms = std::chrono::duration<double, std::milli>(clock::now() - issued).count();
+  if (r == 0) {
+    checks.verdict(return_ms < 150.0,
+                   "ring async: two ring calls return before the late rank joins (< 150 ms; it is 300 ms late)",
+                   std::to_string(return_ms) + " ms to return");
+    checks.verdict(waited_ms >= 200.0, "ring async: the wait covers the late rank (>= 200 ms)",
+                   std::to_string(waited_ms) + " ms to the end of the waits");
+  }
+  std::string diff = bit_difference(reduced, chunk_of(integer_sum(p, n), bounds[r]).contiguous());
+  checks.verdict(diff.empty(), "ring async: reduce_scatter issued without waiting == closed-form sum (bit-exact)",
+                 diff);
+  diff = bit_difference(gathered, gathered_values(bounds, n));
+  checks.verdict(diff.empty(), "ring async: all_gather issued behind it == expected concatenation (bit-exact)", diff);
+}
+
 int run() {
   const dtlab::RankEnv env = dtlab::discover_rank_env({}, dtlab::current_environment());
   if (env.world_size < 2) {
@@ -333,6 +371,7 @@ int run() {
   std::vector<ExpectedRecord> expected;
   for (int64_t n : kSizes) check_size(comm, checks, n, expected);
   check_records(comm, checks, first_record, expected);
+  check_ring_async(comm, checks);
   check_replicas(comm, checks);
   if (comm.size() == 4) check_hierarchical(world, checks, 2);  // 2 nodes x 2
   if (comm.size() == 6) check_hierarchical(world, checks, 3);  // 2 nodes x 3: uneven chunks

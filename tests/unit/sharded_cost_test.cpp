@@ -57,7 +57,9 @@ TEST(ShardedCost, FullShardTinyWorld2ByHand) {
   EXPECT_EQ(plan.state.params, shards * 4);
   EXPECT_EQ(plan.state.grads, shards * 4);
   EXPECT_EQ(plan.state.optimizer, shards * 8);
-  EXPECT_EQ(plan.state.buffers, shards * 4 + 3 * kBlock * 4);  // RS outputs + 3 gathered largest units (prefetch)
+  // RS outputs + the worst moment, block.1's backward: its parameters and gradient, block.0 prefetched and the
+  // head's gradient, its reduce-scatter still in flight.
+  EXPECT_EQ(plan.state.buffers, shards * 4 + (3 * kBlock + kHead) * 4);
   // 4 units: 4 forward gathers, 3 backward (not the head), 4 reduce-scatters, 1 grad-norm all-reduce.
   EXPECT_EQ(count_of(plan, "all_gather", "forward"), 4);
   EXPECT_EQ(count_of(plan, "all_gather", "backward"), 3);
@@ -75,9 +77,9 @@ TEST(ShardedCost, FullShardTinyWorld2ByHand) {
       EXPECT_EQ(c.algorithm, "ring");
     }
   }
-  // No prefetch: one gathered unit and its gradient.
+  // No prefetch: block.0's backward, its parameters and gradient, and block.1's gradient in flight.
   const CostPlan no_prefetch = cost_plan(make("fsdp_full_shard", 2, {"parallel.prefetch=false"}), 0);
-  EXPECT_EQ(no_prefetch.state.buffers, shards * 4 + 2 * kBlock * 4);
+  EXPECT_EQ(no_prefetch.state.buffers, shards * 4 + 3 * kBlock * 4);
 }
 
 TEST(ShardedCost, AccumulationMultipliesPerMicroStepCollectives) {
@@ -151,19 +153,19 @@ TEST(ShardedCost, MixedPrecisionDtypesAndBytes) {
   const int64_t shards = kPsi / 2;
   EXPECT_EQ(plan.state.params, shards * 4);
   EXPECT_EQ(plan.state.grads, shards * 4);
-  EXPECT_EQ(plan.state.buffers, shards * 2 + shards * 2 + 3 * kBlock * 2);
+  EXPECT_EQ(plan.state.buffers, shards * 2 + shards * 2 + (3 * kBlock + kHead) * 2);
   // bf16 compute, fp32 reduce: a wire copy of the largest unit in fp32.
   const CostPlan wire = cost_plan(make("fsdp_full_shard", 2, {"precision.param_dtype=bf16"}), 0);
-  EXPECT_EQ(wire.state.buffers, shards * 4 + shards * 2 + 3 * kBlock * 2 + kBlock * 4);
+  EXPECT_EQ(wire.state.buffers, shards * 4 + shards * 2 + (3 * kBlock + kHead) * 2 + kBlock * 4);
 }
 
 TEST(ShardedCost, ShardGradOpAndWrapPolicies) {
   const CostPlan sgo = cost_plan(make("fsdp_shard_grad_op", 2), 0);
   EXPECT_EQ(count_of(sgo, "all_gather"), 4);  // forward only: kept through backward
   EXPECT_EQ(count_of(sgo, "reduce_scatter"), 4);
-  // RS outputs + the worst moment, block.1's backward: embedding, both blocks and block.1's gradient (the head is
-  // released once its own backward has run).
-  EXPECT_EQ(sgo.state.buffers, kPsi / 2 * 4 + (kEmb + 3 * kBlock) * 4);
+  // RS outputs + the worst moment, block.1's backward: embedding, both blocks, block.1's gradient and the head's,
+  // its reduce-scatter in flight (the head's parameters are released once its own backward has run).
+  EXPECT_EQ(sgo.state.buffers, kPsi / 2 * 4 + (kEmb + 3 * kBlock + kHead) * 4);
   // every_2 (2 layers): embedding, block.0+block.1, head; wrap=model: one unit.
   const CostPlan every2 = cost_plan(make("fsdp_full_shard", 2, {"parallel.wrap=every_2"}), 0);
   EXPECT_EQ(count_of(every2, "reduce_scatter"), 3);
@@ -173,8 +175,8 @@ TEST(ShardedCost, ShardGradOpAndWrapPolicies) {
   const CostPlan model = cost_plan(make("fsdp_full_shard", 2, {"parallel.wrap=model"}), 0);
   EXPECT_EQ(count_of(model, "all_gather"), 1);                  // the only unit is also the last: no backward re-gather
   EXPECT_EQ(model.state.buffers, kPsi / 2 * 4 + 2 * kPsi * 4);  // its parameters and gradients: no neighbour
-  // every_2: the blocks' unit's backward holds it, its gradient and the embedding, prefetched.
-  EXPECT_EQ(every2.state.buffers, kPsi / 2 * 4 + (4 * kBlock + kEmb) * 4);
+  // every_2: the blocks' unit's backward holds it, its gradient, the embedding, prefetched, and the head's gradient.
+  EXPECT_EQ(every2.state.buffers, kPsi / 2 * 4 + (4 * kBlock + kEmb + kHead) * 4);
 }
 
 TEST(ShardedCost, RingVolumesFollowTheFormulas) {
