@@ -42,10 +42,14 @@
 //                    separate copy and with fp32 reduce); zero1 buffers += shard·r (reduce-scatter output)
 //   separate copy: buffers += shard·c (compute-side copy of the master shard)
 //   master not fp32: buffers += shard·4 (fp32 scratch of the optimizer step)
-//   gathered units and their gradients at the worst moment (gathered_peak_bytes, sharding.hpp), with s_u = unit
-//   u padded·c: full_shard / hybrid + max_u 2·s_u + s_(u-1) + s_(u+1) (s_(u-1) with prefetch; s_(u+1) the
-//               gradient whose reduce-scatter is in flight); shard_grad_op + max_u (s_0 + ... + s_u) + s_u + s_(u+1)
-//   reduce dtype != param dtype: buffers += largest unit·r (the wire copy of a unit's gradient)
+//   gathered units, their gradients and their wire copies at the worst moment (unit_buffers_peak_bytes,
+//   sharding.hpp), with s_u = unit u padded·c and w_u = padded·r when the reduce dtype differs from the compute
+//   dtype (else 0): full_shard / hybrid + max_u 2·s_u + s_(u-1) + s_(u+1) + w_(u+1) (s_(u-1) with prefetch;
+//               s_(u+1) and w_(u+1) the gradient whose reduce-scatter is in flight), or 2·s_u + s_(u-1) + w_u
+//               when that is more; shard_grad_op the same with s_0 + ... + s_u in place of s_u + s_(u-1);
+//               zero1 + max_u of w_u and, without a separate copy, shard·c (one wire copy at a time in backward;
+//               the source buffer the all-gathers after the optimizer step send the shards from, its largest);
+//               no_shard + Σ w_u (every all-reduce in flight)
 //   optimizer: state per fp32 element (optimizer_state_bytes_per_element) × this rank's non-padding shard
 //              elements (the optimizer sees each parameter's piece of the shard, never padding).
 #include <algorithm>
@@ -222,12 +226,13 @@ void add_sharded_collectives(const ShardedSetting& s, const Config& config, Cost
 void add_sharded_state(const ShardedSetting& s, const Config& config, CostPlan& plan) {
   const ShardingTraits& t = s.t;
   const int64_t c = s.compute.bytes, r = s.reduce.bytes, m = s.master.bytes;
-  int64_t largest_wire = 0, non_padding = 0;
-  std::vector<int64_t> unit_bytes;  // each unit gathered, in the compute dtype
+  int64_t non_padding = 0;
+  std::vector<UnitBuffers> transient;
   const bool grad_shard_is_full_grad = t.all_reduces_grads() && !s.separate_copy && s.reduce.name == "float32";
   for (const auto& unit : s.units) {
-    unit_bytes.push_back(unit.padded * c);
-    if (s.reduce.name != s.compute.name) largest_wire = std::max(largest_wire, unit.padded * r);
+    transient.push_back({.gathered = unit.padded * c,
+                         .wire = s.reduce.name != s.compute.name ? unit.padded * r : 0,
+                         .gather_source = t.gathers_after_optimizer && !s.separate_copy ? unit.shard * c : 0});
     if (!t.params_persist()) {
       plan.state.params += unit.shard * m;
       plan.state.grads += unit.shard * 4;
@@ -244,8 +249,7 @@ void add_sharded_state(const ShardedSetting& s, const Config& config, CostPlan& 
     const int64_t begin = s.shard_rank * unit.shard;
     non_padding += std::max<int64_t>(0, std::min(begin + unit.shard, unit.numel) - begin);
   }
-  plan.state.buffers += gathered_peak_bytes(t, unit_bytes, config.parallel.prefetch);
-  plan.state.buffers += largest_wire;
+  plan.state.buffers += unit_buffers_peak_bytes(t, transient, config.parallel.prefetch);
   plan.state.optimizer = non_padding * optimizer_state_bytes_per_element(config.train, 4);
 }
 

@@ -199,20 +199,21 @@ class ShardedEngine final : public Strategy {
 // (its shards, or the full flat parameters for zero1/no_shard); grads: the gradients it keeps between
 // backward and the optimizer (fp32 shards, or full for zero1/no_shard); optimizer: moments/momentum of
 // its non-padding shard elements; buffers: everything transient at the peak — gathered parameters and
-// their gradients at the worst moment (gathered_peak_bytes in sharding.hpp), reduce-scatter outputs,
-// compute-side copies of offloaded or differently typed masters, reduce-dtype wire copies and the fp32
-// scratch of a bf16 master.
+// their gradients and reduce-dtype wire copies at the worst moment (unit_buffers_peak_bytes in sharding.hpp),
+// reduce-scatter outputs, compute-side copies of offloaded or differently typed masters and the fp32 scratch of a
+// bf16 master.
 StateBytes ShardedEngine::state_bytes() const {
   const int64_t master_b = static_cast<int64_t>(c10::elementSize(precision_.master));
   const int64_t compute_b = static_cast<int64_t>(c10::elementSize(precision_.compute));
   const int64_t reduce_b = static_cast<int64_t>(c10::elementSize(precision_.reduce));
   const bool separate_copy = precision_.separate_compute_copy();
   StateBytes b;
-  int64_t largest_wire = 0;
-  std::vector<int64_t> unit_bytes;  // each unit gathered, in the compute dtype
+  std::vector<UnitBuffers> transient;
   for (const auto& unit : units_) {
-    unit_bytes.push_back(unit.padded * compute_b);
-    largest_wire = std::max(largest_wire, unit.reduce_in.defined() ? unit.padded * reduce_b : 0);
+    transient.push_back(
+        {.gathered = unit.padded * compute_b,
+         .wire = unit.reduce_in.defined() ? unit.padded * reduce_b : 0,
+         .gather_source = traits_.gathers_after_optimizer && !separate_copy ? unit.shard_numel * compute_b : 0});
     if (!traits_.params_persist()) {
       b.params += unit.shard_numel * master_b;
       b.grads += unit.shard_numel * 4;
@@ -227,8 +228,7 @@ StateBytes ShardedEngine::state_bytes() const {
     if (separate_copy) b.buffers += unit.shard_numel * compute_b;            // compute-side copy of the master
     if (precision_.master != at::kFloat) b.buffers += unit.shard_numel * 4;  // fp32 scratch of the optimizer step
   }
-  b.buffers += gathered_peak_bytes(traits_, unit_bytes, prefetch_);  // gathered units and their gradients
-  b.buffers += largest_wire;
+  b.buffers += unit_buffers_peak_bytes(traits_, transient, prefetch_);
   b.optimizer = optimizer_->state_bytes();
   return b;
 }

@@ -113,7 +113,12 @@ void allocate_buffers_and_bind(FlatUnit& unit, const ShardingTraits& t, const Sh
   const auto compute = options.dtype(precision.compute);
   MemoryScope buffers(MemoryCategory::buffers);
   if (precision.separate_compute_copy()) unit.compute_shard = at::empty({unit.shard_numel}, compute);
-  if (precision.reduce != precision.compute) unit.reduce_in = at::empty({unit.padded}, options.dtype(precision.reduce));
+  if (precision.reduce != precision.compute) {
+    unit.reduce_in = at::empty({unit.padded}, options.dtype(precision.reduce));
+    // A reduce-scatter's wire copy lives from its copy until the reduce-scatter is finished (schedule.cpp); an
+    // all-reduce's (no_shard) until after backward, every unit's at once: kept.
+    if (t.reduce_scatters_grads()) release_storage(unit.reduce_in);
+  }
   if (t.reduce_scatters_grads())  // no_shard all-reduces in place: no reduce-scatter output
     unit.reduce_out = at::empty({unit.shard_numel}, options.dtype(precision.reduce));
   if (precision.master != at::kFloat) {

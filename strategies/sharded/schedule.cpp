@@ -1,6 +1,7 @@
 // schedule.cpp: the gathers, frees, reduce-scatters and all-reduces of the sharded strategies (see schedule.hpp).
 #include "strategies/sharded/schedule.hpp"
 
+#include <algorithm>
 #include <memory>
 
 #include <torch/csrc/autograd/function_hook.h>
@@ -96,11 +97,22 @@ void ShardedSchedule::finish_unit_gradients(FlatUnit& unit) {
 }
 
 void ShardedSchedule::refresh_params_after_step() {
+  // zero1 sends each unit's updated shard: the compute-side copy, or, when the shard is a view of the buffer the
+  // all-gather writes, a copy of it in one source buffer of the largest shard's size, reused unit after unit (each
+  // all-gather is waited for first). A clone per unit would be freed only when Gloo drops its work, which can be
+  // after the next unit's clone exists.
+  at::Tensor source_buffer;
+  if (traits_.gathers_after_optimizer && !precision_.separate_compute_copy()) {
+    int64_t largest = 0;
+    for (const auto& unit : units_) largest = std::max(largest, unit.shard_numel);
+    MemoryScope buffers(MemoryCategory::buffers);
+    if (!units_.empty()) source_buffer = at::empty({largest}, units_.front().shard.options());
+  }
   for (auto& unit : units_) {
     if (traits_.gathers_after_optimizer) {
-      MemoryScope buffers(MemoryCategory::buffers);
-      at::Tensor source =
-          (precision_.separate_compute_copy() ? unit.compute_shard.copy_(unit.shard) : unit.shard).clone();
+      at::Tensor source = precision_.separate_compute_copy()
+                              ? unit.compute_shard.copy_(unit.shard)
+                              : source_buffer.narrow(0, 0, unit.shard_numel).copy_(unit.shard);
       groups_.shard->all_gather(unit.full_writer, source, CommAlgorithm::backend, "zero1.params." + unit.name).wait();
     } else if (traits_.params_persist() && precision_.separate_compute_copy()) {
       unit.params_ready = false;  // the master changed: copy (and cast) again at the next gather
@@ -154,6 +166,7 @@ void ShardedSchedule::release_params(FlatUnit& unit) {
 // What goes on the wire for a unit's gradient: full_grad itself, or its copy in the reduce dtype.
 at::Tensor ShardedSchedule::reduce_input(FlatUnit& unit) {
   if (!unit.reduce_in.defined()) return unit.full_grad;
+  ensure_storage(unit.reduce_in, unit.padded * static_cast<int64_t>(unit.reduce_in.element_size()));
   unit.reduce_in.copy_(unit.full_grad);
   return unit.reduce_in;
 }
@@ -181,7 +194,8 @@ void ShardedSchedule::finish_pending_reduce() {
   } else {
     unit.shard_grad.copy_(out);
   }
-  if (traits_.reduce_scatters_every_micro_step()) {  // the full gradient is rebuilt in the next backward
+  if (unit.reduce_in.defined()) release_storage(unit.reduce_in);  // the wire copy, refilled at the next one
+  if (traits_.reduce_scatters_every_micro_step()) {               // the full gradient is rebuilt in the next backward
     unit.full_grad.zero_();
     release_storage(unit.full_grad);
   }

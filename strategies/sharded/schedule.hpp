@@ -8,7 +8,7 @@
 // lab/comm/comm.hpp): it overlaps the backward of the unit before, as FSDP2's reduce-scatter stream does. At most
 // one is in flight: the next unit's hook, or the end of backward (finish_backward), waits for it, moves its output
 // into the gradient shard and frees the unit's full gradient. That costs one more unit's gradient at the peak
-// (gathered_peak_bytes, sharding.hpp).
+// (unit_buffers_peak_bytes, sharding.hpp).
 #pragma once
 
 #include <cstddef>

@@ -85,28 +85,45 @@ constexpr ShardingTraits traits(ShardingMode mode) {
   throw std::invalid_argument("unknown ShardingMode");
 }
 
-// The most bytes of gathered parameters and full unit gradients alive at once in a step, for units of
-// `unit_bytes` (compute dtype, padded, in model order: the engine runs forward in that order, backward in reverse).
-// Modes that reduce-scatter every micro-step keep the previous unit's gradient (u+1, its backward ran just before)
+// One flat unit's transient buffers, in bytes: gathered (its padded parameters in the compute dtype; its full
+// gradient is the same size), wire (its gradient's copy in the reduce dtype when that differs from the compute dtype,
+// else 0) and gather_source (zero1 without a separate compute copy: its shard's copy that the all-gather after the
+// optimizer step sends, as its shard is a view of the buffer that all-gather writes; else 0).
+struct UnitBuffers {
+  int64_t gathered = 0, wire = 0, gather_source = 0;
+};
+
+// The most bytes of gathered parameters, full unit gradients, wire copies and gather sources alive at once in a
+// step, for `units` in model order (the engine runs forward in that order, backward in reverse).
+// Modes that reduce-scatter keep the previous unit's gradient (u+1, its backward ran just before) and its wire copy
 // until its reduce-scatter, in flight through the backward of unit u, is finished in u's gradient hook
-// (sharded/schedule.hpp): + s_(u+1).
-//   gathered_per_unit (full_shard, hybrid): in the backward of unit u, its parameters and its gradient, plus the
-//     unit before it when prefetching (gathered ahead of its backward), plus u+1's gradient:
-//     max_u 2·s_u + s_(u-1) + s_(u+1). The forward holds less (s_u + s_(u+1)). A single unit has no neighbour.
-//   gathered_through_backward (shard_grad_op): units are gathered in forward and released after their backward,
-//     so in the backward of unit u, units 0..u plus u's gradient and u+1's: max_u (s_0 + ... + s_u) + s_u + s_(u+1).
-//   persistent (no_shard, zero1): none; the full parameters and gradients are params and grads.
+// (sharded/schedule.hpp); the hook then copies u's gradient into u's wire copy. Two moments per unit u, with s_u its
+// gathered bytes, w_u its wire copy and P_u the parameters gathered in u's backward:
+//   in u's backward:  P_u + s_u + s_(u+1) + w_(u+1)     (u+1's gradient and wire copy: reduce-scatter in flight)
+//   in u's hook:      P_u + s_u + w_u                   (u+1's finished and freed, u's wire copy made)
+//   gathered_per_unit (full_shard, hybrid): P_u = s_u, plus s_(u-1) when prefetching (gathered ahead of its
+//     backward). The forward holds less (s_u + s_(u+1)). A single unit has no neighbour.
+//   gathered_through_backward (shard_grad_op): units are gathered in forward and released after their backward:
+//     P_u = s_0 + ... + s_u.
+//   persistent (no_shard, zero1): the full parameters and gradients are params and grads; only copies are
+//     transient: zero1's wire copies one at a time in backward, its gather sources one at a time after the
+//     optimizer step (max over both); no_shard's wire copies all at once (its all-reduces are all in flight until
+//     after backward: Σ w_u).
 // tests/strategy/memory_rank.cpp checks this against the counting allocator's measured buffers peak.
-inline int64_t gathered_peak_bytes(const ShardingTraits& t, const std::vector<int64_t>& unit_bytes, bool prefetch) {
+inline int64_t unit_buffers_peak_bytes(const ShardingTraits& t, const std::vector<UnitBuffers>& units, bool prefetch) {
+  const size_t n = units.size();
   int64_t peak = 0, through_u = 0;
-  const size_t n = unit_bytes.size();
   for (size_t u = 0; u < n; ++u) {
-    const int64_t s = unit_bytes[u];
-    const int64_t pending = t.reduce_scatters_every_micro_step() && u + 1 < n ? unit_bytes[u + 1] : 0;
+    const int64_t s = units[u].gathered, w = units[u].wire;
     through_u += s;
-    if (t.frees_params_after_forward())
-      peak = std::max(peak, 2 * s + (prefetch && u > 0 ? unit_bytes[u - 1] : 0) + pending);
-    if (t.keeps_all_units_gathered()) peak = std::max(peak, through_u + s + pending);
+    if (t.params_persist()) {
+      peak = t.all_reduces_grads() ? peak + w : std::max({peak, w, units[u].gather_source});
+      continue;
+    }
+    const int64_t gathered =
+        t.keeps_all_units_gathered() ? through_u : s + (prefetch && u > 0 ? units[u - 1].gathered : int64_t{0});
+    const int64_t in_flight = u + 1 < n ? units[u + 1].gathered + units[u + 1].wire : 0;
+    peak = std::max({peak, gathered + s + in_flight, gathered + s + w});
   }
   return peak;
 }

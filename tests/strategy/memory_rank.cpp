@@ -4,9 +4,10 @@
 //   0. what the counting allocator MEASURED in each category (lab/memory.hpp: every tensor's bytes are counted
 //      under the category its allocation site declares) equals cost_plan(config, rank).state exactly for params,
 //      grads and optimizer (the bytes alive after the step); the buffers' measured peak is printed beside the plan's,
-//      and equals it for strategies that gather units in forward with fp32 parameters, gradients and masters (there
-//      the buffers are the gathered units, their gradients and the reduce-scatter outputs; mixed precision adds
-//      transient copies the plan does not count); and the measured activation peak
+//      and equals it for strategies that gather units in forward, in any precision (there the buffers are the
+//      gathered units, their gradients, their reduce-dtype wire copies, the reduce-scatter outputs and the compute
+//      copies of the masters), and for zero1 in fp32 without offload (the gradient shard, the reduce-scatter
+//      output, the all-gathers' source buffer); and the measured activation peak
 //      (activations category: saved tensors, backward temporaries, the batch, RoPE tables) is within 10% of the
 //      activation model (analysis/cost/memory_model.hpp) — the model counts our forward term by term, but
 //      autograd's transient temporaries are only approximated (docs/cost-models.md);
@@ -165,7 +166,11 @@ int main(int argc, char** argv) {
     const bool gathers_in_forward = std::any_of(plan.collectives.begin(), plan.collectives.end(), [](const auto& c) {
       return c.op == "all_gather" && c.phase == "forward";
     });
-    const bool exact_buffers = gathers_in_forward && fp32_state && config.precision.reduce_dtype == "fp32";
+    const bool gathers_after_optimizer =
+        std::any_of(plan.collectives.begin(), plan.collectives.end(),
+                    [](const auto& c) { return c.op == "all_gather" && c.phase == "optimizer"; });
+    const bool exact_buffers =
+        gathers_in_forward || (gathers_after_optimizer && fp32_state && !config.parallel.offload);
     dtlab::TrainOptions options;
     options.print_steps = options.print_config = false;
     const bool sharded = dtlab::strategy_spec(config.parallel.strategy).hooks_unit_outputs;
@@ -191,7 +196,7 @@ int main(int argc, char** argv) {
       if (exact_buffers && buffers_peak != plan.state.buffers) {
         ++failures;
         std::printf(
-            "rank %d step %lld: measured buffers peak %lld bytes (gathered units, their gradients, "
+            "rank %d step %lld: measured buffers peak %lld bytes (gathered units, their gradients and wire copies, "
             "reduce-scatter outputs), the cost plan says %lld\n",
             env.rank, static_cast<long long>(step), static_cast<long long>(buffers_peak),
             static_cast<long long>(plan.state.buffers));

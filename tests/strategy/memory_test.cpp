@@ -78,6 +78,8 @@ std::vector<MemoryCase> cases() {
   out.push_back({"ddp", 2, {"precision.reduce_dtype=bf16"}, "bf16_reduce"});
   out.push_back({"ddp", 2, {"parallel.activation_checkpointing=selective"}, "ac_selective"});
   out.push_back({"fsdp_full_shard", 2, bf16, "bf16"});
+  out.push_back({"fsdp_full_shard", 2, {"precision.param_dtype=bf16", "precision.reduce_dtype=bf16"}, "bf16_reduce"});
+  out.push_back({"fsdp_shard_grad_op", 2, bf16, "bf16"});
   out.push_back({"fsdp_full_shard", 2, {"parallel.activation_checkpointing=full"}, "ac_full"});
   out.push_back({"fsdp_full_shard", 2, {"precision.param_dtype=bf16", "parallel.offload=true"}, "bf16_offload"});
   out.push_back({"fsdp_shard_grad_op", 2, {"parallel.offload=true"}, "offload_adamw"});

@@ -119,7 +119,9 @@ TEST(ShardedCost, Zero1AndNoShardStateByHand) {
   const CostPlan rank3 = cost_plan(z, 3);
   EXPECT_EQ(rank3.state.params, padded * 4);  // full (padded) parameters on every rank
   EXPECT_EQ(rank3.state.grads, padded * 4);
-  EXPECT_EQ(rank3.state.buffers, 2 * padded);  // fp32 gradient shard + RS output: 2 x padded/4 elements x 4 B
+  // fp32 gradient shard + RS output: 2 x padded/4 elements x 4 B; the all-gathers' source buffer, the largest
+  // shard (a block's, 4757 elements).
+  EXPECT_EQ(rank3.state.buffers, 2 * padded + 4757 * 4);
   EXPECT_EQ(rank3.state.optimizer, (padded / 4 - 6) * 8);
   EXPECT_EQ(count_of(rank3, "reduce_scatter"), 4);
   EXPECT_EQ(count_of(rank3, "all_gather", "optimizer"), 4);
@@ -154,9 +156,22 @@ TEST(ShardedCost, MixedPrecisionDtypesAndBytes) {
   EXPECT_EQ(plan.state.params, shards * 4);
   EXPECT_EQ(plan.state.grads, shards * 4);
   EXPECT_EQ(plan.state.buffers, shards * 2 + shards * 2 + (3 * kBlock + kHead) * 2);
-  // bf16 compute, fp32 reduce: a wire copy of the largest unit in fp32.
+  // bf16 compute, fp32 reduce: fp32 wire copies of the gradients. The worst moment moves to block.0's backward: its
+  // parameters and gradient, the embedding prefetched, block.1's gradient and its fp32 wire copy (the reduce-scatter
+  // in flight), measured so by memory_rank.
   const CostPlan wire = cost_plan(make("fsdp_full_shard", 2, {"precision.param_dtype=bf16"}), 0);
-  EXPECT_EQ(wire.state.buffers, shards * 4 + shards * 2 + (3 * kBlock + kHead) * 2 + kBlock * 4);
+  EXPECT_EQ(wire.state.buffers, shards * 4 + shards * 2 + (2 * kBlock + kEmb + kBlock) * 2 + kBlock * 4);
+  // no_shard all-reduces every unit's wire copy at once, after backward: all of them; zero1 one at a time.
+  const CostPlan no_shard = cost_plan(make("fsdp_no_shard", 2, {"precision.param_dtype=bf16"}), 0);
+  const CostPlan zero1 = cost_plan(make("zero1", 2, {"precision.param_dtype=bf16"}), 0);
+  const CostPlan no_shard_fp32 = cost_plan(make("fsdp_no_shard", 2), 0);
+  const CostPlan zero1_fp32 = cost_plan(make("zero1", 2), 0);
+  // no_shard (F = 1): fp32 gradient shard 4Ψ + bf16 compute copy 2Ψ + every wire copy 4Ψ.
+  EXPECT_EQ(no_shard.state.buffers, kPsi * 4 + kPsi * 2 + kPsi * 4);
+  // zero1: beyond fp32's, the bf16 compute copy of the master shard and the largest wire copy; the all-gathers
+  // after the optimizer step send that copy, so fp32's source buffer (a block's shard) is not needed.
+  EXPECT_EQ(zero1.state.buffers - zero1_fp32.state.buffers, shards * 2 + kBlock * 4 - kBlock / 2 * 4);
+  EXPECT_EQ(no_shard_fp32.state.buffers, 0);
 }
 
 TEST(ShardedCost, ShardGradOpAndWrapPolicies) {
