@@ -25,14 +25,15 @@ double exposed(const ScheduleInput& in) {
   const std::vector<double>& backward = in.unit_backward_ms;
   double ms = 0;
   if (!reduce_scatter.empty() && reduce_scatter.size() == backward.size()) {
-    double t = 0, free_at = 0, compute = 0;
+    Stream stream;  // as fsdp_unit_pipeline (schedule_kit.hpp), without gathers
+    double t = 0, compute = 0;
     for (size_t k = backward.size(); k-- > 0;) {  // backward, last unit first
       t += backward[k];
       compute += backward[k];
-      t = std::max(t, free_at);  // the previous unit's reduce-scatter is waited for
-      free_at = t + reduce_scatter[k];
+      t = std::max(t, stream.free_at);  // the previous unit's reduce-scatter is waited for
+      stream.run(t, reduce_scatter[k]);
     }
-    ms += std::max(t, free_at) - compute;
+    ms += std::max(t, stream.free_at) - compute;
   } else {
     for (double call : reduce_scatter) ms += call;
   }
