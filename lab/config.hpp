@@ -65,7 +65,7 @@ struct TrainConfig {
   double momentum = 0.9;   // sgd
   double grad_clip = 1.0;  // global L2 norm; 0 = off
   int64_t seed = 1234;     // model init
-  int64_t threads = 0;     // intra-op threads per rank; 0 = cores / local ranks
+  int64_t threads = 0;     // intra-op threads per rank; 0 = cores / ranks on this machine (host_ranks)
   // Where the model, its gradients and the strategy's buffers live: cpu | cuda | auto (cuda when a cuda build sees
   // a device; lab/device.hpp). Ranks on one node take GPU local_rank % device count, so several may share one.
   std::string device = "auto";
@@ -140,6 +140,10 @@ struct Config {
   // From the launcher (LOCAL_WORLD_SIZE), not the file: ranks per node when the job spans nodes (it divides
   // world_size and is smaller); 0 = unknown or one node. HYBRID's default shard group is the node.
   int64_t ranks_per_node = 0;
+  // From the launcher, not the file: the ranks of the job that share this machine's cores (every rank of a
+  // `dtlab launch --nodes` cluster, whose nodes are namespaces of one machine; else the node's). 0 = unknown: the
+  // compute model then takes the node's ranks. CPU threads per rank are cores / host_ranks.
+  int64_t host_ranks = 0;
 };
 
 // Loads `path` (may be empty: defaults only), applies overrides in order ("section.key=value", value

@@ -36,6 +36,8 @@ class World {
   int world_size() const { return world_size_; }
   int local_rank() const { return local_rank_; }
   int local_world_size() const { return local_world_size_; }
+  // Ranks sharing this machine's cores (the local world, or every rank of an emulated cluster): sizes threads.
+  int host_ranks() const { return host_ranks_; }
   // Which launcher's environment gave the rank: none | cli | dtlab | torchrun | env | openmpi | pmi | slurm.
   const std::string& launcher() const { return launcher_; }
   bool is_main() const { return rank_ == 0; }
@@ -55,7 +57,7 @@ class World {
   virtual JobBoard* board() { return nullptr; }
 
  protected:
-  int rank_ = 0, world_size_ = 1, local_rank_ = 0, local_world_size_ = 1;
+  int rank_ = 0, world_size_ = 1, local_rank_ = 0, local_world_size_ = 1, host_ranks_ = 1;
   std::string launcher_ = "none";
 };
 

@@ -48,8 +48,10 @@ double achieved_tflops(const Config& config, const MachineProfile& profile, std:
                      "; used its float32 rate");
   double factor = 1.0;
   if (profile.compute.threads > 0) {
-    const double ranks_here =
-        static_cast<double>(std::min<int64_t>(config.world_size, std::max(1, profile.comm.ranks_per_node)));
+    // The ranks that share the profile's cores: the launcher's count when known (an emulated cluster's nodes all
+    // run on this machine), else the node's ranks.
+    const int64_t sharing = config.host_ranks > 0 ? config.host_ranks : std::max(1, profile.comm.ranks_per_node);
+    const double ranks_here = static_cast<double>(std::max<int64_t>(1, std::min<int64_t>(config.world_size, sharing)));
     const int cores = profile.compute.cores;
     double threads = config.train.threads > 0 ? static_cast<double>(config.train.threads)
                      : cores > 0              ? std::max(1.0, static_cast<double>(cores / static_cast<int>(ranks_here)))

@@ -10,8 +10,9 @@
 // checkpointed block (full) or of every block's attention half (selective).
 // Time = tokens per rank per step × executed FLOPs per token / (matmul_tflops[param_dtype] ×
 // train_efficiency × thread factor). The thread factor (CPU profiles that record `threads`) scales the rate
-// linearly with the threads a rank gets: train.threads, else cores / ranks on the node, and never more
-// cores than the node has. GPU profiles have no thread fields: factor 1.
+// linearly with the threads a rank gets: train.threads, else cores / ranks on the machine (Config::host_ranks when
+// known, else the node's ranks), and never more cores than the machine has. GPU profiles have no thread fields:
+// factor 1.
 // Plus a fixed time per micro-step (profiles with gemm_overhead_us): the overhead per linear layer × the model's
 // linear layers (7 per block + the head) × executed / model FLOPs (recomputed layers pay it again), one third in the
 // forward and two thirds in the backward. It is what makes 4 micro-batches of 1 slower than 1 of 4 at the same

@@ -60,6 +60,7 @@ Config job_config(const AdviseArgs& a) {
                                 std::to_string(a.world_size) + " (every node runs the same number of ranks)");
   Config config = load_config(a.config_path, a.overrides, a.world_size);
   if (a.nodes > 1) config.ranks_per_node = a.world_size / a.nodes;
+  config.host_ranks = a.world_size;  // --verify runs every rank here; --nodes are emulated nodes of this machine
   return config;
 }
 

@@ -74,6 +74,7 @@ int run_train(const TrainArgs& args, const std::string& command) {
         "parallel.backend=nccl needs the cuda configuration (cmake -DDTLAB_CUDA=ON, make build-cuda) "
         "and GPUs; this is a cpu build: use parallel.backend=gloo (or auto)");
   config.ranks_per_node = env.local_world_size;
+  config.host_ranks = env.host_ranks;
   // On GPUs, parallel.backend=auto is NCCL when every rank of the node has a GPU of its own, else Gloo (ranks sharing
   // a GPU: NCCL refuses two ranks on one device). Recorded as chosen in result.json's config.
   if (config.parallel.backend == "auto" && resolve_train_device(config.train.device, env.local_rank).cuda())

@@ -104,6 +104,7 @@ DistWorld::DistWorld(const RankEnv& env, const RendezvousOptions& options) : opt
   world_size_ = env.world_size;
   local_rank_ = env.local_rank;
   local_world_size_ = env.local_world_size;
+  host_ranks_ = env.host_ranks;
   launcher_ = env.launcher;
   const bool loopback = is_loopback_address(env.master_addr);
   // The store listens on `master` itself when it is loopback (127.0.0.2 must not listen on 127.0.0.1,

@@ -44,6 +44,11 @@ void check_rank(const RankEnv& r, const std::string& rank_name, const std::strin
   if (r.local_rank >= r.local_world_size)
     throw RankEnvError("rank discovery (" + r.launcher + "): local rank " + std::to_string(r.local_rank) +
                        " must be < local world size " + std::to_string(r.local_world_size));
+  if (r.host_ranks < r.local_world_size || r.host_ranks > r.world_size)
+    throw RankEnvError("rank discovery (" + r.launcher + "): DTLAB_HOST_RANKS=" + std::to_string(r.host_ranks) +
+                       " must lie between the local world size " + std::to_string(r.local_world_size) +
+                       " and the world size " + std::to_string(r.world_size) +
+                       " (the ranks of the job that share this machine)");
   if (r.master_port < 1 || r.master_port > 65535)
     throw RankEnvError("rank discovery (" + r.launcher + "): MASTER_PORT=" + std::to_string(r.master_port) +
                        " is not a TCP port (1..65535)");
@@ -99,6 +104,7 @@ RankEnv discover_rank_env(const RankArgs& args, const EnvMap& env) {
     r.world_size = *args.world_size;
     r.local_rank = args.local_rank.value_or(r.rank);
     r.local_world_size = r.world_size;  // the command line describes one machine
+    r.host_ranks = r.world_size;
     master_from_env(env, r);
     if (args.master_addr) r.master_addr = *args.master_addr;
     if (args.master_port) r.master_port = *args.master_port;
@@ -119,7 +125,11 @@ RankEnv discover_rank_env(const RankArgs& args, const EnvMap& env) {
                          "): RANK and WORLD_SIZE are set but MASTER_ADDR/MASTER_PORT are not; set both "
                          "(dtlab launch and torchrun do)");
     master_from_env(env, r);
-    if (r.launcher == "dtlab") r.node_addr = get(env, "DTLAB_NODE_ADDR").value_or("");
+    r.host_ranks = r.local_world_size;
+    if (r.launcher == "dtlab") {
+      r.node_addr = get(env, "DTLAB_NODE_ADDR").value_or("");
+      r.host_ranks = int_or(env, "DTLAB_HOST_RANKS", r.local_world_size, 1);
+    }
     const auto agent = get(env, "TORCHELASTIC_USE_AGENT_STORE");
     if (agent && (*agent == "True" || *agent == "true" || *agent == "1")) {
       r.agent_store = true;
@@ -148,6 +158,7 @@ RankEnv discover_rank_env(const RankArgs& args, const EnvMap& env) {
     r.world_size = int_or(env, l.size, 1, 1);
     r.local_rank = int_or(env, l.local_rank, slurm ? 0 : r.rank);
     r.local_world_size = int_or(env, l.local_size, r.world_size, 1);
+    r.host_ranks = r.local_world_size;
     if (slurm)
       if (auto nodes = get(env, "SLURM_JOB_NODELIST")) r.master_addr = first_slurm_host(*nodes);
     master_from_env(env, r);

@@ -3,7 +3,8 @@
 // First match wins:
 //   1. command line   (--rank/--world-size[/--local-rank/--master-addr/--master-port] of `dtlab train`)
 //   2. torchrun / dtlab launch  RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT
-//                     (dtlab launch adds DTLAB_LAUNCHER=dtlab, and on an emulated cluster DTLAB_NODE_ADDR, the
+//                     (dtlab launch adds DTLAB_LAUNCHER=dtlab, DTLAB_HOST_RANKS (every rank it starts shares this
+//                      machine's cores, also on an emulated cluster), and on an emulated cluster DTLAB_NODE_ADDR, the
 //                      address this rank's node has and binds to; torchrun sets TORCHELASTIC_RUN_ID; with
 //                      TORCHELASTIC_USE_AGENT_STORE=True the agent hosts the store and every rank is a
 //                      client under the prefix /worker/attempt_<TORCHELASTIC_RESTART_COUNT>)
@@ -30,6 +31,9 @@ struct RankEnv {
   int world_size = 1;
   int local_rank = 0;
   int local_world_size = 1;
+  // Ranks of this job that share this machine's cores: the local world, except under `dtlab launch --nodes M`,
+  // whose emulated nodes are namespaces of one machine (DTLAB_HOST_RANKS = every rank). Threads per rank come from it.
+  int host_ranks = 1;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   std::string launcher = "none";  // none | cli | dtlab | torchrun | openmpi | pmi | slurm

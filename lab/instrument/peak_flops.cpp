@@ -109,8 +109,9 @@ JobPeak job_peak_tflops(const Config& config, World& world, int threads, int cud
   const double per_core = world.all_reduce_max(mine.tflops);
   const double n = world.all_reduce_max(static_cast<double>(mine.n));
   const int hardware = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  const int nodes = std::max(1, world.world_size() / std::max(1, world.local_world_size()));
-  const int cores = std::min(hardware, threads * world.local_world_size()) * nodes;
+  // Machines in the job: an emulated cluster's nodes share one machine's cores (host_ranks = world size).
+  const int machines = std::max(1, world.world_size() / std::max(1, world.host_ranks()));
+  const int cores = std::min(hardware, threads * world.host_ranks()) * machines;
   char source[200];
   std::snprintf(source, sizeof source, "%.0fx%.0f %s GEMM on one core: %.4g TFLOP/s x %d cores in use", n, n,
                 dtype.c_str(), per_core, cores);

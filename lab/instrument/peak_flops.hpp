@@ -31,7 +31,8 @@ CorePeak measure_core_peak_tflops(at::ScalarType dtype, double seconds);
 
 // The MFU denominator of a training job: the peak of the cores it occupies, i.e. one core's best GEMM rate in the
 // compute dtype (measured by local rank 0 of each node while the node's other ranks wait, so the probe has its core
-// alone) times the cores in use (threads per rank x ranks per node, at most the node's cores, times the nodes). A
+// alone) times the cores in use (threads per rank x ranks on the machine, at most its cores, times the machines; the
+// nodes of an emulated cluster are one machine: World::host_ranks). A
 // training step's GEMMs are smaller than the probe's and share the cores with elementwise work, so MFU cannot exceed
 // 100%. Collective: every rank calls it. `source` says how it was measured (result.json summary.mfu_peak_source).
 struct JobPeak {

@@ -34,6 +34,7 @@ bool launcher_owns(const std::string& name) {
                                        "DTLAB_JOB_COMMAND",
                                        "DTLAB_RESTART_COUNT",
                                        "DTLAB_NODE_ADDR",
+                                       "DTLAB_HOST_RANKS",
                                        "DTLAB_INTER_LINK",
                                        "DTLAB_INTRA_LINK"};
   for (const char* owned : kOwned) {
@@ -71,6 +72,7 @@ std::vector<std::string> rank_environment(int rank, const JobLayout& layout) {
   set("MASTER_PORT", std::to_string(layout.master_port));
   set("DTLAB_LAUNCHER", "dtlab");
   set("DTLAB_RESTART_COUNT", std::to_string(layout.restart_count));
+  set("DTLAB_HOST_RANKS", std::to_string(layout.world_size()));  // every rank runs on this machine's cores
   if (cluster) {
     set("DTLAB_NODE_ADDR", layout.node_addresses[static_cast<size_t>(node)]);
     set("GLOO_SOCKET_IFNAME", layout.node_interfaces[static_cast<size_t>(node)]);

@@ -277,7 +277,7 @@ int configure_threads(const Config& config, const World& world) {
   int threads = static_cast<int>(config.train.threads);
   if (threads == 0) {
     const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-    threads = std::max(1, cores / std::max(1, world.local_world_size()));
+    threads = std::max(1, cores / std::max(1, world.host_ranks()));
   }
   at::set_num_threads(threads);
   return threads;

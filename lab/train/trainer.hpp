@@ -48,7 +48,8 @@ struct TrainOutcome {
   nlohmann::json result;  // what result.json holds (also on ranks other than 0)
 };
 
-// Sets the intra-op thread count from train.threads (0 = cores / local ranks). Returns it.
+// Sets the intra-op thread count from train.threads (0 = cores / World::host_ranks(), the ranks on this machine:
+// an emulated cluster's nodes share its cores). Returns it.
 int configure_threads(const Config& config, const World& world);
 
 // Throws TrainingError on a non-finite loss (naming the step), ConfigError / std::invalid_argument

@@ -62,6 +62,20 @@ TEST(ComputeModel, CpuRateScalesWithThreadsPerRank) {
   EXPECT_DOUBLE_EQ(achieved_tflops(tiny({"train.threads=2"}, 2), p), 0.5);  // oversubscribed: still 1 core each
 }
 
+// Two emulated nodes of one rank each (dtlab launch --nodes 2 -n 1): each node has one rank, but both ranks run on
+// this machine's 2 cores, so each gets one thread, not two.
+TEST(ComputeModel, EmulatedNodesShareTheMachinesCores) {
+  MachineProfile p = synthetic();
+  p.compute.threads = 1;
+  p.compute.cores = 2;
+  p.comm.ranks_per_node = 1;
+  Config c = tiny({}, 2);
+  c.ranks_per_node = 1;
+  EXPECT_DOUBLE_EQ(achieved_tflops(c, p), 1.0);  // host unknown: the node's one rank gets both cores
+  c.host_ranks = 2;
+  EXPECT_DOUBLE_EQ(achieved_tflops(c, p), 0.5);  // both ranks on this machine: one core each
+}
+
 TEST(ComputeModel, PerDtypeEfficiencyWinsForItsDtype) {
   MachineProfile p = synthetic();
   p.compute.matmul_tflops["bfloat16"] = 4.0;

@@ -62,6 +62,37 @@ TEST(RankEnv, DtlabLaunch) {
   EXPECT_EQ(r.master_port, 29611);
   EXPECT_FALSE(r.agent_store);
   EXPECT_EQ(r.store_prefix, "");
+  EXPECT_EQ(r.host_ranks, 4);  // no DTLAB_HOST_RANKS: the local world
+}
+
+// dtlab launch --nodes 2 -n 1: each rank is alone on its (emulated) node, but both share this machine's cores.
+TEST(RankEnv, EmulatedClusterRanksShareTheHost) {
+  EnvMap env = dtlab_launch_env();
+  env["LOCAL_RANK"] = "0";
+  env["LOCAL_WORLD_SIZE"] = "1";
+  env["DTLAB_HOST_RANKS"] = "4";
+  const RankEnv r = discover_rank_env({}, env);
+  EXPECT_EQ(r.local_world_size, 1);
+  EXPECT_EQ(r.host_ranks, 4);
+}
+
+TEST(RankEnv, HostRanksOnlyFromDtlabLaunch) {
+  EnvMap env = dtlab_launch_env();
+  env["LOCAL_WORLD_SIZE"] = "2";
+  env["DTLAB_HOST_RANKS"] = "4";
+  env.erase("DTLAB_LAUNCHER");
+  EXPECT_EQ(discover_rank_env({}, env).host_ranks, 2);  // a plain env (or torchrun): the local world
+}
+
+TEST(RankEnv, HostRanksOutsideLocalAndWorldSizeIsAnError) {
+  EnvMap env = dtlab_launch_env();
+  env["DTLAB_HOST_RANKS"] = "8";
+  const std::string above = discovery_error({}, env);
+  EXPECT_NE(above.find("DTLAB_HOST_RANKS=8 must lie between the local world size 4 and the world size 4"),
+            std::string::npos)
+      << above;
+  env["DTLAB_HOST_RANKS"] = "2";
+  EXPECT_NE(discovery_error({}, env).find("DTLAB_HOST_RANKS=2"), std::string::npos);
 }
 
 TEST(RankEnv, PlainRankVariablesWithoutALauncherMarkAreEnv) {

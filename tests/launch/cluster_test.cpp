@@ -122,7 +122,8 @@ TEST(LinkRate, ARanksViewOfTheLaunchersRate) {
 TEST_F(ClusterTest, RanksRunInTheirNodesNamespaceWithTorchrunsEnvironment) {
   const std::string report =
       "echo \"rank=$RANK local=$LOCAL_RANK node=$NODE_RANK group=$GROUP_RANK world=$WORLD_SIZE "
-      "local_world=$LOCAL_WORLD_SIZE nodes=$GROUP_WORLD_SIZE master=$MASTER_ADDR:$MASTER_PORT addr=$DTLAB_NODE_ADDR "
+      "local_world=$LOCAL_WORLD_SIZE host=$DTLAB_HOST_RANKS nodes=$GROUP_WORLD_SIZE master=$MASTER_ADDR:$MASTER_PORT "
+      "addr=$DTLAB_NODE_ADDR "
       "ifname=$GLOO_SOCKET_IFNAME inter=$DTLAB_INTER_LINK intra=$DTLAB_INTRA_LINK netns=$(readlink "
       "/proc/self/ns/net)\"; "
       "ip -o -4 addr show dev \"$GLOO_SOCKET_IFNAME\"";
@@ -135,7 +136,7 @@ TEST_F(ClusterTest, RanksRunInTheirNodesNamespaceWithTorchrunsEnvironment) {
   const std::string own_namespace = output_of({"readlink", "/proc/self/ns/net"});
   std::map<int, std::string> namespace_of_node;
   static const std::regex kFields(
-      R"(rank=(\d) local=(\d) node=(\d) group=(\d) world=4 local_world=2 nodes=2 master=198\.18\.0\.1:\d+ )"
+      R"(rank=(\d) local=(\d) node=(\d) group=(\d) world=4 local_world=2 host=4 nodes=2 master=198\.18\.0\.1:\d+ )"
       R"(addr=(198\.18\.0\.\d) ifname=(dt\d+-n\d) inter=1000000000bit intra=none netns=(net:\[\d+\]))");
   for (const auto& [rank, text] : lines) {
     std::smatch match;

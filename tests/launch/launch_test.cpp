@@ -28,11 +28,12 @@ TEST_F(LaunchTest, EachRankGetsTorchrunStyleEnvironment) {
   const LaunchRun run = run_dtlab(
       {"launch", "-n", "2", "/bin/sh", "-c",
        "echo \"$RANK $LOCAL_RANK $WORLD_SIZE $MASTER_ADDR $MASTER_PORT $DTLAB_LAUNCHER $LOCAL_WORLD_SIZE $GROUP_RANK "
+       "$DTLAB_HOST_RANKS "
        "${OMP_NUM_THREADS:-none} ${TORCHELASTIC_RUN_ID:-none} $INHERITED\""},
       {{"TORCHELASTIC_RUN_ID", "outer"}, {"RANK", "7"}, {"INHERITED", "kept"}});
   ASSERT_FALSE(run.timed_out);
   EXPECT_EQ(run.exit_code, 0) << run.err;
-  const std::regex line_pattern(R"(\[rank (\d)\] (\d) (\d) 2 127\.0\.0\.1 (\d+) dtlab 2 0 1 none kept)");
+  const std::regex line_pattern(R"(\[rank (\d)\] (\d) (\d) 2 127\.0\.0\.1 (\d+) dtlab 2 0 2 1 none kept)");
   std::map<int, std::string> port_by_rank;
   for (const std::string& line : split_lines(run.out)) {
     std::smatch match;

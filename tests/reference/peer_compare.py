@@ -152,7 +152,7 @@ def phase(spec, name, args, overrides, repeats):
             torch_cmd = [*launch, sys.executable, *peer_args]
             session = []
         dtlab_cmd = [*launch, *session, args.dtlab, "train", "--config", args.config,
-                     *overrides, f"parallel.strategy={spec.strategy}", "--out", dtlab_out]
+                     *overrides, *args.dtlab_override, f"parallel.strategy={spec.strategy}", "--out", dtlab_out]
         order = [("torch", torch_cmd), ("dtlab", dtlab_cmd)]
         if i % 2:
             order.reverse()  # alternate who runs first, so drifting machine load does not favour one side
@@ -187,6 +187,8 @@ def phase(spec, name, args, overrides, repeats):
     torch_p10 = p10([ms for r in records for ms in (r["torch"]["step_ms"][warm:] or r["torch"]["step_ms"])])
     model_cfg = manifest["config"]["model"]
     rec = {"name": name, "overrides": overrides}
+    if args.dtlab_override:
+        rec["dtlab_only_overrides"] = args.dtlab_override
     if spec.record_strategy:
         rec["strategy"] = spec.strategy
     rec.update({
@@ -234,6 +236,8 @@ def print_phase(spec, rec, timed):
     print(f"\n== {rec['name']}: preset {m['preset']} ({rec['params']:,} params), world {rec['world_size']} on {where}, "
           f"{rec['steps']} steps, global batch {rec['global_batch']} x seq {m['seq_len']}, micro {rec['micro_batch']} "
           f"(accumulation {rec['accumulation']}), {rec['optimizer']}, threads/rank {rec['threads_per_rank']['dtlab']}")
+    if rec.get("dtlab_only_overrides"):
+        print(f"  dtlab's run only: {' '.join(rec['dtlab_only_overrides'])}")
     print(f"  {'':<{width}}{'tokens/s':>12}{'step ms (median)':>19}")
     print(f"  {spec.dtlab_label:<{width}}{tps['dtlab']:>12.0f}{rec['step_ms_median']['dtlab']:>19.2f}")
     print(f"  {spec.peer_label:<{width}}{tps['torch']:>12.0f}{rec['step_ms_median']['torch']:>19.2f}")
@@ -280,6 +284,9 @@ def parse_args(spec):
     ap.add_argument("--skip-tiny-check", action="store_true", help="skip the 10-step correctness phase on tiny")
     if spec.skip_timed_flag:
         ap.add_argument("--skip-timed", action="store_true", help="only the tiny correctness phase")
+    ap.add_argument("--dtlab-override", action="append", default=[], metavar="KEY=VALUE",
+                    help="an override for dtlab's run only, after the shared ones (e.g. parallel.bucket_cap_mb=4: "
+                         "a setting PyTorch keeps at the config's value); repeatable, recorded in the JSON")
     ap.add_argument("overrides", nargs="*", help="section.key=value, e.g. train.steps=50")
     args = ap.parse_args()
     if not spec.skip_timed_flag:

@@ -69,9 +69,10 @@ class PeerRun:
         if self.world != self.ref.world_size:
             raise SystemExit(f"{tag}: {self.args.export} was exported for world size {self.ref.world_size}, "
                              f"but torchrun started {self.world} ranks")
-        # Threads per rank as dtlab's configure_threads: train.threads, else cores / local ranks.
-        local_world = int(os.environ.get("LOCAL_WORLD_SIZE", self.world))
-        self.threads = int(self.train_cfg.get("threads", 0)) or max(1, (os.cpu_count() or 1) // max(1, local_world))
+        # Threads per rank as dtlab's configure_threads: train.threads, else cores / the ranks on this machine
+        # (DTLAB_HOST_RANKS under dtlab launch, whose emulated nodes share one machine; else the local ranks).
+        host_ranks = int(os.environ.get("DTLAB_HOST_RANKS") or os.environ.get("LOCAL_WORLD_SIZE", self.world))
+        self.threads = int(self.train_cfg.get("threads", 0)) or max(1, (os.cpu_count() or 1) // max(1, host_ranks))
         torch.set_num_threads(self.threads)
 
     def make_optimizer(self, named_params):

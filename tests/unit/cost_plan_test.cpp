@@ -118,8 +118,11 @@ TEST(CostPlan, DdpAcrossNodesPlansTheHierarchicalAllReducePerPiece) {
   c.parallel.collectives = "flat";
   const CostPlan flat = cost_plan(c);
   EXPECT_EQ(flat.step_bytes(), numel * 4);
-  for (const auto& col : flat.collectives)
-    if (col.phase == "backward") EXPECT_EQ(col.group_size, 4);
+  for (const auto& col : flat.collectives) {
+    if (col.phase == "backward") {
+      EXPECT_EQ(col.group_size, 4);
+    }
+  }
   c.parallel.collectives = "auto";
   c.ranks_per_node = 0;  // one node
   EXPECT_EQ(cost_plan(c).step_bytes(), numel * 4);
