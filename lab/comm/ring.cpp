@@ -37,22 +37,28 @@ void Comm::ring_reduce_scatter(at::Tensor& output, const at::Tensor& input) {
     output.copy_(input);
     return;
   }
-  at::Tensor partial = input.clone();  // running partial sums, chunk by chunk
-  auto chunk = [&](int c) { return partial.narrow(0, bounds[c].first, bounds[c].second - bounds[c].first); };
+  // Scratch is two chunks, not a copy of the input: the running sum passed on (the chunk received last step plus
+  // this rank's own part of it) and the receive buffer. Sums are added in the same order as before (own + incoming).
+  auto own = [&](int c) { return input.narrow(0, bounds[c].first, bounds[c].second - bounds[c].first); };
   int64_t max_len = 0;
   for (const auto& b : bounds) max_len = std::max(max_len, b.second - b.first);
+  at::Tensor running = at::empty({max_len}, input.options());
   at::Tensor incoming = at::empty({max_len}, input.options());
   const int base_tag = next_p2p_tag_;
   next_p2p_tag_ += p;
   for (int s = 0; s < p - 1; ++s) {
     const int send_c = mod(r - s - 1, p), recv_c = mod(r - s - 2, p);
-    at::Tensor send_buf = chunk(send_c);
-    at::Tensor recv_buf = incoming.narrow(0, 0, bounds[recv_c].second - bounds[recv_c].first);
+    const int64_t send_len = bounds[send_c].second - bounds[send_c].first;
+    const int64_t recv_len = bounds[recv_c].second - bounds[recv_c].first;
+    // Step 0 sends this rank's own chunk; later steps the sum built in the step before (chunk send_c's).
+    at::Tensor send_buf = s == 0 ? own(send_c) : running.narrow(0, 0, send_len);
+    at::Tensor recv_buf = incoming.narrow(0, 0, recv_len);
     send_recv(send_buf, mod(r + 1, p), recv_buf, mod(r - 1, p), base_tag + s);
-    chunk(recv_c).add_(recv_buf);
+    at::Tensor sum = running.narrow(0, 0, recv_len);  // the send has completed: its buffer is free
+    at::add_out(sum, own(recv_c), recv_buf);
     inject_fault("mid_ring", global_rank_);
   }
-  output.copy_(chunk(r));
+  output.copy_(running.narrow(0, 0, bounds[r].second - bounds[r].first));
 }
 
 void Comm::ring_all_gather(at::Tensor& output, const at::Tensor& input) {
