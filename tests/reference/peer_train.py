@@ -70,8 +70,11 @@ class PeerRun:
             raise SystemExit(f"{tag}: {self.args.export} was exported for world size {self.ref.world_size}, "
                              f"but torchrun started {self.world} ranks")
         # Threads per rank as dtlab's configure_threads: train.threads, else cores / the ranks on this machine
-        # (DTLAB_HOST_RANKS under dtlab launch, whose emulated nodes share one machine; else the local ranks).
-        host_ranks = int(os.environ.get("DTLAB_HOST_RANKS") or os.environ.get("LOCAL_WORLD_SIZE", self.world))
+        # (DTLAB_HOST_RANKS under dtlab launch, whose emulated nodes share one machine; else the local ranks). As in
+        # dtlab's rank discovery, the variable counts only when dtlab launch started this rank.
+        under_dtlab = os.environ.get("DTLAB_LAUNCHER") == "dtlab" and os.environ.get("DTLAB_HOST_RANKS")
+        host_ranks = int(os.environ["DTLAB_HOST_RANKS"] if under_dtlab
+                         else os.environ.get("LOCAL_WORLD_SIZE", self.world))
         self.threads = int(self.train_cfg.get("threads", 0)) or max(1, (os.cpu_count() or 1) // max(1, host_ranks))
         torch.set_num_threads(self.threads)
 
