@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "lab/dtype.hpp"
+#include "lab/unit_layout.hpp"
 #include "strategies/catalog.hpp"
 
 namespace dtlab::analysis {
@@ -122,8 +123,19 @@ ActivationPeak activation_peak(const Config& config, bool sharded) {
 
   ActivationPeak peak;
   peak.forward_end = forward_end;
+  int64_t current_block = 0;
   auto consider = [&](int64_t activations, int64_t logits, const std::string& phase) {
-    if (activations + logits > peak.activations + peak.logits) peak = {activations, logits, forward_end, phase};
+    if (activations + logits > peak.activations + peak.logits) {
+      peak.activations = activations;
+      peak.logits = logits;
+      peak.phase = phase;
+    }
+  };
+  peak.block_backward.resize(static_cast<size_t>(L));
+  auto consider_block = [&](int64_t activations, const std::string& phase) {
+    consider(activations, 0, phase);
+    ActivationPeak::Moment& m = peak.block_backward[static_cast<size_t>(current_block)];
+    if (activations > m.activations) m = {activations, phase};
   };
   const int64_t without_logits = forward_end - log_probs;
   // Loss backward: nll_loss's and log_softmax's gradients, both [T, V] fp32, next to the saved log-probs.
@@ -133,20 +145,21 @@ ActivationPeak activation_peak(const Config& config, bool sharded) {
   // Final RMSNorm backward (composite, fp32): three [T, d] fp32 temporaries (+ the 16-bit gradient copy).
   consider(without_logits + (16 - x.c) * x.T * x.d, 0, "final norm backward");
   for (int64_t k = L - 1; k >= 0; --k) {
+    current_block = k;
     const int64_t base = before[static_cast<size_t>(k)];
     const std::string phase = "block " + std::to_string(k) + " backward";
     switch (block_mode(config, k)) {
       case BlockMode::none:
-        consider(base + b.block() + input + mlp_backward, 0, phase);
+        consider_block(base + b.block() + input + mlp_backward, phase);
         break;
       case BlockMode::full:  // the recomputed block's tensors + its output + the gradient flowing in
-        consider(base + input + b.block() - shared_input + 2 * input + mlp_backward, 0, phase + " (recomputed)");
+        consider_block(base + input + b.block() - shared_input + 2 * input + mlp_backward, phase + " (recomputed)");
         break;
       case BlockMode::selective:
-        consider(base + block_saved_bytes(config, k) + input + mlp_backward, 0, phase + " (MLP half)");
+        consider_block(base + block_saved_bytes(config, k) + input + mlp_backward, phase + " (MLP half)");
         // The recomputed attention half and SDPA's three input gradients.
-        consider(base + input + b.norm + b.attention - shared_input + 2 * input + 3 * input, 0,
-                 phase + " (recomputed attention)");
+        consider_block(base + input + b.norm + b.attention - shared_input + 2 * input + 3 * input,
+                       phase + " (recomputed attention)");
         break;
     }
   }
@@ -177,8 +190,35 @@ MemoryPrediction predict_memory(const Config& config, const CostPlan& plan, cons
                         " bytes of Gloo's all-gather staging buffer for the prefetched unit (timing-dependent: "
                         "absent when the gather finishes before the backward's peak)");
   }
-  m.peak = m.params + m.grads + m.optimizer + m.buffers + m.activations + m.logits + m.comm_staging;
-  m.notes.push_back("memory peak at the " + a.phase + " of a micro-batch of " +
+  // The ring's scratch per backward ring reduce-scatter, in the plan's order: two chunks of its wire dtype. The
+  // sharded engine issues one per unit, in unit order; DDP's hierarchical all-reduce one per bucket piece.
+  std::vector<int64_t> ring;
+  for (const auto& c : plan.collectives)
+    if (c.op == "reduce_scatter" && c.algorithm == "ring" && c.phase == "backward" && c.group_size > 1) {
+      const int64_t element = bytes_of(dtype_named(c.dtype, "cost plan collective dtype"));
+      const int64_t chunk = (c.bytes / element + c.group_size - 1) / c.group_size;
+      ring.push_back(2 * chunk * element);
+    }
+  const auto groups = wrap_unit_groups(config.parallel.wrap, static_cast<int>(config.model.n_layers));
+  const bool per_unit = sharded && ring.size() == groups.size();
+  for (size_t k = 0; k < a.block_backward.size(); ++k) {
+    int64_t scratch = 0;  // block k is model unit k + 1; a unit whose first model unit is later has finished
+    for (size_t u = 0; u < ring.size(); ++u)
+      if (!per_unit || groups[u].front() > static_cast<int>(k) + 1) scratch = std::max(scratch, ring[u]);
+    const ActivationPeak::Moment& moment = a.block_backward[k];
+    if (scratch > 0 && moment.activations + scratch > m.activations + m.logits + m.ring_scratch) {
+      m.activations = moment.activations;
+      m.logits = 0;
+      m.peak_phase = moment.phase;
+      m.ring_scratch = scratch;
+    }
+  }
+  if (m.ring_scratch > 0)
+    m.notes.push_back("peak includes " + std::to_string(m.ring_scratch) +
+                      " bytes of the ring reduce-scatter's scratch (two chunks of a later unit's gradient, in flight "
+                      "beside this block's backward; timing-dependent: absent when the ring finishes first)");
+  m.peak = m.params + m.grads + m.optimizer + m.buffers + m.activations + m.logits + m.comm_staging + m.ring_scratch;
+  m.notes.push_back("memory peak at the " + m.peak_phase + " of a micro-batch of " +
                     std::to_string(config.train.micro_batch) + " x " + std::to_string(config.model.seq_len) +
                     " tokens; buffers counted whole (the plan's gathered units and wire copies)");
   return m;

@@ -59,6 +59,13 @@ struct ActivationPeak {
   int64_t logits = 0;       // log-probs [T, V] fp32 and the loss gradients alive at the peak (0 if freed)
   int64_t forward_end = 0;  // everything saved when the forward ends (for reference)
   std::string phase;        // where the peak is: "loss backward" | "final norm backward" | "block <i> backward"
+  // Per block k, the largest moment of its backward (activations only; the log-probs are freed by then) and where:
+  // a later unit's gradient reduce-scatter can be in flight there, not before (the first unit to finish is the head's).
+  struct Moment {
+    int64_t activations = 0;
+    std::string phase;
+  };
+  std::vector<Moment> block_backward;
 };
 // `sharded`: strategies that hook every unit's output (StrategySpec::hooks_unit_outputs: the sharded engine's)
 // keep one more [T, d] gradient alive through the backward (measured: exactly c·T·d more than single / ddp).
@@ -69,13 +76,20 @@ struct MemoryPrediction {
   int64_t params = 0, grads = 0, optimizer = 0, buffers = 0;  // the cost plan's state (exact)
   int64_t activations = 0, logits = 0;                        // activation_peak()
   int64_t comm_staging = 0;  // Gloo's all-gather staging buffer of a prefetch in flight (no state category)
+  int64_t ring_scratch = 0;  // the lab ring reduce-scatter's two chunk buffers, when they are alive at the peak
   int64_t peak = 0;          // the sum of all of the above
   std::string peak_phase;
   std::vector<std::string> notes;
 };
 // `comm_backend` (gloo | nccl): Gloo's all-gather gathers into a flat staging tensor from the torch allocator
 // and copies out; with fsdp_full_shard / fsdp_hybrid prefetch that buffer (the largest unit) is in flight at the
-// peak. NCCL gathers in place. REQUIRES: `plan` is cost_plan(config, rank) of the same config.
+// peak. NCCL gathers in place.
+// The lab's ring reduce-scatter (parallel.reduce_scatter=ring, and DDP's hierarchical all-reduce inside the node)
+// runs on the communicator's ring thread beside the next unit's backward, with two chunk-sized buffers of scratch
+// (2·⌈n/p⌉ elements of the wire dtype; one ring at a time). In block k's backward the largest ring of the units
+// after k's can be alive (of any DDP bucket: its buckets are not mapped to blocks); the peak is the larger of the
+// loss-side moment and the largest block moment plus that scratch. REQUIRES: `plan` is cost_plan(config, rank) of the
+// same config.
 MemoryPrediction predict_memory(const Config& config, const CostPlan& plan, const std::string& comm_backend = "gloo");
 
 // The rank whose predicted peak is larger of rank 0 and the last rank (sharding pads the last shard): what a memory

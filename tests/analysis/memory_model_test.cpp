@@ -183,5 +183,49 @@ TEST(MemoryPrediction, GlooStagingOnlyForPrefetchingFullShard) {
   EXPECT_EQ(predict_memory(no_prefetch, cost_plan(no_prefetch, 0), "gloo").comm_staging, 0);
 }
 
+// The ring reduce-scatter's scratch (two chunks of the unit's gradient) is alive beside the backward of the blocks
+// before that unit. tiny widened to d 256 (4 heads of 64, 2 KV heads), ffn 688, so a block's unit is large:
+//   block: norms 2·256, wq + wo 2·256·256, wk + wv 2·128·256, SwiGLU 3·688·256 -> 725 504 elements;
+//   head: final norm 256 + 256·256 -> 65 792 elements. fp32 gradients, world 2: scratch = 2 · (n/2) · 4 = 4n bytes.
+const std::vector<std::string> kWide = {"model.d_model=256", "model.n_heads=4", "model.n_kv_heads=2",
+                                        "model.ffn_hidden=688", "parallel.strategy=fsdp_shard_grad_op"};
+
+std::vector<std::string> wide(std::vector<std::string> more) {
+  std::vector<std::string> all = kWide;
+  all.insert(all.end(), more.begin(), more.end());
+  return all;
+}
+
+TEST(MemoryPrediction, RingScratchOfALaterUnitBesideTheBlocksBackward) {
+  // T = 256: block 1's backward is the peak already (SwiGLU's backward outweighs the loss's [T, V] gradients);
+  // only the head has finished by then, so its ring is the one in flight: 4 · 65 792 = 263 168 bytes.
+  const Config c = tiny(wide({}), 2);
+  const Config backend = tiny(wide({"parallel.reduce_scatter=backend"}), 2);
+  const MemoryPrediction ring = predict_memory(c, cost_plan(c, 0));
+  const MemoryPrediction plain = predict_memory(backend, cost_plan(backend, 0));
+  EXPECT_EQ(plain.ring_scratch, 0);
+  EXPECT_EQ(plain.peak_phase, "block 1 backward");
+  EXPECT_EQ(ring.ring_scratch, 263168);
+  EXPECT_EQ(ring.peak_phase, "block 1 backward");
+  EXPECT_EQ(ring.peak - plain.peak, 263168);
+
+  // T = 64: block 1 still outweighs block 0 by block 0's saved tensors (1 426 944 bytes at T = 64), but block 0's
+  // backward has block 1's ring beside it, 4 · 725 504 = 2 902 016 bytes: the peak moves into block 0.
+  const Config short_batch = tiny(wide({"train.micro_batch=1", "train.global_batch=2"}), 2);
+  const MemoryPrediction moved = predict_memory(short_batch, cost_plan(short_batch, 0));
+  const ActivationPeak a = activation_peak(short_batch, true);
+  ASSERT_EQ(a.block_backward.size(), 2u);
+  EXPECT_EQ(a.block_backward[1].activations - a.block_backward[0].activations, 1426944);
+  EXPECT_EQ(moved.ring_scratch, 2902016);
+  EXPECT_EQ(moved.peak_phase, "block 0 backward");
+  EXPECT_EQ(moved.activations, a.block_backward[0].activations);
+  EXPECT_EQ(moved.logits, 0);
+  EXPECT_EQ(moved.peak, moved.params + moved.grads + moved.optimizer + moved.buffers + moved.activations + 2902016);
+
+  // One unit (wrap=model) reduce-scatters after the whole backward: no block sees its ring.
+  const Config one_unit = tiny(wide({"parallel.wrap=model"}), 2);
+  EXPECT_EQ(predict_memory(one_unit, cost_plan(one_unit, 0)).ring_scratch, 0);
+}
+
 }  // namespace
 }  // namespace dtlab::analysis

@@ -11,6 +11,10 @@
 //      (activations category: saved tensors, backward temporaries, the batch, RoPE tables) is within 10% of the
 //      activation model (analysis/cost/memory_model.hpp) — the model counts our forward term by term, but
 //      autograd's transient temporaries are only approximated (docs/cost-models.md);
+//      The measured comm peak is at least the larger of the largest backward ring reduce-scatter's scratch (two
+//      chunks of the unit's wire dtype) and Gloo's largest all-gather staging (its whole output), both allocated
+//      every step, and at most that scratch plus a backward re-gather's staging (they overlap): bounds counted
+//      here from the plan's collectives;
 //   1. strategy.state_bytes() == cost_plan(config, rank).state, category by category, exactly;
 //   2. params + grads + optimizer equals the ZeRO-paper bookkeeping for fp32 (4 bytes/param, 4 bytes/grad,
 //      optimizer s bytes/element: AdamW 8, SGD+momentum 4), computed here independently of the cost plan
@@ -37,6 +41,7 @@
 #include "lab/config.hpp"
 #include "lab/dist/dist_world.hpp"
 #include "lab/dist/rank_env.hpp"
+#include "lab/dtype.hpp"
 #include "lab/memory.hpp"
 #include "lab/model.hpp"
 #include "lab/train/trainer.hpp"
@@ -171,6 +176,24 @@ int main(int argc, char** argv) {
                     [](const auto& c) { return c.op == "all_gather" && c.phase == "optimizer"; });
     const bool exact_buffers =
         gathers_in_forward || (gathers_after_optimizer && fp32_state && !config.parallel.offload);
+    // The comm category's bounds, from the plan: every backward ring reduce-scatter allocates two chunks of its
+    // wire dtype, and Gloo's all-gather stages its whole output, every step. They overlap only when a backward
+    // re-gather stages beside a ring (with prefetch, during a block's backward: the memory model's comm terms;
+    // without, while the backward waits for the gather); otherwise the larger of them is the peak.
+    int64_t ring_scratch = 0, gather_staging = 0, regather_staging = 0;
+    for (const auto& c : plan.collectives) {
+      if (c.group_size < 2) continue;
+      if (c.op == "reduce_scatter" && c.algorithm == "ring" && c.phase == "backward") {
+        const int64_t element = dtlab::bytes_of(dtlab::dtype_named(c.dtype));
+        ring_scratch = std::max(ring_scratch, 2 * element * ((c.bytes / element + c.group_size - 1) / c.group_size));
+      }
+      if (c.op == "all_gather" && c.algorithm == "backend") {
+        gather_staging = std::max(gather_staging, c.bytes);
+        if (c.phase == "backward") regather_staging = std::max(regather_staging, c.bytes);
+      }
+    }
+    const int64_t comm_floor = std::max(ring_scratch, gather_staging);
+    const int64_t comm_ceiling = std::max(gather_staging, ring_scratch + regather_staging);
     dtlab::TrainOptions options;
     options.print_steps = options.print_config = false;
     const bool sharded = dtlab::strategy_spec(config.parallel.strategy).hooks_unit_outputs;
@@ -200,6 +223,18 @@ int main(int argc, char** argv) {
             "reduce-scatter outputs), the cost plan says %lld\n",
             env.rank, static_cast<long long>(step), static_cast<long long>(buffers_peak),
             static_cast<long long>(plan.state.buffers));
+      }
+      const int64_t comm_peak = dtlab::cpu_tensor_memory(MemoryCategory::comm).peak_bytes;
+      if (comm_peak < comm_floor || comm_peak > comm_ceiling) {
+        ++failures;
+        std::printf(
+            "rank %d step %lld: measured comm peak %lld bytes, outside [%lld, %lld]: the largest of the ring "
+            "reduce-scatter's scratch (%lld) and Gloo's gather staging (%lld), up to the scratch plus a backward "
+            "re-gather's staging (%lld)\n",
+            env.rank, static_cast<long long>(step), static_cast<long long>(comm_peak),
+            static_cast<long long>(comm_floor), static_cast<long long>(comm_ceiling),
+            static_cast<long long>(ring_scratch), static_cast<long long>(gather_staging),
+            static_cast<long long>(regather_staging));
       }
       const int64_t activation_peak = dtlab::cpu_tensor_memory(MemoryCategory::activations).peak_bytes;
       const double activation_error =
