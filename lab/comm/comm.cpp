@@ -178,13 +178,20 @@ CommHandle Comm::run_ring(std::shared_ptr<LiveRecord> record, std::function<void
   ring_thread_->post([this, record, body = std::move(body), done] {
     at::NoGradGuard no_grad;                    // plain buffers; this thread has autograd's default mode
     MemoryScope scratch(MemoryCategory::comm);  // the ring's partial sums, receive buffer and staging copies
+    // After a failed ring the peers are out of step (some sends were never received): later rings on this group
+    // are not run, and each says which call failed before it and why.
     try {
-      if (ring_failure_) std::rethrow_exception(ring_failure_);
+      if (!ring_failure_.empty()) throw std::runtime_error("not run: an earlier ring on this group, " + ring_failure_);
       body();
       record->end_us.store(comm_clock_us());
       done->set_value();
+    } catch (const std::exception& e) {
+      if (ring_failure_.empty())
+        ring_failure_ = record->record.op + " '" + record->record.tag + "' (#" + std::to_string(record->record.seq) +
+                        "), failed: " + e.what();
+      done->set_exception(std::current_exception());
     } catch (...) {
-      if (!ring_failure_) ring_failure_ = std::current_exception();
+      if (ring_failure_.empty()) ring_failure_ = record->record.op + " '" + record->record.tag + "', failed";
       done->set_exception(std::current_exception());
     }
   });

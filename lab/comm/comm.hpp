@@ -166,8 +166,8 @@ class Comm {
   mutable std::mutex mutex_;
   std::deque<std::shared_ptr<LiveRecord>> records_;
   int64_t next_seq_ = 0;
-  int next_p2p_tag_ = 1;             // the ring thread's
-  std::exception_ptr ring_failure_;  // the ring thread's: the first ring call that failed
+  int next_p2p_tag_ = 1;      // the ring thread's
+  std::string ring_failure_;  // the ring thread's: the first ring call that failed and why ("" while none has)
   class RingThread;
   std::unique_ptr<RingThread> ring_thread_;  // last: joined first, while everything it uses still exists
 };

@@ -22,11 +22,17 @@
 // the replica check (identical tensors pass; one element changed on rank 1 fails on every rank,
 // naming rank 1 and the parameter).
 //
+// `comm_rank --ring-failure` (a job of 2) checks instead what follows a failed ring: rank 1 leaves as soon as the
+// job is up; rank 0 issues a ring reduce-scatter and a ring all-gather back to back. The reduce-scatter fails on the
+// lost peer, naming itself; the all-gather is not run (its peers would be out of step) and fails naming the
+// reduce-scatter that failed before it; neither wait hangs (the test bounds the job's time).
+//
 // Every rank issues the same collectives whatever its results, so a failing check never leaves a
 // peer waiting; at the end the failure counts are summed, and every rank exits 1 if any rank failed.
 // Output: one "ok"/"FAIL" verdict line per check, then "comm_rank: all checks passed" (exit 0).
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <string>
 #include <thread>
@@ -351,7 +357,50 @@ void check_ring_async(Comm& comm, Checks& checks) {
   checks.verdict(diff.empty(), "ring async: all_gather issued behind it == expected concatenation (bit-exact)", diff);
 }
 
-int run() {
+// The --ring-failure job (see the top of the file). Ends the process itself: the peer is gone, so the world's
+// orderly shutdown is not what is being checked.
+[[noreturn]] void run_ring_failure(Comm& comm) {
+  using clock = std::chrono::steady_clock;
+  if (comm.rank() != 0) {
+    std::printf("comm_rank: rank %d leaves the job\n", comm.rank());
+    std::fflush(stdout);
+    std::_Exit(0);
+  }
+  Checks checks(0);
+  const int64_t n = int64_t{1} << 20;
+  at::Tensor input = at::ones({n}, at::kFloat), reduced = at::empty({n / 2}, at::kFloat);
+  at::Tensor gathered = at::empty({n}, at::kFloat), own = at::ones({n / 2}, at::kFloat);
+  CommHandle rs = comm.reduce_scatter(reduced, input, CommAlgorithm::ring, "test.lost.rs");
+  CommHandle ag = comm.all_gather(gathered, own, CommAlgorithm::ring, "test.lost.ag");
+  auto error_of = [](CommHandle& handle) -> std::string {
+    try {
+      handle.wait();
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+    return "";
+  };
+  const auto issued = clock::now();
+  const std::string first = error_of(rs);
+  const auto first_failed = clock::now();
+  const std::string second = error_of(ag);
+  const double first_s = std::chrono::duration<double>(first_failed - issued).count();
+  const double second_ms = std::chrono::duration<double, std::milli>(clock::now() - first_failed).count();
+  std::printf("comm_rank: the reduce-scatter's error (%.2f s): %s\ncomm_rank: the all-gather's error (%.1f ms): %s\n",
+              first_s, first.c_str(), second_ms, second.c_str());
+  checks.verdict(first.find("reduce_scatter 'test.lost.rs'") != std::string::npos,
+                 "ring failure: the reduce-scatter on the lost peer fails, naming itself", first);
+  checks.verdict(
+      second.find("all_gather 'test.lost.ag'") != std::string::npos &&
+          second.find("not run: an earlier ring on this group, reduce_scatter 'test.lost.rs'") != std::string::npos,
+      "ring failure: the all-gather queued behind it is not run and names the reduce-scatter", second);
+  std::printf(checks.failures() == 0 ? "comm_rank: ring failure checks passed\n"
+                                     : "comm_rank: ring failure checks failed\n");
+  std::fflush(stdout);
+  std::_Exit(checks.failures() == 0 ? 0 : 1);
+}
+
+int run(bool ring_failure) {
   const dtlab::RankEnv env = dtlab::discover_rank_env({}, dtlab::current_environment());
   if (env.world_size < 2) {
     std::fprintf(stderr,
@@ -364,6 +413,7 @@ int run() {
   options.timeout = std::chrono::seconds(30);
   dtlab::DistWorld world(env, options);
   Comm& comm = world.comm();
+  if (ring_failure) run_ring_failure(comm);
   Checks checks(comm.rank());
   std::printf("comm_rank: rank %d of %d (launcher %s)\n", comm.rank(), comm.size(), env.launcher.c_str());
 
@@ -389,9 +439,14 @@ int run() {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  const bool ring_failure = argc == 2 && std::string(argv[1]) == "--ring-failure";
+  if (argc > 1 && !ring_failure) {
+    std::fprintf(stderr, "comm_rank: unknown argument '%s' (the only one is --ring-failure)\n", argv[1]);
+    return 2;
+  }
   try {
-    return run();
+    return run(ring_failure);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "comm_rank: error: %s\n", e.what());
     return 1;

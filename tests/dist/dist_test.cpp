@@ -239,6 +239,16 @@ TEST_P(CommRankJob, RingMatchesBackendRecordsAndReplicaCheck) {
   }
 }
 
+// A ring that fails on a lost peer fails the ring calls queued behind it at once, naming it (comm_rank.cpp).
+TEST(CommRingFailure, ALaterRingIsNotRunAndNamesTheOneThatFailed) {
+  const Outcome job = run({{kDtlab, "launch", "-n", "2", "--timeout", "30", kCommRank, "--ring-failure"}, {}}, 60);
+  ASSERT_FALSE(job.timed_out) << job.describe();
+  EXPECT_EQ(job.exit_code, 0) << job.describe();
+  EXPECT_EQ(count_of(job.output, "comm_rank: ring failure checks passed"), 1) << job.describe();
+  EXPECT_EQ(count_of(job.output, "FAIL"), 0) << job.describe();
+  EXPECT_LT(job.seconds, 30.0) << "a failed ring must not wait for the collective timeout" << job.describe();
+}
+
 INSTANTIATE_TEST_SUITE_P(World, CommRankJob, ::testing::Values(2, 3, 4, 6),
                          [](const ::testing::TestParamInfo<int>& info) {
                            return std::string("W").append(std::to_string(info.param));
