@@ -41,7 +41,7 @@
 //                    buffers += shard·4 unless the gradient shard is full_grad itself (no_shard without a
 //                    separate copy and with fp32 reduce); zero1 buffers += shard·r (reduce-scatter output)
 //   separate copy: buffers += shard·c (compute-side copy of the master shard)
-//   master not fp32: buffers += shard·4 (fp32 scratch of the optimizer step)
+//   the larger of: a master not fp32's Σ shard·4 (fp32 scratch, alive only through the optimizer step) and the
 //   gathered units, their gradients and their wire copies at the worst moment (unit_buffers_peak_bytes,
 //   sharding.hpp), with s_u = unit u padded·c and w_u = padded·r when the reduce dtype differs from the compute
 //   dtype (else 0): full_shard / hybrid + max_u 2·s_u + s_(u-1) + s_(u+1) + w_(u+1) (s_(u-1) with prefetch;
@@ -226,7 +226,7 @@ void add_sharded_collectives(const ShardedSetting& s, const Config& config, Cost
 void add_sharded_state(const ShardedSetting& s, const Config& config, CostPlan& plan) {
   const ShardingTraits& t = s.t;
   const int64_t c = s.compute.bytes, r = s.reduce.bytes, m = s.master.bytes;
-  int64_t non_padding = 0;
+  int64_t non_padding = 0, step_scratch = 0;
   std::vector<UnitBuffers> transient;
   const bool grad_shard_is_full_grad = t.all_reduces_grads() && !s.separate_copy && s.reduce.name == "float32";
   for (const auto& unit : s.units) {
@@ -245,11 +245,12 @@ void add_sharded_state(const ShardedSetting& s, const Config& config, CostPlan& 
       if (t.reduce_scatters_grads()) plan.state.buffers += unit.shard * r;
     }
     if (s.separate_copy) plan.state.buffers += unit.shard * c;
-    if (s.master.name != "float32") plan.state.buffers += unit.shard * 4;
+    if (s.master.name != "float32") step_scratch += unit.shard * 4;
     const int64_t begin = s.shard_rank * unit.shard;
     non_padding += std::max<int64_t>(0, std::min(begin + unit.shard, unit.numel) - begin);
   }
-  plan.state.buffers += unit_buffers_peak_bytes(t, transient, config.parallel.prefetch);
+  // A bf16 master's fp32 scratch exists only through the optimizer step, when no unit is gathered or reduced.
+  plan.state.buffers += std::max(unit_buffers_peak_bytes(t, transient, config.parallel.prefetch), step_scratch);
   plan.state.optimizer = non_padding * optimizer_state_bytes_per_element(config.train, 4);
 }
 

@@ -101,7 +101,9 @@ StepOutcome train_step(int64_t step, const Config& config, Strategy& strategy, W
     local_loss += strategy.forward_backward(batch, loss_weight, micro == accumulation - 1);
   }
   {
-    MemoryScope buffers(MemoryCategory::buffers);
+    // Strategies tag their own buffers (wire copies, reduce-scatter outputs); what else finishing allocates is
+    // `other`: a scalar operand ATen wraps in a 0-dim tensor, a finite check's flags.
+    MemoryScope temporaries(MemoryCategory::other);
     strategy.finish_gradients();  // its blocking waits are comm_wait spans (lab/comm); the rest is `other`
   }
   StepOutcome out;

@@ -200,8 +200,8 @@ class ShardedEngine final : public Strategy {
 // backward and the optimizer (fp32 shards, or full for zero1/no_shard); optimizer: moments/momentum of
 // its non-padding shard elements; buffers: everything transient at the peak — gathered parameters and
 // their gradients and reduce-dtype wire copies at the worst moment (unit_buffers_peak_bytes in sharding.hpp),
-// reduce-scatter outputs, compute-side copies of offloaded or differently typed masters and the fp32 scratch of a
-// bf16 master.
+// reduce-scatter outputs, compute-side copies of offloaded or differently typed masters, and the larger of the
+// backward's transient buffers and the fp32 scratch of a bf16 master's optimizer step.
 StateBytes ShardedEngine::state_bytes() const {
   const int64_t master_b = static_cast<int64_t>(c10::elementSize(precision_.master));
   const int64_t compute_b = static_cast<int64_t>(c10::elementSize(precision_.compute));
@@ -209,6 +209,7 @@ StateBytes ShardedEngine::state_bytes() const {
   const bool separate_copy = precision_.separate_compute_copy();
   StateBytes b;
   std::vector<UnitBuffers> transient;
+  int64_t step_scratch = 0;
   for (const auto& unit : units_) {
     transient.push_back(
         {.gathered = unit.padded * compute_b,
@@ -225,10 +226,11 @@ StateBytes ShardedEngine::state_bytes() const {
       if (!unit.shard_grad.is_same(unit.full_grad)) b.buffers += unit.shard_numel * 4;  // fp32 gradient shard
       if (traits_.reduce_scatters_grads()) b.buffers += unit.shard_numel * reduce_b;    // reduce-scatter output
     }
-    if (separate_copy) b.buffers += unit.shard_numel * compute_b;            // compute-side copy of the master
-    if (precision_.master != at::kFloat) b.buffers += unit.shard_numel * 4;  // fp32 scratch of the optimizer step
+    if (separate_copy) b.buffers += unit.shard_numel * compute_b;               // compute-side copy of the master
+    if (precision_.master != at::kFloat) step_scratch += unit.shard_numel * 4;  // fp32 scratch of the optimizer step
   }
-  b.buffers += unit_buffers_peak_bytes(traits_, transient, prefetch_);
+  // The scratch lives only through the optimizer step (optimizer.cpp), when no unit is gathered or reduced.
+  b.buffers += std::max(unit_buffers_peak_bytes(traits_, transient, prefetch_), step_scratch);
   b.optimizer = optimizer_->state_bytes();
   return b;
 }
