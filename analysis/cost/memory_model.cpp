@@ -123,7 +123,6 @@ ActivationPeak activation_peak(const Config& config, bool sharded) {
 
   ActivationPeak peak;
   peak.forward_end = forward_end;
-  int64_t current_block = 0;
   auto consider = [&](int64_t activations, int64_t logits, const std::string& phase) {
     if (activations + logits > peak.activations + peak.logits) {
       peak.activations = activations;
@@ -132,9 +131,9 @@ ActivationPeak activation_peak(const Config& config, bool sharded) {
     }
   };
   peak.block_backward.resize(static_cast<size_t>(L));
-  auto consider_block = [&](int64_t activations, const std::string& phase) {
+  auto consider_block = [&](int64_t k, int64_t activations, const std::string& phase) {
     consider(activations, 0, phase);
-    ActivationPeak::Moment& m = peak.block_backward[static_cast<size_t>(current_block)];
+    ActivationPeak::Moment& m = peak.block_backward[static_cast<size_t>(k)];
     if (activations > m.activations) m = {activations, phase};
   };
   const int64_t without_logits = forward_end - log_probs;
@@ -145,25 +144,30 @@ ActivationPeak activation_peak(const Config& config, bool sharded) {
   // Final RMSNorm backward (composite, fp32): three [T, d] fp32 temporaries (+ the 16-bit gradient copy).
   consider(without_logits + (16 - x.c) * x.T * x.d, 0, "final norm backward");
   for (int64_t k = L - 1; k >= 0; --k) {
-    current_block = k;
     const int64_t base = before[static_cast<size_t>(k)];
     const std::string phase = "block " + std::to_string(k) + " backward";
     switch (block_mode(config, k)) {
       case BlockMode::none:
-        consider_block(base + b.block() + input + mlp_backward, phase);
+        consider_block(k, base + b.block() + input + mlp_backward, phase);
         break;
       case BlockMode::full:  // the recomputed block's tensors + its output + the gradient flowing in
-        consider_block(base + input + b.block() - shared_input + 2 * input + mlp_backward, phase + " (recomputed)");
+        consider_block(k, base + input + b.block() - shared_input + 2 * input + mlp_backward, phase + " (recomputed)");
         break;
       case BlockMode::selective:
-        consider_block(base + block_saved_bytes(config, k) + input + mlp_backward, phase + " (MLP half)");
+        consider_block(k, base + block_saved_bytes(config, k) + input + mlp_backward, phase + " (MLP half)");
         // The recomputed attention half and SDPA's three input gradients.
-        consider_block(base + input + b.norm + b.attention - shared_input + 2 * input + 3 * input,
+        consider_block(k, base + input + b.norm + b.attention - shared_input + 2 * input + 3 * input,
                        phase + " (recomputed attention)");
         break;
     }
   }
   return peak;
+}
+
+int64_t ring_reduce_scatter_scratch_bytes(const PlannedCollective& c) {
+  const int64_t element = bytes_of(dtype_named(c.dtype, "cost plan collective dtype"));
+  const int64_t chunk = (c.bytes / element + c.group_size - 1) / c.group_size;
+  return 2 * chunk * element;
 }
 
 MemoryPrediction predict_memory(const Config& config, const CostPlan& plan, const std::string& comm_backend) {
@@ -194,11 +198,8 @@ MemoryPrediction predict_memory(const Config& config, const CostPlan& plan, cons
   // sharded engine issues one per unit, in unit order; DDP's hierarchical all-reduce one per bucket piece.
   std::vector<int64_t> ring;
   for (const auto& c : plan.collectives)
-    if (c.op == "reduce_scatter" && c.algorithm == "ring" && c.phase == "backward" && c.group_size > 1) {
-      const int64_t element = bytes_of(dtype_named(c.dtype, "cost plan collective dtype"));
-      const int64_t chunk = (c.bytes / element + c.group_size - 1) / c.group_size;
-      ring.push_back(2 * chunk * element);
-    }
+    if (c.op == "reduce_scatter" && c.algorithm == "ring" && c.phase == "backward" && c.group_size > 1)
+      ring.push_back(ring_reduce_scatter_scratch_bytes(c));
   const auto groups = wrap_unit_groups(config.parallel.wrap, static_cast<int>(config.model.n_layers));
   const bool per_unit = sharded && ring.size() == groups.size();
   for (size_t k = 0; k < a.block_backward.size(); ++k) {

@@ -92,6 +92,10 @@ struct MemoryPrediction {
 // same config.
 MemoryPrediction predict_memory(const Config& config, const CostPlan& plan, const std::string& comm_backend = "gloo");
 
+// The scratch a ring reduce-scatter of `c` allocates (lab/comm/ring.cpp): two chunks of its wire dtype,
+// 2·⌈n/p⌉ elements of the n it reduces over its p ranks.
+int64_t ring_reduce_scatter_scratch_bytes(const PlannedCollective& c);
+
 // The rank whose predicted peak is larger of rank 0 and the last rank (sharding pads the last shard): what a memory
 // cap per rank must hold. REQUIRES: a valid config whose strategy has a cost plan.
 MemoryPrediction largest_rank_peak_memory(const Config& config, const std::string& comm_backend = "gloo");

@@ -104,7 +104,7 @@ StepOutcome train_step(int64_t step, const Config& config, Strategy& strategy, W
     // Strategies tag their own buffers (wire copies, reduce-scatter outputs); what else finishing allocates is
     // `other`: a scalar operand ATen wraps in a 0-dim tensor, a finite check's flags.
     MemoryScope temporaries(MemoryCategory::other);
-    strategy.finish_gradients();  // its blocking waits are comm_wait spans (lab/comm); the rest is `other`
+    strategy.finish_gradients();  // in time: its blocking waits are comm_wait spans (lab/comm), the rest `other`
   }
   StepOutcome out;
   out.loss = layout.dp_comm != nullptr ? sum_over(*layout.dp_comm, local_loss) : world.all_reduce_sum(local_loss);

@@ -239,7 +239,7 @@ TEST_P(CommRankJob, RingMatchesBackendRecordsAndReplicaCheck) {
   }
 }
 
-// A ring that fails on a lost peer fails the ring calls queued behind it at once, naming it (comm_rank.cpp).
+// A ring that fails on a lost peer fails the ring calls queued behind it, naming it, without a hang (comm_rank.cpp).
 TEST(CommRingFailure, ALaterRingIsNotRunAndNamesTheOneThatFailed) {
   const Outcome job = run({{kDtlab, "launch", "-n", "2", "--timeout", "30", kCommRank, "--ring-failure"}, {}}, 60);
   ASSERT_FALSE(job.timed_out) << job.describe();

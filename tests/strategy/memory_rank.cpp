@@ -41,7 +41,6 @@
 #include "lab/config.hpp"
 #include "lab/dist/dist_world.hpp"
 #include "lab/dist/rank_env.hpp"
-#include "lab/dtype.hpp"
 #include "lab/memory.hpp"
 #include "lab/model.hpp"
 #include "lab/train/trainer.hpp"
@@ -175,10 +174,8 @@ int main(int argc, char** argv) {
     int64_t ring_scratch = 0, gather_staging = 0, regather_staging = 0;
     for (const auto& c : plan.collectives) {
       if (c.group_size < 2) continue;
-      if (c.op == "reduce_scatter" && c.algorithm == "ring" && c.phase == "backward") {
-        const int64_t element = dtlab::bytes_of(dtlab::dtype_named(c.dtype));
-        ring_scratch = std::max(ring_scratch, 2 * element * ((c.bytes / element + c.group_size - 1) / c.group_size));
-      }
+      if (c.op == "reduce_scatter" && c.algorithm == "ring" && c.phase == "backward")
+        ring_scratch = std::max(ring_scratch, dtlab::analysis::ring_reduce_scatter_scratch_bytes(c));
       if (c.op == "all_gather" && c.algorithm == "backend") {
         gather_staging = std::max(gather_staging, c.bytes);
         if (c.phase == "backward") regather_staging = std::max(regather_staging, c.bytes);
