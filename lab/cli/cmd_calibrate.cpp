@@ -25,6 +25,7 @@ Command add_calibrate_command(CLI::App& app, const CommandLine& line) {
   calibrate->add_flag("--quick", options->quick, "fewer sizes and repeats (tests)");
   calibrate->add_flag("--compute-only", options->compute_only,
                       "internal: a companion process that loads the machine like the other ranks of a job");
+  calibrate->add_option("--local-rank", options->local_rank)->group("");  // a companion's GPU index
   calibrate->add_option("--config", options->config_path, "shapes to calibrate on (default: small)");
   calibrate->add_option("overrides", options->overrides, "section.key=value overrides of the config");
   return {calibrate, [options, line] {

@@ -96,7 +96,7 @@ Command add_comm_bench_command(CLI::App& app, const CommandLine& line) {
   auto args = std::make_shared<CommBenchArgs>();
   CommBenchOptions& bench = args->options;
   auto* comm_bench = app.add_subcommand("comm-bench",
-                                        "collective benchmark in the manner of nccl-tests (Gloo): "
+                                        "collective benchmark in the manner of nccl-tests (Gloo; NCCL on GPUs): "
                                         "time, algbw, busbw, #wrong per size; JSON for calibrate");
   comm_bench->add_option("-b,--minbytes", args->min_bytes, "smallest size in bytes (K/M/G suffixes)");
   comm_bench->add_option("-e,--maxbytes", args->max_bytes, "largest size in bytes (K/M/G suffixes)");
@@ -109,6 +109,9 @@ Command add_comm_bench_command(CLI::App& app, const CommandLine& line) {
                          "backend | ring | hierarchical | all (all_reduce ring = lab ring reduce-scatter + ring "
                          "all-gather; hierarchical = all_reduce in two levels, on a job across nodes)");
   comm_bench->add_option("--dtype", bench.dtype, "float32 | bfloat16");
+  comm_bench->add_option("--device", bench.device, "cpu | cuda: where the buffers live (cuda: this rank's GPU)");
+  comm_bench->add_option("--backend", bench.backend,
+                         "auto | gloo | nccl (auto: nccl for GPU buffers when every local rank has its own GPU)");
   comm_bench->add_option("--json", bench.json_path, "also write the results as JSON (input of dtlab calibrate)");
   comm_bench->add_option("--ranks", bench.ranks, "ranks (per node) to start when not already a rank of a job");
   comm_bench->add_option("--nodes", bench.nodes,

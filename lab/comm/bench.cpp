@@ -28,6 +28,7 @@
 #include "lab/launch/cluster.hpp"
 #include "lab/process.hpp"
 #include "lab/stats.hpp"
+#include "lab/train/device.hpp"
 
 namespace dtlab {
 
@@ -61,14 +62,18 @@ double seconds_now() {
 }
 
 // Mean time per call over `iters` calls after `warmup`, the maximum over ranks, in microseconds. With
-// repeats > 1 the timed loop runs that many times and the smallest of those figures is kept.
-double time_calls(const std::function<void()>& call, World& world, Comm& comm, const CommBenchOptions& options) {
+// repeats > 1 the timed loop runs that many times and the smallest of those figures is kept. On a GPU the loop
+// starts and ends with a device synchronize, so the time is the device's, not the time to queue the calls.
+double time_calls(const std::function<void()>& call, World& world, Comm& comm, const CommBenchOptions& options,
+                  const TrainDevice& device) {
   for (int i = 0; i < options.warmup; ++i) call();
   double best_us = 0;
   for (int repeat = 0; repeat < options.repeats; ++repeat) {
+    synchronize(device);
     comm.barrier();  // everyone starts the timed calls together
     const double start = seconds_now();
     for (int i = 0; i < options.iters; ++i) call();
+    synchronize(device);
     const double mean_us = world.all_reduce_max((seconds_now() - start) * 1e6 / options.iters);
     best_us = repeat == 0 ? mean_us : std::min(best_us, mean_us);
   }
@@ -81,6 +86,7 @@ struct Placement {
   comm_bench::CaseComms comms;
   Comm& job;
   bool active = true;
+  TrainDevice device;  // where the buffers live (comms.device), and whose queue the timed loops wait for
 };
 
 // One row's figure in one placement: the check pass (wrong elements summed over ranks), then the timed calls.
@@ -101,7 +107,7 @@ Figure measure(const comm_bench::CollectiveSpec& spec, const Placement& where, W
       [&] {
         if (where.active) c->run();
       },
-      world, where.job, options);
+      world, where.job, options, where.device);
   f.algbw_GBps = static_cast<double>(row.bytes) / f.time_us * 1e-3;  // bytes/us = MB/s
   f.busbw_GBps = f.algbw_GBps * busbw_factor(row.op, where.comms.group.size());
   return f;
@@ -109,8 +115,8 @@ Figure measure(const comm_bench::CollectiveSpec& spec, const Placement& where, W
 
 // The --group a row runs over, checked against the job's layout.
 Placement placement(const CommBenchOptions& options, const std::optional<comm_bench::ClusterFacts>& cluster, Comm& job,
-                    HierarchicalComm* two_level) {
-  if (options.group == "world") return {{job, two_level}, job, true};
+                    HierarchicalComm* two_level, const TrainDevice& device) {
+  if (options.group == "world") return {{job, two_level, device.device}, job, true, device};
   if (options.group != "node" && options.group != "cross")
     throw std::invalid_argument("comm-bench: --group " + options.group + " is not one of world | node | cross");
   if (!cluster || !two_level)
@@ -121,22 +127,24 @@ Placement placement(const CommBenchOptions& options, const std::optional<comm_be
     if (cluster->ranks_per_node < 2)
       throw std::invalid_argument("comm-bench: --group node needs 2 or more ranks per node (--ranks 2), got " +
                                   std::to_string(cluster->ranks_per_node));
-    return {{two_level->intra(), nullptr}, job, true};
+    return {{two_level->intra(), nullptr, device.device}, job, true, device};
   }
-  return {{two_level->inter(), nullptr}, job, two_level->intra().rank() == 0};
+  return {{two_level->inter(), nullptr, device.device}, job, two_level->intra().rank() == 0, device};
 }
 
 // Gloo send/recv between ranks `a` and `b`, both directions at once; other ranks wait. Time per exchange, us.
-double measure_p2p(Comm& comm, World& world, at::ScalarType type, const CommBenchOptions& options, int a, int b) {
+double measure_p2p(Comm& comm, World& world, at::ScalarType type, const CommBenchOptions& options,
+                   const TrainDevice& device, int a, int b) {
   const int64_t count = kP2pBytes / static_cast<int64_t>(c10::elementSize(type));
-  at::Tensor send = comm_bench::pattern(comm.rank(), 0, count, type), recv = at::empty({count}, send.options());
+  at::Tensor send = comm_bench::pattern(comm.rank(), 0, count, type).to(device.device);
+  at::Tensor recv = at::empty({count}, send.options());
   const bool pair = comm.rank() == a || comm.rank() == b;
   const int peer = comm.rank() == a ? b : a;
   return time_calls(
       [&] {
         if (pair) comm.exchange(send, peer, recv, peer);
       },
-      world, comm, options);
+      world, comm, options, device);
 }
 
 // The overlap line (reporter.hpp's OverlapFigure): an all_reduce of a DDP bucket's size over the group, square fp32
@@ -150,10 +158,11 @@ comm_bench::OverlapFigure measure_overlap(const Placement& where, World& world, 
   const int64_t count = std::max<int64_t>(p, kOverlapBytes / element / p * p);
   o.bytes = count * element;
   o.gemm_size = kOverlapGemmSize;
-  at::Tensor buffer = comm_bench::pattern(group.rank(), 0, count, type);
-  const at::Tensor a = at::rand({kOverlapGemmSize, kOverlapGemmSize});
-  const at::Tensor b = at::rand({kOverlapGemmSize, kOverlapGemmSize});
-  at::Tensor product = at::empty({kOverlapGemmSize, kOverlapGemmSize});
+  at::Tensor buffer = comm_bench::pattern(group.rank(), 0, count, type).to(where.device.device);
+  const auto on_device = at::TensorOptions().device(where.device.device);
+  const at::Tensor a = at::rand({kOverlapGemmSize, kOverlapGemmSize}, on_device);
+  const at::Tensor b = at::rand({kOverlapGemmSize, kOverlapGemmSize}, on_device);
+  at::Tensor product = at::empty({kOverlapGemmSize, kOverlapGemmSize}, on_device);
   const auto issue = [&] { return where.active ? group.all_reduce(buffer, "comm-bench.overlap") : CommHandle(); };
   const auto comm_alone = [&] {
     if (CommHandle h = issue(); h.valid()) h.wait();
@@ -173,13 +182,15 @@ comm_bench::OverlapFigure measure_overlap(const Placement& where, World& world, 
   each.warmup = 1;
   each.repeats = 1;
   o.gemms = 1;
-  const double one_gemm_us = time_calls(gemms, world, where.job, each);
-  o.gemms = std::max(1, static_cast<int>(std::lround(time_calls(comm_alone, world, where.job, each) / one_gemm_us)));
+  const TrainDevice& device = where.device;
+  const double one_gemm_us = time_calls(gemms, world, where.job, each, device);
+  o.gemms =
+      std::max(1, static_cast<int>(std::lround(time_calls(comm_alone, world, where.job, each, device) / one_gemm_us)));
   std::vector<double> comm_us, compute_us, together_us;
   for (int round = 0; round < kOverlapRounds; ++round) {
-    comm_us.push_back(time_calls(comm_alone, world, where.job, each));
-    compute_us.push_back(time_calls(gemms, world, where.job, each));
-    together_us.push_back(time_calls(together, world, where.job, each));
+    comm_us.push_back(time_calls(comm_alone, world, where.job, each, device));
+    compute_us.push_back(time_calls(gemms, world, where.job, each, device));
+    together_us.push_back(time_calls(together, world, where.job, each, device));
   }
   o.comm_us = median(comm_us);
   o.compute_us = median(compute_us);
@@ -251,7 +262,35 @@ std::string host_name() {
   return name;
 }
 
+// --device: cpu, or this rank's GPU (cuda:(local rank % GPUs)) made current; an error names --device and the rule.
+TrainDevice bench_device(const std::string& setting, int local_rank) {
+  if (setting == "cuda" && cuda_device_count() == 0)
+    throw std::invalid_argument(
+        "comm-bench: --device cuda needs the cuda configuration (make build-cuda) and a visible GPU; this process "
+        "sees none");
+  return resolve_train_device(setting, local_rank);
+}
+
+// --backend: gloo | nccl | auto (nccl for GPU buffers when every local rank has a GPU of its own, as
+// parallel.backend=auto picks it for training; else gloo). nccl needs GPU buffers and one GPU per local rank.
+std::string bench_backend(const std::string& setting, const TrainDevice& device, const RankEnv& env) {
+  const bool own_gpus = device.cuda() && cuda_device_count() >= env.local_world_size;
+  if (setting == "auto") return own_gpus ? "nccl" : "gloo";
+  if (setting == "gloo") return setting;
+  if (setting != "nccl")
+    throw std::invalid_argument("comm-bench: --backend " + setting + " is not one of auto | gloo | nccl");
+  if (!own_gpus)
+    throw std::invalid_argument("comm-bench: --backend nccl needs --device cuda and a GPU per local rank (" +
+                                std::to_string(env.local_world_size) + " local ranks, " +
+                                std::to_string(cuda_device_count()) + " GPU(s) visible)");
+  return setting;
+}
+
 void check_options(const CommBenchOptions& options) {
+  if (options.device != "cpu" && options.device != "cuda")
+    throw std::invalid_argument("comm-bench: --device " + options.device + " is not one of cpu | cuda");
+  if (options.backend != "auto" && options.backend != "gloo" && options.backend != "nccl")
+    throw std::invalid_argument("comm-bench: --backend " + options.backend + " is not one of auto | gloo | nccl");
   if (!(options.factor > 1))
     throw std::invalid_argument("comm-bench: -f " + std::to_string(options.factor) + " must be > 1");
   if (options.min_bytes > options.max_bytes)
@@ -392,8 +431,10 @@ int run_comm_bench(const CommBenchOptions& options) {
           "LOCAL_WORLD_SIZE below WORLD_SIZE)");
   }
 
+  const TrainDevice device = bench_device(options.device, env.local_rank);
   RendezvousOptions rendezvous;
   rendezvous.timeout = std::chrono::milliseconds(static_cast<int64_t>(options.timeout_s * 1000));
+  rendezvous.backend = bench_backend(options.backend, device, env);
   DistWorld world(env, rendezvous);
   Comm& comm = world.comm();
   std::unique_ptr<HierarchicalComm> two_level;
@@ -402,7 +443,7 @@ int run_comm_bench(const CommBenchOptions& options) {
     series.erase(std::remove_if(series.begin(), series.end(), [](const auto& s) { return s.second == "hierarchical"; }),
                  series.end());
   if (series.empty()) throw std::invalid_argument("comm-bench: --algorithm hierarchical runs with --group world only");
-  const Placement where = placement(options, cluster, comm, two_level.get());
+  const Placement where = placement(options, cluster, comm, two_level.get(), device);
   const int p = where.comms.group.size();
   const bool main = world.is_main();
   std::vector<std::unique_ptr<Reporter>> reporters;  // rank 0's
@@ -428,7 +469,9 @@ int run_comm_bench(const CommBenchOptions& options) {
                            options.warmup,
                            options.repeats,
                            options.check,
-                           options.model ? options.model->source : std::string()};
+                           options.model ? options.model->source : std::string(),
+                           rendezvous.backend,
+                           device.name};
   report([&](Reporter& r) { r.begin(header); });
 
   const int64_t element = static_cast<int64_t>(c10::elementSize(type));
@@ -464,7 +507,8 @@ int run_comm_bench(const CommBenchOptions& options) {
   // first ranks (cross); on a cluster also the inter-node one.
   const int first_of_node_1 = cluster ? cluster->ranks_per_node : 1;
   std::optional<double> p2p_us;
-  if (p >= 2) p2p_us = measure_p2p(comm, world, type, options, 0, options.group == "cross" ? first_of_node_1 : 1);
+  if (p >= 2)
+    p2p_us = measure_p2p(comm, world, type, options, device, 0, options.group == "cross" ? first_of_node_1 : 1);
   BenchSummary summary = summarize(rows, options.check, p2p_us, p, element, options.model.has_value());
   if (summary.p2p && options.group == "cross") summary.p2p->peer = first_of_node_1;
   if (p >= 2) summary.overlap = measure_overlap(where, world, type, options);
@@ -472,7 +516,7 @@ int run_comm_bench(const CommBenchOptions& options) {
     if (first_of_node_1 == 1 || options.group == "cross") {
       summary.p2p_inter = summary.p2p;  // the pair above is on two nodes already
     } else {
-      const double us = measure_p2p(comm, world, type, options, 0, first_of_node_1);
+      const double us = measure_p2p(comm, world, type, options, device, 0, first_of_node_1);
       summary.p2p_inter =
           comm_bench::P2pFigure{kP2pBytes, us, static_cast<double>(kP2pBytes) / us * 1e-3, first_of_node_1};
     }

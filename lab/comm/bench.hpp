@@ -33,6 +33,8 @@
 // node (the ranks with local rank 0; the others wait), so one stream crosses each node's link (the inter-node level).
 // `dtlab calibrate --nodes` fits its intra_node model to `node` and its inter_node model to `cross`. Rows, the
 // busbw factor and --model use the group's size; the JSON names the group and its size.
+// --device cuda (cuda configuration): the buffers on this rank's GPU and, with --backend auto, NCCL when every local
+// rank has a GPU of its own (else Gloo, staged through pinned host memory); the overlap line's GEMMs run on the GPU.
 // Exit status 1 when any element was wrong.
 #pragma once
 
@@ -66,13 +68,19 @@ struct CommBenchOptions {
   std::vector<std::string> ops;         // subset of all_reduce, all_gather, reduce_scatter, broadcast
   std::vector<std::string> algorithms;  // subset of backend, ring (broadcast has backend only)
   std::string dtype = "float32";        // float32 | bfloat16
-  std::string json_path;                // "" = no JSON
-  int ranks = 2;                        // when not already a rank of a job: ranks (per node) to re-launch as
-  int nodes = 1;                        // ... on this many nodes of an emulated cluster (dtlab launch --nodes)
-  std::string inter_link, intra_link;   // ... with these link rates ("1gbit"; "" = unshaped)
-  std::string group = "world";          // world | node | cross (see above)
-  bool check = true;                    // the #wrong pass
-  double timeout_s = 300;               // rendezvous and each collective
+  // Where the buffers live: cpu, or cuda (this rank's GPU, cuda:(local rank % GPUs); cuda configuration). The
+  // backend: gloo, nccl (CUDA buffers, one GPU per local rank), or auto (nccl when the buffers are on GPUs and every
+  // local rank has one of its own, else gloo: over Gloo, CUDA buffers are staged through pinned host memory, as the
+  // ranks sharing a GPU train). Timed calls on a GPU end with a device synchronize.
+  std::string device = "cpu";
+  std::string backend = "auto";
+  std::string json_path;               // "" = no JSON
+  int ranks = 2;                       // when not already a rank of a job: ranks (per node) to re-launch as
+  int nodes = 1;                       // ... on this many nodes of an emulated cluster (dtlab launch --nodes)
+  std::string inter_link, intra_link;  // ... with these link rates ("1gbit"; "" = unshaped)
+  std::string group = "world";         // world | node | cross (see above)
+  bool check = true;                   // the #wrong pass
+  double timeout_s = 300;              // rendezvous and each collective
   std::optional<CommBenchModel> model;
   // Set by the CLI: this subcommand's own arguments (to re-launch itself), and where rank 0 of a re-launched
   // job writes its report (-1 = its stdout).

@@ -25,6 +25,7 @@
 #include "lab/process.hpp"
 #include "lab/results.hpp"
 #include "lab/stats.hpp"
+#include "lab/train/device.hpp"
 
 namespace dtlab {
 namespace {
@@ -82,19 +83,21 @@ std::string join(const std::vector<std::string>& parts) {
 }  // namespace
 
 json run_comm_bench_child(int ranks, bool quick, const std::string& json_path,
-                          const std::vector<std::string>& cluster_args) {
+                          const std::vector<std::string>& cluster_args, const std::vector<std::string>& device_args) {
   // Sizes: 1 KiB to 256 MiB by 4x as the per-collective target; --quick keeps three small sizes.
   // --repeats 3: the fastest of three timed loops per size, so one loop that waited for a busy core does not
   // become the fitted figure (a shared 2-core machine; see lab/comm/bench.hpp). Over an emulated link (a few
   // hundred Mbit/s: 64 MiB takes seconds) up to 64 MiB, fewer calls.
   std::vector<std::string> args = {self_exe(), "comm-bench", "--ranks", std::to_string(ranks)};
-  const bool cluster = !cluster_args.empty();
+  // Over an emulated link or GPU buffers staged through the host, 64 MiB is the largest size (fewer, slower calls).
+  const bool cluster = !cluster_args.empty() || !device_args.empty();
   const std::vector<std::string> sizes =
       quick     ? std::vector<std::string>{"-b", "1K", "-e", "1M", "-f", "32", "-n", "3", "-w", "1", "-c", "0"}
       : cluster ? std::vector<std::string>{"-b", "1K", "-e", "64M", "-f", "4", "-n", "3", "-w", "1", "--repeats", "2"}
                 : std::vector<std::string>{"-b", "1K", "-e", "256M", "-f", "4", "-n", "5", "-w", "2", "--repeats", "3"};
   args.insert(args.end(), sizes.begin(), sizes.end());
   args.insert(args.end(), cluster_args.begin(), cluster_args.end());
+  args.insert(args.end(), device_args.begin(), device_args.end());
   args.insert(args.end(), {"--json", json_path});
   std::printf("calibrate: %s\n", join(args).c_str());
   const int status = run_child(args);
@@ -144,13 +147,22 @@ Config calibration_config(const CalibrateOptions& options) {
 
 // The compute figures, measured while ranks - 1 companion processes do the same work.
 ComputeCalibration measure_compute_alongside_companions(const Config& config, int threads,
-                                                        const CalibrateOptions& options) {
+                                                        const CalibrateOptions& options, const TrainDevice& device) {
   // The studies run `ranks` ranks at once, which share cores, caches and memory bandwidth; so the compute
-  // figures are measured with ranks - 1 companion processes doing the same work at the same time.
+  // figures are measured with ranks - 1 companion processes doing the same work at the same time. On GPUs, one
+  // process per GPU: a job gives each rank a GPU of its own (the companions load the node's other GPUs).
+  const int processes = device.cuda() ? std::min(options.ranks, std::max(1, cuda_device_count())) : options.ranks;
   Companions companions;
-  for (int i = 1; i < options.ranks; ++i) {
-    std::vector<std::string> args = {
-        self_exe(), "calibrate", "--compute-only", "--out", options.out_path, "--ranks", std::to_string(options.ranks)};
+  for (int i = 1; i < processes; ++i) {
+    std::vector<std::string> args = {self_exe(),
+                                     "calibrate",
+                                     "--compute-only",
+                                     "--out",
+                                     options.out_path,
+                                     "--ranks",
+                                     std::to_string(options.ranks),
+                                     "--local-rank",
+                                     std::to_string(i)};
     if (options.quick) args.push_back("--quick");
     if (!options.config_path.empty()) args.insert(args.end(), {"--config", options.config_path});
     args.insert(args.end(), options.overrides.begin(), options.overrides.end());
@@ -162,6 +174,7 @@ ComputeCalibration measure_compute_alongside_companions(const Config& config, in
 }
 
 void print_compute(const ComputeCalibration& compute, int ranks) {
+  std::printf("  device: %s\n", compute.device.c_str());
   std::printf("  GEMM on the model's shapes: float32 %.1f, bfloat16 %.1f, float16 %.1f GFLOP/s\n",
               1e3 * compute.matmul_tflops.at("float32"), 1e3 * compute.matmul_tflops.at("bfloat16"),
               1e3 * compute.matmul_tflops.at("float16"));
@@ -177,9 +190,11 @@ void print_compute(const ComputeCalibration& compute, int ranks) {
                 dtype.c_str(), us);
   std::printf(
       "  gradient norm + scaling + optimizer of that step: %.2f ms for %.1f MB -> %.1f GB/s effective; AdamW alone "
-      "%.2f ms; host copy %.1f GB/s\n",
+      "%.2f ms; %s copy %.1f GB/s\n",
       compute.elementwise_ms, compute.elementwise_bytes / 1e6, compute.memory_GBps, compute.adamw_ms,
-      compute.copy_GBps);
+      compute.device == "cpu" ? "host" : "pinned host -> device", compute.copy_GBps);
+  if (compute.device_copy_GBps > 0)
+    std::printf("  device-to-device copy %.1f GB/s (bytes read + written)\n", compute.device_copy_GBps);
   std::fflush(stdout);
 }
 
@@ -210,14 +225,23 @@ struct CommCalibration {
   std::vector<std::string> files;  // the comm-bench documents, next to the profile
 };
 
-CommCalibration calibrate_comm(const CalibrateOptions& options, int ranks_per_node, const fs::path& dir) {
+CommCalibration calibrate_comm(const CalibrateOptions& options, int ranks_per_node, const fs::path& dir, bool on_gpu) {
   CommCalibration c;
   const std::string intra_path = (dir / "comm_bench.json").string();
   c.files.push_back(intra_path);
   if (options.nodes == 1) {
-    c.intra = analysis::fit_comm_model(run_comm_bench_child(options.ranks, options.quick, intra_path));
+    // On a GPU the collectives' buffers live on the ranks' GPUs, and comm-bench picks the backend the training
+    // ranks would (NCCL with a GPU per rank, else Gloo staged through pinned host memory).
+    const std::vector<std::string> device_args =
+        on_gpu ? std::vector<std::string>{"--device", "cuda"} : std::vector<std::string>{};
+    c.intra = analysis::fit_comm_model(run_comm_bench_child(options.ranks, options.quick, intra_path, {}, device_args));
+    if (on_gpu) c.ranks_per_node = std::max(options.ranks, cuda_device_count());  // this node's GPUs (or its ranks)
     return c;
   }
+  if (on_gpu)
+    throw std::invalid_argument(
+        "calibrate: --nodes (an emulated cluster) runs on the host; calibrate a GPU machine with train.device=cuda and "
+        "--nodes 1");
   std::vector<std::string> cluster = {"--nodes", std::to_string(options.nodes), "--inter-link", options.inter_link};
   if (!options.intra_link.empty()) cluster.insert(cluster.end(), {"--intra-link", options.intra_link});
   const auto with_group = [&](const char* group) {
@@ -270,12 +294,13 @@ json profile_document(const CalibrateOptions& options, const Config& config, con
                       double disk_write_GBps) {
   const analysis::CommModel& comm = comm_levels.intra;
   const CpuFeatures cpu = cpu_features();
+  const bool gpu = compute.device != "cpu";
   json profile = {
-      {"name", host + "_cpu"},
+      {"name", host + (gpu ? "_cuda" : "_cpu")},
       {"kind", "measured"},
       {"source", "dtlab calibrate on " + host + ", " + when + ": `" + options.command + "` (dtlab " + dtlab_version() +
                      ", git " + git_sha() + ")"},
-      {"device", "cpu: " + cpu.model + " (" + std::to_string(compute.cores) + " cores)"},
+      {"device", gpu ? compute.device : "cpu: " + cpu.model + " (" + std::to_string(compute.cores) + " cores)"},
       {"cpu", to_json(cpu)},  // cpuid: whether bf16 is native here decides train_efficiency_by_dtype's bf16
       {"compute",
        {{"matmul_tflops", compute.matmul_tflops},
@@ -333,6 +358,37 @@ json profile_document(const CalibrateOptions& options, const Config& config, con
                       " fitted β(s) below the link's wire time raised to it (the per-call term took the time of "
                       "those sizes)");
   }
+  if (gpu) {  // rates per GPU as measured: no CPU threads or cores to divide among ranks
+    json& c = profile["compute"];
+    c.erase("threads");
+    c.erase("cores");
+    json& notes = profile["notes"];
+    const int companions = std::min(options.ranks, cuda_device_count()) - 1;
+    notes[0] = "compute rates of one GPU (" + compute.device + ") used by one rank, measured with " +
+               std::to_string(companions) + " companion process(es) on the node's other GPUs";
+    json kept = json::array();
+    for (json& note : notes) {
+      const std::string text = note.get<std::string>();
+      if (text.rfind("compute figures measured with", 0) == 0) continue;  // said in the first note
+      kept.push_back(note);
+    }
+    notes = kept;
+    for (json& note : notes) {
+      const std::string text = note.get<std::string>();
+      if (text.rfind("host_device_GBps", 0) == 0)
+        note =
+            "host_device_GBps: pinned host memory to the GPU, the fp32 parameters' size (what offload's copies "
+            "cost); the GPU's own copy rate is in calibration.json (compute.device_copy)";
+      else if (text.rfind("comm:", 0) == 0)
+        note = "comm: " + comm.backend + " on GPU buffers (" +
+               (comm.backend == "gloo" ? "staged through pinned host memory: the ranks share the GPUs"
+                                       : "one GPU per rank") +
+               "), fitted to comm-bench " + (options.quick ? "1 KiB-1 MiB (--quick)" : "1 KiB-64 MiB") + " at " +
+               std::to_string(options.ranks) + " ranks";
+      else if (text.rfind("ranks_per_node", 0) == 0)
+        note = "ranks_per_node: this node's GPUs (or the ranks calibrated, when more): every one of them is intra-node";
+    }
+  }
   if (compute.train_efficiency >= 1.0) {
     profile["notes"].push_back("train_efficiency capped at 1: the training step ran faster than the GEMM benchmark");
   }
@@ -349,8 +405,10 @@ int run_calibrate(const CalibrateOptions& given) {
   const Config config = calibration_config(options);
   const int threads = calibration_threads(config, options.ranks);
 
+  // The device first: a GPU asked for where there is none stops here, before any companion starts.
+  const TrainDevice device = resolve_train_device(config.train.device, options.local_rank);
   if (options.compute_only) {  // a companion: the same compute measurements, as load beside the measuring process
-    calibrate_compute(config, threads, options.quick, options.make_strategy);
+    calibrate_compute(config, threads, options.quick, options.make_strategy, options.local_rank);
     return 0;
   }
   const fs::path out(options.out_path);
@@ -365,11 +423,12 @@ int run_calibrate(const CalibrateOptions& given) {
       config.model.preset.c_str(), static_cast<long long>(config.train.micro_batch * config.model.seq_len),
       options.quick ? " (--quick: fewer repeats)" : "");
   std::printf("calibrate: %s\n", cpu_features().bf16_summary().c_str());
+  std::printf("calibrate: device %s (train.device=%s)\n", device.name.c_str(), config.train.device.c_str());
   std::fflush(stdout);
 
-  const ComputeCalibration compute = measure_compute_alongside_companions(config, threads, options);
-  print_compute(compute, options.ranks);
-  const CommCalibration comm = calibrate_comm(options, given.ranks, dir);
+  const ComputeCalibration compute = measure_compute_alongside_companions(config, threads, options, device);
+  print_compute(compute, device.cuda() ? std::min(options.ranks, cuda_device_count()) : options.ranks);
+  const CommCalibration comm = calibrate_comm(options, given.ranks, dir, compute.device != "cpu");
 
   const double disk_write_GBps = measure_disk_write_GBps(dir);
   std::printf("calibrate: disk write %.2f GB/s (64 MiB with fsync, in %s)\n", disk_write_GBps, dir.c_str());

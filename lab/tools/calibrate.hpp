@@ -26,6 +26,12 @@
 //      comm.intra_node (comm_bench.json; a 2-rank loopback run when K = 1) and `--group cross` (1 KiB-64 MiB: the
 //      slow link) -> comm.inter_node (comm_bench_inter.json), both levels fitted alike:
 //        dtlab calibrate --out p.json --nodes 2 --ranks 2 --inter-link 1gbit
+// On a GPU (train.device=cuda, or auto in a cuda build that sees one): steps 1-3 on the GPU (each timed part ends
+// with a device synchronize), step 4 copies pinned host memory to the GPU (and records the GPU's own copy rate), and
+// step 5 runs comm-bench on GPU buffers with the backend training would pick (NCCL with a GPU per rank, else Gloo
+// staged through pinned host memory). The profile then names the GPU and holds per-GPU rates (no threads or cores):
+//   dtlab calibrate --out gpu.json --ranks 2 --config tests/strategy/tiny_ddp.yaml model.preset=125m
+//       train.device=cuda precision.param_dtype=bf16 train.micro_batch=8 train.global_batch=16   (one line)
 // Threads: compute is measured with the thread count a rank of an N-rank job uses (train.threads, else
 // cores / N, as configure_threads does), recorded as compute.threads; the profile holds for that count.
 // Shapes: the config's model and per-rank micro-batch (default: `small`, micro_batch 4 — the sharding study).
@@ -60,6 +66,7 @@ struct CalibrateOptions {
   std::string command;                 // the command line, recorded in the profile's source
   StrategyFactory make_strategy;  // REQUIRES: set; the reference strategy (kReferenceStrategy) times the training step
   bool compute_only = false;      // a companion process: run the compute measurements only (load beside the real one)
+  int local_rank = 0;             // a companion's index: its GPU is cuda:(local_rank % GPUs) on a GPU machine
   // An emulated cluster (dtlab launch --nodes): nodes > 1 makes `ranks` the ranks per node, runs comm-bench on the
   // cluster with --group node (-> intra_node; a loopback pair when ranks is 1) and --group cross (-> inter_node at
   // inter_link), and records ranks_per_node, ranks_per_link (= ranks: one link per node) and the link rates.
@@ -69,6 +76,7 @@ struct CalibrateOptions {
 
 // The compute side of a calibration (steps 1-4 above).
 struct ComputeCalibration {
+  std::string device = "cpu";  // where it was measured: "cpu" or "cuda:0 (NVIDIA H200)" (train.device)
   int threads = 1;
   int cores = 1;
   int64_t tokens = 0;                           // rows of every GEMM: micro_batch * seq_len
@@ -86,22 +94,26 @@ struct ComputeCalibration {
   double adamw_ms = 0;
   double adamw_bytes_per_param = 0;  // analysis/cost/step_model.hpp optimizer_bytes_per_element: the model's count
   double memory_GBps = 0;            // elementwise_bytes / elementwise_ms (the AdamW microbenchmark is a record)
-  double copy_GBps = 0;
-  nlohmann::json details;  // every repeat and per-shape figure (calibration.json "compute")
+  double copy_GBps = 0;         // host to host on a CPU; pinned host to device on a GPU (what offload's copies cost)
+  double device_copy_GBps = 0;  // a GPU's device-to-device copy, bytes read + written (0 on a CPU)
+  nlohmann::json details;       // every repeat and per-shape figure (calibration.json "compute")
 };
 
 // Threads a rank of an `ranks`-rank job on this machine uses: train.threads, else cores / ranks (at least 1).
 int calibration_threads(const Config& config, int ranks);
 
-// Steps 1-4 in this process, at `threads` intra-op threads. REQUIRES: config.model.trainable.
+// Steps 1-4 in this process, at `threads` intra-op threads, on train.device (local_rank picks the GPU of a
+// companion: cuda:(local_rank % GPUs)). REQUIRES: config.model.trainable, or a GPU.
 ComputeCalibration calibrate_compute(const Config& config, int threads, bool quick,
-                                     const StrategyFactory& make_strategy);
+                                     const StrategyFactory& make_strategy, int local_rank = 0);
 
 // Step 5's child process; returns the document comm-bench wrote to json_path. Throws std::runtime_error
 // naming the command and its exit status when it fails.
 // `cluster_args` are added to comm-bench's (--nodes, --inter-link, --group ...); with them the largest size is 64 MiB.
+// `device_args` too (--device cuda: the buffers on the ranks' GPUs).
 nlohmann::json run_comm_bench_child(int ranks, bool quick, const std::string& json_path,
-                                    const std::vector<std::string>& cluster_args = {});
+                                    const std::vector<std::string>& cluster_args = {},
+                                    const std::vector<std::string>& device_args = {});
 
 // The whole command: measures, fits, writes the profile (validated by analysis/cost/profile.hpp's loader) and
 // the side files, prints a summary. Returns the exit status.

@@ -20,6 +20,7 @@
 #include "lab/model_shape.hpp"
 #include "lab/stats.hpp"
 #include "lab/tools/calibrate.hpp"
+#include "lab/train/device.hpp"
 #include "lab/train/optimizer.hpp"
 #include "lab/world.hpp"
 #include "strategies/catalog.hpp"
@@ -44,15 +45,18 @@ Budget small_budget(bool quick) { return quick ? Budget{3, 0.0, 1.0} : Budget{10
 int train_warmup_steps(bool quick) { return quick ? 1 : 2; }
 int train_timed_steps(bool quick) { return quick ? 2 : 6; }
 
-// Times fn() after one warm-up call; returns every repeat in milliseconds.
+// Times fn() after one warm-up call; returns every repeat in milliseconds. On a GPU each repeat starts and ends
+// with a device synchronize: the time is the device's work, not the time to queue it.
 template <typename Fn>
-std::vector<double> repeat_ms(const Budget& budget, Fn&& fn) {
+std::vector<double> repeat_ms(const Budget& budget, const TrainDevice& device, Fn&& fn) {
   fn();
   std::vector<double> ms;
   const auto start = Clock::now();
   while (ms.empty() || (static_cast<int>(ms.size()) < budget.min_repeats || seconds_since(start) < budget.seconds)) {
+    synchronize(device);
     const auto t0 = Clock::now();
     fn();
+    synchronize(device);
     ms.push_back(1e3 * seconds_since(t0));
     if (seconds_since(start) >= budget.max_seconds) break;
   }
@@ -80,16 +84,16 @@ std::vector<Gemm> model_gemms(const ModelConfig& m) {
 // The model-weighted GEMM rate in `dtype`: per shape the forward product and both backward products
 // (grad input, grad weight) as a training step runs them; rate = Σ weight·flops / Σ weight·median time.
 double measure_matmul_tflops(const ModelConfig& m, int64_t tokens, const std::string& dtype, bool quick,
-                             json& details) {
+                             const TrainDevice& device, json& details) {
   const at::ScalarType t = scalar_type_named(dtype, "calibrate");
-  const auto opts = at::TensorOptions().dtype(t);
+  const auto opts = at::TensorOptions().dtype(t).device(device.device);
   double flops = 0, seconds = 0;
   json shapes = json::array();
   for (const Gemm& g : model_gemms(m)) {
     const at::Tensor a = at::randn({tokens, g.k}, opts);
     const at::Tensor w = at::randn({g.n, g.k}, opts);
     const at::Tensor grad_out = at::randn({tokens, g.n}, opts);
-    const std::vector<double> ms = repeat_ms(gemm_budget(quick), [&] {
+    const std::vector<double> ms = repeat_ms(gemm_budget(quick), device, [&] {
       at::Tensor y = at::linear(a, w);              // forward:     [M,k] x [k,n]
       at::Tensor grad_in = at::mm(grad_out, w);     // grad input:  [M,n] x [n,k]
       at::Tensor grad_w = at::mm(grad_out.t(), a);  // grad weight: [n,M] x [M,k]
@@ -114,23 +118,29 @@ double measure_matmul_tflops(const ModelConfig& m, int64_t tokens, const std::st
 }
 
 // The lab's AdamW over one flat fp32 tensor of `n` elements: median step time in ms.
-double measure_adamw_ms(const TrainConfig& train, int64_t n, bool quick, std::vector<double>& repeats) {
-  const at::Tensor param = at::randn({n});
-  const std::vector<at::Tensor> grads = {at::randn({n})};
+double measure_adamw_ms(const TrainConfig& train, int64_t n, bool quick, const TrainDevice& device,
+                        std::vector<double>& repeats) {
+  const auto on_device = at::TensorOptions().device(device.device);
+  const at::Tensor param = at::randn({n}, on_device);
+  const std::vector<at::Tensor> grads = {at::randn({n}, on_device)};
   auto optimizer = make_optimizer(train, {param}, {true});
-  repeats = repeat_ms(small_budget(quick), [&] { optimizer->step(grads, 1e-4); });
+  repeats = repeat_ms(small_budget(quick), device, [&] { optimizer->step(grads, 1e-4); });
   return median_or_zero(repeats);
 }
 
-// Median forward+backward and whole-step times of the single strategy on one micro-batch of `run`.
+// Median forward+backward and whole-step times of the single strategy on one micro-batch of `run`, on `device` as
+// the trainer runs it (the model made on the host, then moved; batches copied through pinned memory; each timed part
+// ends with a device synchronize).
 struct TrainStepTimes {
   double fwd_bwd_ms = 0, step_ms = 0;
   std::vector<double> fwd_bwd_repeats, step_repeats;
 };
-TrainStepTimes measure_train_step(const Config& run, bool quick, const StrategyFactory& make_strategy) {
+TrainStepTimes measure_train_step(const Config& run, bool quick, const StrategyFactory& make_strategy,
+                                  const TrainDevice& device) {
   auto strategy = make_strategy(std::string(kReferenceStrategy));
   SingleProcessWorld world;
   auto model = std::make_shared<GPT>(run.model, run.train.seed);
+  if (device.cuda()) model->to(device.device);
   auto source = make_token_source(run.data, run.model.vocab_size);
   Sampler sampler(*source, run.model.seq_len, run.train.global_batch, run.train.micro_batch, 1, 0, 1, run.data.seed);
   strategy->wrap(model, run, world);
@@ -138,13 +148,19 @@ TrainStepTimes measure_train_step(const Config& run, bool quick, const StrategyF
   TrainStepTimes t;
   const int warmup = train_warmup_steps(quick), timed = train_timed_steps(quick);
   for (int step = 0; step < warmup + timed; ++step) {
+    Batch batch = sampler.batch(step, 0);
+    synchronize(device);
     const auto t0 = Clock::now();
+    batch.inputs = to_device(batch.inputs, device);
+    batch.targets = to_device(batch.targets, device);
     strategy->zero_grad();
-    strategy->forward_backward(sampler.batch(step, 0), loss_weight, true);
+    strategy->forward_backward(batch, loss_weight, true);
     strategy->finish_gradients();
+    synchronize(device);
     const double fb = 1e3 * seconds_since(t0);
     strategy->scale_gradients(1.0 / (std::sqrt(strategy->grad_sum_of_squares()) + 1.0));  // as clipping does
     strategy->optimizer_step(1e-4);
+    synchronize(device);
     if (step >= warmup) {
       t.fwd_bwd_repeats.push_back(fb);
       t.step_repeats.push_back(1e3 * seconds_since(t0));
@@ -165,13 +181,16 @@ int calibration_threads(const Config& config, int ranks) {
 }
 
 ComputeCalibration calibrate_compute(const Config& config, int threads, bool quick,
-                                     const StrategyFactory& make_strategy) {
-  if (!config.model.trainable) {
+                                     const StrategyFactory& make_strategy, int local_rank) {
+  const TrainDevice device = resolve_train_device(config.train.device, local_rank);
+  if (!config.model.trainable && !device.cuda()) {
     throw ConfigError("calibrate: model.preset=" + config.model.preset +
-                      " is a prediction-only shape; calibrate on a shape this machine trains (e.g. small)");
+                      " is a prediction-only shape on a CPU; calibrate on a shape this machine trains (e.g. small), "
+                      "or with train.device=cuda on a GPU");
   }
   at::set_num_threads(threads);
   ComputeCalibration c;
+  c.device = device.name;
   c.threads = threads;
   c.cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   c.tokens = config.train.micro_batch * config.model.seq_len;
@@ -181,7 +200,7 @@ ComputeCalibration calibrate_compute(const Config& config, int threads, bool qui
   // 1. GEMMs on the model's shapes
   for (const Dtype dtype : kDtypes) {
     const std::string name(torch_name(dtype));
-    c.matmul_tflops[name] = measure_matmul_tflops(config.model, c.tokens, name, quick, gemm_details);
+    c.matmul_tflops[name] = measure_matmul_tflops(config.model, c.tokens, name, quick, device, gemm_details);
   }
 
   // 2. a training step of one micro-batch (the per-rank work of a data-parallel step), single strategy, in the
@@ -200,18 +219,19 @@ ComputeCalibration calibrate_compute(const Config& config, int threads, bool qui
   // linear layer) and the rate of the part that does (train_efficiency), so the compute model is exact at both.
   const int64_t batch = single.train.micro_batch;
   const double linear_layers = analysis::linear_layers(single.model);
-  for (const std::string& dtype : {config.precision.param_dtype, std::string("bf16")}) {
-    if (dtype == "bf16" && config.precision.param_dtype != "fp32") continue;  // measured above as the config's
+  std::vector<std::string> step_dtypes = {config.precision.param_dtype};
+  if (config.precision.param_dtype == "fp32") step_dtypes.emplace_back("bf16");
+  for (const std::string& dtype : step_dtypes) {
     Config run = single;
     run.precision.param_dtype = dtype;
-    const TrainStepTimes times = measure_train_step(run, quick, make_strategy);
+    const TrainStepTimes times = measure_train_step(run, quick, make_strategy, device);
     const std::string name = profile_dtype(dtype);
     double overhead_ms = 0;
     json one_row = nullptr;
     if (batch > 1) {
       Config one = run;
       one.train.micro_batch = one.train.global_batch = 1;
-      const TrainStepTimes small = measure_train_step(one, quick, make_strategy);
+      const TrainStepTimes small = measure_train_step(one, quick, make_strategy, device);
       overhead_ms = std::max(
           0.0, (static_cast<double>(batch) * small.fwd_bwd_ms - times.fwd_bwd_ms) / static_cast<double>(batch - 1));
       // The tokens always cost something, at both sizes (a noisy pair could put micro-batch 1 above B's time).
@@ -243,14 +263,26 @@ ComputeCalibration calibrate_compute(const Config& config, int threads, bool qui
   c.memory_GBps = c.elementwise_bytes / (std::max(1e-3, c.elementwise_ms) / 1e3) / 1e9;
   c.adamw_params = counts.params;
   std::vector<double> adamw_repeats;
-  c.adamw_ms = measure_adamw_ms(single.train, c.adamw_params, quick, adamw_repeats);
+  c.adamw_ms = measure_adamw_ms(single.train, c.adamw_params, quick, device, adamw_repeats);
   c.adamw_bytes_per_param = static_cast<double>(analysis::optimizer_bytes_per_element(single.train));
-  const at::Tensor from = at::randn({c.adamw_params});
-  at::Tensor to = at::empty_like(from);
-  const std::vector<double> copy_ms = repeat_ms(small_budget(quick), [&] { to.copy_(from); });
-  c.copy_GBps = 4.0 * static_cast<double>(c.adamw_params) / (median_or_zero(copy_ms) / 1e3) / 1e9;
+  // The copy offload pays: host to host on a CPU; on a GPU, pinned host memory to the device (offload's masters
+  // live in pinned host memory), and the device's own copy rate as a record.
+  const double param_bytes = 4.0 * static_cast<double>(c.adamw_params);
+  const at::Tensor from = device.cuda() ? at::randn({c.adamw_params}).pin_memory() : at::randn({c.adamw_params});
+  at::Tensor to = at::empty({c.adamw_params}, at::TensorOptions().device(device.device));
+  const std::vector<double> copy_ms =
+      repeat_ms(small_budget(quick), device, [&] { to.copy_(from, /*non_blocking=*/device.cuda()); });
+  c.copy_GBps = param_bytes / (median_or_zero(copy_ms) / 1e3) / 1e9;
+  json device_copy = nullptr;
+  if (device.cuda()) {
+    at::Tensor again = at::empty_like(to);
+    const std::vector<double> ms = repeat_ms(small_budget(quick), device, [&] { again.copy_(to); });
+    c.device_copy_GBps = 2.0 * param_bytes / (median_or_zero(ms) / 1e3) / 1e9;  // read + write, as nccl-tests
+    device_copy = {{"bytes", param_bytes}, {"repeats_ms", ms}, {"GBps_read_and_write", c.device_copy_GBps}};
+  }
 
-  c.details = {{"threads", c.threads},
+  c.details = {{"device", c.device},
+               {"threads", c.threads},
                {"cores", c.cores},
                {"gemm_rows", c.tokens},
                {"gemm", gemm_details},
@@ -268,7 +300,12 @@ ComputeCalibration calibrate_compute(const Config& config, int threads, bool qui
                  {"bytes_per_param", c.adamw_bytes_per_param},
                  {"repeats_ms", adamw_repeats},
                  {"GBps", c.adamw_bytes_per_param * static_cast<double>(c.adamw_params) / (c.adamw_ms / 1e3) / 1e9}}},
-               {"copy", {{"bytes", 4 * c.adamw_params}, {"repeats_ms", copy_ms}, {"GBps", c.copy_GBps}}}};
+               {"copy",
+                {{"bytes", 4 * c.adamw_params},
+                 {"from", device.cuda() ? "pinned host memory to the device" : "host to host"},
+                 {"repeats_ms", copy_ms},
+                 {"GBps", c.copy_GBps}}},
+               {"device_copy", device_copy}};
   return c;
 }
 

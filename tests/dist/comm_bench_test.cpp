@@ -297,6 +297,21 @@ TEST_F(CommBench, BadFlagsAreNamed) {
   job = run_job({kDtlab, "comm-bench", "--op", "all_reduce", "--algorithm", "hierarchical"}, 30);
   EXPECT_NE(job.exit_code, 0);
   EXPECT_NE(job.output.find("--algorithm hierarchical needs a job across nodes"), std::string::npos) << job.output;
+  job = run_job({kDtlab, "comm-bench", "--device", "tpu"}, 30);
+  EXPECT_NE(job.exit_code, 0);
+  EXPECT_NE(job.output.find("--device tpu is not one of cpu | cuda"), std::string::npos) << job.output;
+  job = run_job({kDtlab, "comm-bench", "--backend", "mpi"}, 30);
+  EXPECT_NE(job.exit_code, 0);
+  EXPECT_NE(job.output.find("--backend mpi is not one of auto | gloo | nccl"), std::string::npos) << job.output;
+  // Host buffers cannot go over NCCL; and this machine has no GPU (GPU machines run tests/gpu/gpu_check.sh).
+  job = run_job({kDtlab, "comm-bench", "--backend", "nccl", "-b", "1K", "-e", "1K"}, 60);
+  EXPECT_NE(job.exit_code, 0);
+  EXPECT_NE(job.output.find("--backend nccl needs --device cuda"), std::string::npos) << job.output;
+  job = run_job({kDtlab, "comm-bench", "--device", "cuda", "-b", "1K", "-e", "1K"}, 60);
+  EXPECT_NE(job.exit_code, 0);
+  EXPECT_NE(job.output.find("--device cuda needs the cuda configuration (make build-cuda) and a visible GPU"),
+            std::string::npos)
+      << job.output;
 }
 
 }  // namespace

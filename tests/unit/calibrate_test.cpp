@@ -110,6 +110,26 @@ TEST(Calibrate, QuickWritesALoadableMeasuredProfile) {
   }
 }
 
+// A bf16 config times its own training step (a bf16 calibration once skipped it and measured a 0 ms step, which the
+// profile loader refused: the first GPU calibration, which runs in bf16, found it).
+TEST(Calibrate, ABf16ConfigTimesItsTrainingStep) {
+  TempDir tmp;
+  const fs::path profile_path = tmp.path() / "profile.json";
+  const fs::path log = tmp.path() / "log.txt";
+  ASSERT_EQ(
+      run(kDtlab + " calibrate --quick --ranks 2 --out " + profile_path.string() + " precision.param_dtype=bf16", log),
+      0)
+      << read_text(log);
+  const analysis::MachineProfile p = analysis::load_profile(profile_path.string());
+  ASSERT_TRUE(p.compute.train_efficiency_by_dtype.count("bfloat16")) << read_text(log);
+  EXPECT_GT(p.compute.train_efficiency_by_dtype.at("bfloat16"), 0.0);
+  EXPECT_DOUBLE_EQ(p.compute.train_efficiency_by_dtype.at("bfloat16"), p.compute.train_efficiency);
+  EXPECT_EQ(p.compute.train_efficiency_by_dtype.count("float32"), 0u) << "a bf16 config measures its own dtype";
+  std::ifstream in(tmp.path() / "calibration.json");
+  const nlohmann::json record = nlohmann::json::parse(in);
+  EXPECT_GT(record["compute"]["train_step"]["by_dtype"]["bfloat16"]["fwd_bwd_ms"].size(), 0u);
+}
+
 TEST(Calibrate, RefusesOneRankAndPredictionOnlyShapes) {
   TempDir tmp;
   const fs::path log = tmp.path() / "log.txt";
@@ -119,6 +139,11 @@ TEST(Calibrate, RefusesOneRankAndPredictionOnlyShapes) {
   EXPECT_NE(read_text(log).find("prediction-only"), std::string::npos) << read_text(log);
   EXPECT_NE(run(kDtlab + " calibrate --quick --nodes 2 --ranks 2 --out " + (tmp.path() / "p.json").string(), log), 0);
   EXPECT_NE(read_text(log).find("--nodes 2 needs --inter-link RATE"), std::string::npos) << read_text(log);
+  // No GPU on this machine (GPU machines run tests/gpu/gpu_check.sh): the device is refused before any measuring.
+  EXPECT_NE(run(kDtlab + " calibrate --quick --out " + (tmp.path() / "p.json").string() + " train.device=cuda", log),
+            0);
+  EXPECT_NE(read_text(log).find("train.device"), std::string::npos) << read_text(log);
+  EXPECT_EQ(read_text(log).find("GEMM on the model's shapes"), std::string::npos) << read_text(log);
   EXPECT_FALSE(fs::exists(tmp.path() / "p.json"));
 }
 

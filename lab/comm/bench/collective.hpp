@@ -23,7 +23,7 @@
 //                           root copies its input into the output buffer first (timed), then broadcasts.
 // Check pattern: element i of rank r is ((131 i + 17 r) mod 13) - 6, small integers whose sums are exact in float32
 // and bfloat16; outputs start as 99 (no sum can be 99 for fewer than 17 ranks), so an element never written is
-// counted wrong.
+// counted wrong. Patterns are made on the host and copied to the case's device; results are compared on the host.
 #pragma once
 
 #include <cstdint>
@@ -42,10 +42,12 @@ class HierarchicalComm;
 namespace dtlab::comm_bench {
 
 // The groups a case may run on: `group` (the whole job, or with --group this rank's node or cross-node group), and
-// the job's nodes and cross-node groups when it spans several nodes (all_reduce/hierarchical).
+// the job's nodes and cross-node groups when it spans several nodes (all_reduce/hierarchical); and the device its
+// buffers live on (--device: the host, or this rank's GPU).
 struct CaseComms {
   Comm& group;
   HierarchicalComm* two_level = nullptr;  // null on one node
+  at::Device device{at::kCPU};
 };
 
 // One collective at one size in one placement.
@@ -57,14 +59,16 @@ class CollectiveCase {
   virtual int64_t wrong() const = 0;  // elements of this rank's result that differ from the closed form
 
  protected:
-  CollectiveCase(Comm& comm, const std::string& algorithm, int64_t count, at::ScalarType type, bool in_place);
-  at::TensorOptions options() const { return at::TensorOptions().dtype(type_); }
+  CollectiveCase(const CaseComms& comms, const std::string& algorithm, int64_t count, at::ScalarType type,
+                 bool in_place);
+  at::TensorOptions options() const { return at::TensorOptions().dtype(type_).device(device_); }
   int64_t offset() const { return comm_.rank() * chunk_; }  // this rank's chunk in the full buffer
 
   Comm& comm_;
   CommAlgorithm algorithm_;
   int64_t count_, chunk_;  // elements: the full buffer, and one rank's share
   at::ScalarType type_;
+  at::Device device_;
   bool in_place_;
 };
 

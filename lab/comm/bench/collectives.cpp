@@ -24,9 +24,9 @@ at::Tensor pattern_sum(int p, int64_t begin, int64_t n, at::ScalarType type) {
 // result lands in the same buffer.
 class FullInputCase : public CollectiveCase {
  public:
-  FullInputCase(Comm& comm, const std::string& algorithm, int64_t count, at::ScalarType type, bool in_place,
+  FullInputCase(const CaseComms& comms, const std::string& algorithm, int64_t count, at::ScalarType type, bool in_place,
                 int64_t output_count)
-      : CollectiveCase(comm, algorithm, count, type, in_place) {
+      : CollectiveCase(comms, algorithm, count, type, in_place) {
     if (in_place_) {
       buffer_ = at::empty({count_}, options());
       slice_ = buffer_.narrow(0, offset(), chunk_);
@@ -53,7 +53,7 @@ class FullInputCase : public CollectiveCase {
 class AllReduceCase final : public FullInputCase {
  public:
   AllReduceCase(const CaseComms& comms, const std::string& algorithm, int64_t count, at::ScalarType type, bool in_place)
-      : FullInputCase(comms.group, algorithm, count, type, in_place, count),
+      : FullInputCase(comms, algorithm, count, type, in_place, count),
         two_level_(algorithm == "hierarchical" ? comms.two_level : nullptr) {
     if (algorithm == "hierarchical" && two_level_ == nullptr)
       throw std::invalid_argument("comm-bench: all_reduce/hierarchical needs a job across nodes (--nodes 2 or more)");
@@ -76,7 +76,7 @@ class AllReduceCase final : public FullInputCase {
     comm_.all_reduce(result, kWho).wait();
   }
   int64_t wrong() const override {
-    return (in_place_ ? buffer_ : output_).ne(pattern_sum(comm_.size(), 0, count_, type_)).sum().item<int64_t>();
+    return (in_place_ ? buffer_ : output_).cpu().ne(pattern_sum(comm_.size(), 0, count_, type_)).sum().item<int64_t>();
   }
 
  private:
@@ -96,13 +96,13 @@ class ReduceScatterCase final : public FullInputCase {
  public:
   ReduceScatterCase(const CaseComms& comms, const std::string& algorithm, int64_t count, at::ScalarType type,
                     bool in_place)
-      : FullInputCase(comms.group, algorithm, count, type, in_place, count / comms.group.size()) {}
+      : FullInputCase(comms, algorithm, count, type, in_place, count / comms.group.size()) {}
   void run() override {
     comm_.reduce_scatter(in_place_ ? slice_ : output_, in_place_ ? buffer_ : input_, algorithm_, kWho).wait();
   }
   int64_t wrong() const override {
     const at::Tensor expected = pattern_sum(comm_.size(), offset(), chunk_, type_);
-    return (in_place_ ? slice_ : output_).ne(expected).sum().item<int64_t>();
+    return (in_place_ ? slice_ : output_).cpu().ne(expected).sum().item<int64_t>();
   }
 };
 
@@ -115,13 +115,13 @@ std::string reduce_scatter_runs(const std::string& algorithm) {
 class BroadcastCase final : public FullInputCase {
  public:
   BroadcastCase(const CaseComms& comms, const std::string& algorithm, int64_t count, at::ScalarType type, bool in_place)
-      : FullInputCase(comms.group, algorithm, count, type, in_place, count) {}
+      : FullInputCase(comms, algorithm, count, type, in_place, count) {}
   void run() override {
     if (!in_place_ && comm_.rank() == 0) output_.copy_(input_);
     comm_.broadcast(in_place_ ? buffer_ : output_, 0, kWho).wait();
   }
   int64_t wrong() const override {
-    return (in_place_ ? buffer_ : output_).ne(pattern(0, 0, count_, type_)).sum().item<int64_t>();
+    return (in_place_ ? buffer_ : output_).cpu().ne(pattern(0, 0, count_, type_)).sum().item<int64_t>();
   }
 };
 
@@ -133,7 +133,7 @@ std::string broadcast_runs(const std::string&) {
 class AllGatherCase final : public CollectiveCase {
  public:
   AllGatherCase(const CaseComms& comms, const std::string& algorithm, int64_t count, at::ScalarType type, bool in_place)
-      : CollectiveCase(comms.group, algorithm, count, type, in_place) {
+      : CollectiveCase(comms, algorithm, count, type, in_place) {
     output_ = at::empty({count_}, options());
     input_ = in_place_ ? output_.narrow(0, offset(), chunk_) : at::empty({chunk_}, options());
   }
@@ -145,7 +145,7 @@ class AllGatherCase final : public CollectiveCase {
   int64_t wrong() const override {
     std::vector<at::Tensor> chunks;
     for (int c = 0; c < comm_.size(); ++c) chunks.push_back(pattern(c, c * chunk_, chunk_, type_));
-    return output_.ne(at::cat(chunks)).sum().item<int64_t>();
+    return output_.cpu().ne(at::cat(chunks)).sum().item<int64_t>();
   }
 
  private:
@@ -164,13 +164,14 @@ std::unique_ptr<CollectiveCase> make(const CaseComms& comms, const std::string& 
 
 }  // namespace
 
-CollectiveCase::CollectiveCase(Comm& comm, const std::string& algorithm, int64_t count, at::ScalarType type,
+CollectiveCase::CollectiveCase(const CaseComms& comms, const std::string& algorithm, int64_t count, at::ScalarType type,
                                bool in_place)
-    : comm_(comm),
+    : comm_(comms.group),
       algorithm_(algorithm == "ring" ? CommAlgorithm::ring : CommAlgorithm::backend),  // hierarchical: its own
       count_(count),
-      chunk_(count / comm.size()),
+      chunk_(count / comms.group.size()),
       type_(type),
+      device_(comms.device),
       in_place_(in_place) {}
 
 at::Tensor pattern(int rank, int64_t begin, int64_t n, at::ScalarType type) {

@@ -37,7 +37,8 @@ class JsonReporter final : public Reporter {
 
   void end(const BenchSummary& s) override {
     nlohmann::json doc = {{"tool", "dtlab comm-bench"},
-                          {"backend", "gloo"},
+                          {"backend", header_.backend},
+                          {"device", header_.device},
                           {"world_size", header_.job_ranks},
                           {"group", header_.group},
                           {"group_size", header_.ranks},

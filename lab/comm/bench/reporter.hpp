@@ -35,7 +35,9 @@ struct BenchHeader {
   double factor = 0;
   int iters = 0, warmup = 0, repeats = 1;
   bool check = true;
-  std::string model_source;  // "" without --model
+  std::string model_source;      // "" without --model
+  std::string backend = "gloo";  // gloo | nccl
+  std::string device = "cpu";    // where the buffers live: "cpu" or "cuda:0 (NVIDIA H200)"
 };
 
 // One op/algorithm series of rows.

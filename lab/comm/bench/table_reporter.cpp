@@ -51,14 +51,16 @@ class TableReporter final : public Reporter {
     dtype_ = h.dtype;
     with_model_ = !h.model_source.empty();
     line(
-        format("# dtlab comm-bench: gloo, %d ranks on %s, %s, %lld..%lld B (x%g), %d iterations after %d warm-up, "
+        format("# dtlab comm-bench: %s, %d ranks on %s, %s, %lld..%lld B (x%g), %d iterations after %d warm-up, "
                "check %s",
-               h.ranks, h.host.c_str(), h.dtype.c_str(), static_cast<long long>(h.min_bytes),
+               h.backend.c_str(), h.ranks, h.host.c_str(), h.dtype.c_str(), static_cast<long long>(h.min_bytes),
                static_cast<long long>(h.max_bytes), h.factor, h.iters, h.warmup, h.check ? "on" : "off"));
     if (h.group != "world")
       line(format("# group %s: %d ranks each (%s), of the job's %d", h.group.c_str(), h.ranks,
                   h.group == "node" ? "every node's ranks at once" : "one rank per node; the others wait",
                   h.job_ranks));
+    if (h.device != "cpu")
+      line("# buffers on " + h.device + (h.backend == "gloo" ? ", staged through pinned host memory" : ""));
     line("# " + h.load + " at start");
     line(h.repeats > 1 ? format("# time = the smallest of %d repeats of the timed loop (--repeats), each a mean per "
                                 "call, max over ranks",
