@@ -1,20 +1,7 @@
 // stochastic_round.cu: CUDA version of the stochastic-rounding bf16 cast (see the header). Same bits
 // as the CPU reference for the same seed. Compiled for sm_80 and sm_90 in the cuda configuration.
-#include <cuda_runtime.h>
-
-#include <cstdio>
-#include <stdexcept>
-#include <string>
-
+#include "kernels/cuda_util.cuh"
 #include "kernels/stochastic_round.hpp"
-
-#define CUDA_CHECK(expr)                                                                                      \
-  do {                                                                                                        \
-    cudaError_t status_ = (expr);                                                                             \
-    if (status_ != cudaSuccess)                                                                               \
-      throw std::runtime_error(std::string(__FILE__) + ":" + std::to_string(__LINE__) + ": " + #expr + ": " + \
-                               cudaGetErrorString(status_));                                                  \
-  } while (0)
 
 namespace dtlab::kernels {
 namespace {
@@ -48,10 +35,9 @@ __global__ void stochastic_round_kernel(const float* __restrict__ in, uint16_t* 
 void stochastic_round_to_bf16_cuda(const float* in, uint16_t* out, size_t n, uint64_t seed, void* stream) {
   if (n == 0) return;
   const int threads = 256;
-  const size_t wanted_blocks = (n + threads - 1) / threads;
-  const int blocks = static_cast<int>(wanted_blocks < 65535 ? wanted_blocks : 65535);
+  const int blocks = grid_for(n, threads);
   stochastic_round_kernel<<<blocks, threads, 0, static_cast<cudaStream_t>(stream)>>>(in, out, n, seed);
-  CUDA_CHECK(cudaGetLastError());
+  DTLAB_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace dtlab::kernels

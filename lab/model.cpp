@@ -8,6 +8,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include "lab/data.hpp"
+#include "lab/fused_ops.hpp"
 
 namespace dtlab {
 
@@ -88,11 +89,16 @@ at::Tensor GPT::block_attention(int64_t index, const at::Tensor& x) const {
   const int64_t B = x.size(0), S = x.size(1);
   const int64_t H = config_.n_heads, KV = config_.n_kv_heads, hd = head_dim_;
   at::Tensor h = rms_norm(x, p.attn_norm, config_.norm_eps);
-  at::Tensor q = at::linear(h, p.wq).view({B, S, H, hd}).transpose(1, 2);
-  at::Tensor k = at::linear(h, p.wk).view({B, S, KV, hd}).transpose(1, 2);
+  at::Tensor q = at::linear(h, p.wq).view({B, S, H, hd});
+  at::Tensor k = at::linear(h, p.wk).view({B, S, KV, hd});
   at::Tensor v = at::linear(h, p.wv).view({B, S, KV, hd}).transpose(1, 2);
-  q = apply_rope(q, rope_);
-  k = apply_rope(k, rope_);
+  if (fused_ops_apply(h)) {  // a GPU: RoPE in one kernel on the [B, S, heads, hd] layout, then the transpose (a view)
+    q = fused_rope(q, rope_.cos, rope_.sin).transpose(1, 2);
+    k = fused_rope(k, rope_.cos, rope_.sin).transpose(1, 2);
+  } else {
+    q = apply_rope(q.transpose(1, 2), rope_);
+    k = apply_rope(k.transpose(1, 2), rope_);
+  }
   if (KV !=
       H) {  // grouped-query: each K/V head serves H/KV query heads (expanded here so SDPA's fused CPU kernel applies)
     k = k.unsqueeze(2).expand({B, KV, H / KV, S, hd}).reshape({B, H, S, hd});
@@ -125,6 +131,9 @@ at::Tensor GPT::forward(const at::Tensor& tokens) {
 
 at::Tensor GPT::loss_sum(const at::Tensor& logits, const at::Tensor& targets) {
   const int64_t V = logits.size(-1);
+  if (fused_ops_apply(logits))  // a GPU: one kernel each way, no fp32 copies of the logits (lab/fused_ops.hpp)
+    return fused_cross_entropy_sum(logits.reshape({-1, V}).contiguous(), targets.reshape({-1}).contiguous(),
+                                   kIgnoreIndex);
   return at::cross_entropy_loss(logits.reshape({-1, V}).to(at::kFloat), targets.reshape({-1}),
                                 /*weight=*/{}, at::Reduction::Sum, kIgnoreIndex);
 }

@@ -71,6 +71,14 @@ void synchronize(const TrainDevice& device) {
 #endif
 }
 
+void* current_cuda_stream(const at::Device& device) {
+#ifdef DTLAB_WITH_CUDA
+  if (device.is_cuda()) return c10::cuda::getCurrentCUDAStream(device.index()).stream();
+#endif
+  (void)device;
+  return nullptr;
+}
+
 void reset_peak_device_memory(const TrainDevice& device) {
 #ifdef DTLAB_WITH_CUDA
   if (device.cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device.device.index());

@@ -40,6 +40,9 @@ TrainDevice resolve_train_device(const std::string& setting, int local_rank);
 at::Tensor to_device(const at::Tensor& host, const TrainDevice& device);
 // The host waits for the device's queued work; nothing on the cpu.
 void synchronize(const TrainDevice& device);
+// The current CUDA stream of a CUDA device as a cudaStream_t in a void* (what kernels/ launches on); nullptr for the
+// host or in a cpu build.
+void* current_cuda_stream(const at::Device& device);
 // The caching allocator's peaks := current (memory.hpp's cuda_memory() then reports the peak of training); nothing
 // on the cpu.
 void reset_peak_device_memory(const TrainDevice& device);
