@@ -7,11 +7,14 @@
 #include <ATen/SDPBackend.h>
 
 #include "kernels/stochastic_round.hpp"
+#include "lab/device_memory.hpp"
 
 #ifdef DTLAB_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #endif
 
@@ -79,9 +82,50 @@ void* current_cuda_stream(const at::Device& device) {
   return nullptr;
 }
 
+#ifdef DTLAB_WITH_CUDA
+struct CopyStream::State {
+  c10::cuda::CUDAStream stream;
+};
+#else
+struct CopyStream::State {};
+#endif
+
+CopyStream::CopyStream(const at::Device& device) {
+#ifdef DTLAB_WITH_CUDA
+  if (device.is_cuda()) state_ = std::make_shared<State>(State{c10::cuda::getStreamFromPool(false, device.index())});
+#else
+  (void)device;
+#endif
+}
+
+void CopyStream::to_host(const at::Tensor& pinned_dst, const at::Tensor& device_src) {
+#ifdef DTLAB_WITH_CUDA
+  if (state_ && device_src.is_cuda()) {
+    // The copy waits for the source's producers (queued on the current stream so far), not the host.
+    at::cuda::CUDAEvent ready;
+    ready.record(c10::cuda::getCurrentCUDAStream(device_src.device().index()));
+    ready.block(state_->stream);
+    {
+      const c10::cuda::CUDAStreamGuard on_copy_stream(state_->stream);
+      pinned_dst.copy_(device_src, /*non_blocking=*/true);
+    }
+    device_src.record_stream(state_->stream);  // the allocator keeps the source until the copy stream is past it
+    return;
+  }
+#endif
+  pinned_dst.copy_(device_src);
+}
+
+void CopyStream::wait() {
+#ifdef DTLAB_WITH_CUDA
+  if (state_) state_->stream.synchronize();
+#endif
+}
+
 void reset_peak_device_memory(const TrainDevice& device) {
 #ifdef DTLAB_WITH_CUDA
   if (device.cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device.device.index());
+  if (device.cuda()) reset_peak_device_tensor_memory();
 #else
   (void)device;
 #endif

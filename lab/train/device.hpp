@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -43,8 +44,27 @@ void synchronize(const TrainDevice& device);
 // The current CUDA stream of a CUDA device as a cudaStream_t in a void* (what kernels/ launches on); nullptr for the
 // host or in a cpu build.
 void* current_cuda_stream(const at::Device& device);
-// The caching allocator's peaks := current (memory.hpp's cuda_memory() then reports the peak of training); nothing
-// on the cpu.
+// Copies from a GPU to pinned host memory on a stream of their own (the offloaded sharded strategies' gradient
+// shards), so that the host does not stop at every copy until the compute stream's whole queue has run:
+//   copies.to_host(pinned, device_tensor);   // queued after the work on the current stream so far; returns at once
+//   ... the host queues more work ...
+//   copies.wait();                            // the host waits for the copies alone; now `pinned` may be read
+// Inactive (a plain copy in to_host) for a host device or in a cpu build.
+class CopyStream {
+ public:
+  CopyStream() = default;
+  explicit CopyStream(const at::Device& device);
+  bool active() const { return state_ != nullptr; }
+  void to_host(const at::Tensor& pinned_dst, const at::Tensor& device_src);
+  void wait();
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+};
+
+// The caching allocator's peaks := current (memory.hpp's cuda_memory() then reports the peak of training), and the
+// per-category peaks of lab/device_memory.hpp; nothing on the cpu.
 void reset_peak_device_memory(const TrainDevice& device);
 
 // out (bf16, same device and numel) <- stochastically rounded in (fp32, contiguous): the CPU reference on host

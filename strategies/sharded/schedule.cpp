@@ -29,7 +29,8 @@ ShardedSchedule::ShardedSchedule(ShardingMode mode, std::vector<FlatUnit>& units
       groups_(groups),
       precision_(precision),
       prefetch_(prefetch),
-      algorithm_(reduce_scatter_algorithm) {}
+      algorithm_(reduce_scatter_algorithm),
+      copies_(precision.offload ? CopyStream(precision.device) : CopyStream()) {}
 
 void ShardedSchedule::register_grad_hooks() {
   for (size_t u = 0; u < units_.size(); ++u)
@@ -82,6 +83,17 @@ void ShardedSchedule::on_grad_ready(size_t u) {
   }
 }
 
+void ShardedSchedule::finish_host_copy() {
+  if (copying_ == nullptr) return;
+  copies_.wait();
+  if (copying_accumulates_)
+    copying_->shard_grad.add_(copy_staging_);
+  else
+    copying_->shard_grad.copy_(copy_staging_);
+  copying_ = nullptr;
+  copy_staging_.reset();
+}
+
 void ShardedSchedule::finish_unit_gradients(FlatUnit& unit) {
   if (traits_.all_reduces_grads()) {
     unit.grad_reduce.wait();
@@ -111,7 +123,7 @@ void ShardedSchedule::refresh_params_after_step() {
   for (auto& unit : units_) {
     if (traits_.gathers_after_optimizer) {
       at::Tensor source = precision_.separate_compute_copy()
-                              ? unit.compute_shard.copy_(unit.shard)
+                              ? unit.compute_shard.copy_(unit.shard, /*non_blocking=*/true)  // see schedule.hpp
                               : source_buffer.narrow(0, 0, unit.shard_numel).copy_(unit.shard);
       groups_.shard->all_gather(unit.full_writer, source, CommAlgorithm::backend, "zero1.params." + unit.name).wait();
     } else if (traits_.params_persist() && precision_.separate_compute_copy()) {
@@ -124,8 +136,8 @@ void ShardedSchedule::start_gather(FlatUnit& unit) {
   if (unit.params_ready || unit.gather_pending) return;
   ensure_storage(unit.full, unit.padded * static_cast<int64_t>(unit.full.element_size()));
   at::Tensor source = unit.shard;
-  if (precision_.separate_compute_copy())
-    source = unit.compute_shard.copy_(unit.shard);  // host -> compute, and/or cast
+  if (precision_.separate_compute_copy())  // host -> compute (the host does not wait: schedule.hpp), and/or cast
+    source = unit.compute_shard.copy_(unit.shard, /*non_blocking=*/true);
   if (groups_.size == 1) {
     unit.full_writer.copy_(source);
     unit.params_ready = true;
@@ -189,8 +201,14 @@ void ShardedSchedule::finish_pending_reduce() {
   reducing_ = nullptr;
   reduce_.wait();
   const at::Tensor& out = unit.reduce_out;
-  if (reducing_accumulates_) {  // offloaded on a GPU: the shard's gradient is on the host, `out` on the device
-    unit.shard_grad.add_(out.device() == unit.shard_grad.device() ? out : out.to(unit.shard_grad.device()));
+  if (out.device() != unit.shard_grad.device()) {  // offloaded on a GPU: to the host shard on the copy stream
+    finish_host_copy();                            // the previous unit's, issued one unit ago
+    copy_staging_ = at::empty(out.sizes(), out.options().device(at::kCPU).pinned_memory(true));
+    copies_.to_host(copy_staging_, out);
+    copying_ = &unit;
+    copying_accumulates_ = reducing_accumulates_;
+  } else if (reducing_accumulates_) {
+    unit.shard_grad.add_(out);
   } else {
     unit.shard_grad.copy_(out);
   }

@@ -9,11 +9,16 @@
 // one is in flight: the next unit's hook, or the end of backward (finish_backward), waits for it, moves its output
 // into the gradient shard and frees the unit's full gradient. That costs one more unit's gradient at the peak
 // (unit_buffers_peak_bytes, sharding.hpp).
+//
+// Offloaded on a GPU (pinned host shards): the host shard's copy to the device before a gather is queued without the
+// host waiting (non_blocking; the optimizer writes the host shards only after the step's last gradient copy, which
+// comes after every gather), and the reduced gradient's copy back runs on a copy stream (finish_host_copy).
 #pragma once
 
 #include <cstddef>
 #include <vector>
 
+#include "lab/train/device.hpp"
 #include "strategies/sharded/flat_unit.hpp"
 #include "strategies/sharded/groups.hpp"
 
@@ -34,8 +39,12 @@ class ShardedSchedule {
   void after_unit_forward(size_t u);    // frees unit u where the mode does (never the last: needed right away)
   void before_unit_backward(size_t u);  // unit u gathered, its gradient buffer ready, the previous one prefetched
   void on_grad_ready(size_t u);         // one parameter's gradient of unit u has been accumulated
-  // The end of a micro-step's backward: the reduce-scatter still in flight is finished.
-  void finish_backward() { finish_pending_reduce(); }
+  // The end of a micro-step's backward: the reduce-scatter still in flight is finished, and its gradient shard is
+  // on the host when offloaded.
+  void finish_backward() {
+    finish_pending_reduce();
+    finish_host_copy();
+  }
 
   // After backward: the gradient shard of `unit` holds the gradient summed over every rank (not yet averaged).
   void finish_unit_gradients(FlatUnit& unit);
@@ -52,6 +61,9 @@ class ShardedSchedule {
   // the one in flight); finish_pending_reduce moves reduce_out into the gradient shard (added when `accumulate`).
   void start_reduce_scatter(FlatUnit& unit, bool accumulate);
   void finish_pending_reduce();
+  // Offloaded on a GPU, a reduced gradient goes to the host on the copy stream and is added into (or copied to) its
+  // host shard here, one unit later: the host keeps queueing the next unit's backward meanwhile.
+  void finish_host_copy();
 
   ShardingTraits traits_;
   std::vector<FlatUnit>& units_;
@@ -63,6 +75,10 @@ class ShardedSchedule {
   FlatUnit* reducing_ = nullptr;  // the unit whose reduce-scatter is in flight, if any
   bool reducing_accumulates_ = false;
   CommHandle reduce_;
+  CopyStream copies_;            // offload on a GPU: device -> pinned host copies of reduced gradients
+  FlatUnit* copying_ = nullptr;  // the unit whose reduced gradient is on its way to the host, if any
+  bool copying_accumulates_ = false;
+  at::Tensor copy_staging_;  // its pinned host copy
 };
 
 }  // namespace dtlab
