@@ -10,6 +10,7 @@
 #include "lab/memory.hpp"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -19,11 +20,15 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
+#include <utility>
 
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/alignment.h>
 #include <c10/util/Exception.h>
+
+#include "lab/device_memory.hpp"
 
 #ifdef DTLAB_WITH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -241,6 +246,67 @@ ProcessMemory process_memory() {
   return {status_kib(text, "VmRSS:") * 1024, status_kib(text, "VmHWM:") * 1024};
 }
 
+namespace {
+
+// Device allocations alive, by address, with the category and bytes they were counted under (device_memory.hpp).
+struct DeviceCounts {
+  std::mutex mutex;
+  std::unordered_map<size_t, std::pair<MemoryCategory, int64_t>> live;
+  std::array<int64_t, kMemoryCategoryCount> current{}, peak{};
+};
+DeviceCounts& device_counts() {
+  static auto* counts = new DeviceCounts;  // never destroyed: the allocator may still free memory at exit
+  return *counts;
+}
+std::atomic<bool> g_device_counting{false};
+
+#ifdef DTLAB_WITH_CUDA
+// Called by the caching allocator with its per-device lock held, on the thread that allocates or frees; takes only
+// this file's lock, which no reader holds while calling into the allocator.
+void on_device_trace(const c10::CachingDeviceAllocator::TraceEntry& entry) {
+  using Action = c10::CachingDeviceAllocator::TraceEntry::Action;
+  if (entry.action_ != Action::ALLOC && entry.action_ != Action::FREE_REQUESTED) return;
+  DeviceCounts& d = device_counts();
+  const std::lock_guard<std::mutex> lock(d.mutex);
+  if (entry.action_ == Action::ALLOC) {
+    const auto c = static_cast<size_t>(t_category);
+    d.live[entry.addr_] = {t_category, static_cast<int64_t>(entry.size_)};
+    d.current[c] += static_cast<int64_t>(entry.size_);
+    d.peak[c] = std::max(d.peak[c], d.current[c]);
+    return;
+  }
+  const auto it = d.live.find(entry.addr_);
+  if (it == d.live.end()) return;  // allocated before counting began
+  d.current[static_cast<size_t>(it->second.first)] -= it->second.second;
+  d.live.erase(it);
+}
+#endif
+
+}  // namespace
+
+void install_device_category_counts() {
+#ifdef DTLAB_WITH_CUDA
+  bool expected = false;
+  if (!g_device_counting.compare_exchange_strong(expected, true)) return;
+  c10::cuda::CUDACachingAllocator::attachAllocatorTraceTracker(on_device_trace);
+#endif
+}
+
+bool device_category_counts_installed() { return g_device_counting.load(); }
+
+MemoryCounters device_tensor_memory(MemoryCategory category) {
+  DeviceCounts& d = device_counts();
+  const std::lock_guard<std::mutex> lock(d.mutex);
+  const auto c = static_cast<size_t>(category);
+  return {d.current[c], d.peak[c]};
+}
+
+void reset_peak_device_tensor_memory() {
+  DeviceCounts& d = device_counts();
+  const std::lock_guard<std::mutex> lock(d.mutex);
+  d.peak = d.current;
+}
+
 std::optional<CudaMemory> cuda_memory() {
 #ifdef DTLAB_WITH_CUDA
   // A process that never allocated on a device (a CPU run on a GPU machine) has no caching allocator to ask: its
@@ -285,12 +351,22 @@ nlohmann::json memory_report(const StateBytes& state, int rank) {
   const ProcessMemory process = process_memory();
   j["rss_bytes"] = process.rss_bytes;
   j["hwm_bytes"] = process.hwm_bytes;
-  if (const auto cuda = cuda_memory())
+  if (const auto cuda = cuda_memory()) {
     j["cuda"] = {{"device", cuda->device},
                  {"allocated_bytes", cuda->allocated_bytes},
                  {"allocated_peak_bytes", cuda->allocated_peak_bytes},
                  {"reserved_bytes", cuda->reserved_bytes},
                  {"reserved_peak_bytes", cuda->reserved_peak_bytes}};
+    if (device_category_counts_installed()) {
+      nlohmann::json measured = nlohmann::json::object();
+      for (int c = 0; c < kMemoryCategoryCount; ++c) {
+        const auto category = static_cast<MemoryCategory>(c);
+        const MemoryCounters m = device_tensor_memory(category);
+        measured[to_string(category)] = {{"current_bytes", m.current_bytes}, {"peak_bytes", m.peak_bytes}};
+      }
+      j["cuda"]["measured"] = measured;
+    }
+  }
   return j;
 }
 

@@ -128,6 +128,8 @@ std::optional<CudaMemory> cuda_memory();
 //   limit_bytes                                                       memory.limit's cap, when one is set
 //   rss_bytes, hwm_bytes                                              /proc/self/status
 //   cuda {device, allocated_bytes, allocated_peak_bytes, reserved_bytes, reserved_peak_bytes}  when available
+//        cuda.measured {<category>: {current_bytes, peak_bytes}}  device tensors by MemoryCategory, when counted
+//                                                                 (lab/device_memory.hpp: a GPU run)
 nlohmann::json memory_report(const StateBytes& state, int rank);
 
 }  // namespace dtlab

@@ -17,6 +17,7 @@
 #include "lab/atomic_file.hpp"
 #include "lab/comm/comm.hpp"
 #include "lab/data.hpp"
+#include "lab/device_memory.hpp"
 #include "lab/dist/fault_injection.hpp"
 #include "lab/dtype_torch.hpp"
 #include "lab/instrument/clock.hpp"
@@ -293,6 +294,10 @@ void run_training(const Config& config, Strategy& strategy, World& world, const 
   const int threads = configure_threads(config, world);
   const TrainConfig& t = config.train;
 
+  if (device.cuda()) {  // device memory by category from here on (the allocator is set up by its first allocation)
+    (void)at::empty({1}, at::TensorOptions().device(device.device));
+    install_device_category_counts();
+  }
   auto model = [&] {
     MemoryScope params(MemoryCategory::params);  // the strategy's wrap re-tags what it replaces or adds
     auto gpt = std::make_shared<GPT>(config.model, t.seed);

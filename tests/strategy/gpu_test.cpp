@@ -104,6 +104,24 @@ TEST(GpuTraining, ASingleGpuRunMatchesTheCpuReference) {
   // The device's memory comes from the caching allocator, and MFU from the device's spec-sheet peak.
   EXPECT_TRUE(gpu.result.at("memory").contains("cuda")) << gpu.result.at("memory").dump();
   EXPECT_NE(gpu.result.at("summary").value("mfu_peak_source", "").find("spec-sheet"), std::string::npos);
+  // Device memory by category (lab/device_memory.hpp): the parameters (and RoPE's small tables, made with them) and
+  // the optimizer state are what the strategy says it holds; activations peaked above zero; the categories together
+  // hold no more than the allocator's allocated bytes (its blocks are rounded up).
+  const nlohmann::json& memory = gpu.result.at("memory");
+  ASSERT_TRUE(memory.at("cuda").contains("measured")) << memory.dump();
+  const nlohmann::json& measured = memory.at("cuda").at("measured");
+  const auto near = [&](const char* category, const char* state) {
+    const auto held = measured.at(category).at("current_bytes").get<int64_t>();
+    const auto says = memory.at(state).get<int64_t>();
+    EXPECT_GE(held, says) << category << ": " << memory.dump();
+    EXPECT_LE(held, says + says / 50 + (64 << 10)) << category << ": " << memory.dump();
+  };
+  near("params", "params_bytes");
+  near("optimizer", "optimizer_bytes");
+  EXPECT_GT(measured.at("activations").at("peak_bytes").get<int64_t>(), 0) << memory.dump();
+  int64_t held = 0;
+  for (const auto& [category, counts] : measured.items()) held += counts.at("current_bytes").get<int64_t>();
+  EXPECT_LE(held, memory.at("cuda").at("allocated_bytes").get<int64_t>()) << memory.dump();
 }
 
 TEST(GpuTraining, AutoPicksTheGpuAndCpuStaysAvailable) {
@@ -151,6 +169,21 @@ TEST(GpuTraining, FullShardWithOffloadAndBf16MastersTrains) {
     EXPECT_LT(run.losses.back(), run.losses.front()) << extra.front();
     if (extra.size() == 1) expect_same_losses(single_gpu_reference(), run, kStrategyTolerance, "offload on a GPU");
   }
+}
+
+// Offloaded shards on a GPU: each reduced gradient comes back to its pinned host shard on a copy stream, added one
+// unit later (strategies/sharded/schedule.hpp). At world 1 (no collective: the copy stream alone) FULL_SHARD runs
+// 2 micro-steps (added every micro-step); SHARD_GRAD_OP at world 2 runs 2 micro-steps and copies on the last. Both
+// must give the single-GPU run's losses: a gradient added late, twice or never would not.
+TEST(GpuTraining, OffloadedGradientsComeBackOnTheCopyStream) {
+  SKIP_WITHOUT_GPU();
+  const TrainRun one =
+      train("offload_w1", 1, {"parallel.strategy=fsdp_full_shard", "train.device=cuda", "parallel.offload=true"});
+  expect_same_losses(single_gpu_reference(), one, kStrategyTolerance, "full_shard with offload at world 1");
+  const TrainRun sgo = train(
+      "offload_sgo_w2", 2,
+      {"parallel.strategy=fsdp_shard_grad_op", "train.device=cuda", "parallel.offload=true", "train.micro_batch=2"});
+  expect_same_losses(single_gpu_reference(), sgo, kStrategyTolerance, "shard_grad_op with offload, 2 micro-steps");
 }
 
 TEST(GpuTraining, NcclCarriesAWorldOfOneAndOfTwoWhenThereAreTwoGpus) {
