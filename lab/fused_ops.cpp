@@ -7,6 +7,10 @@
 
 #include <torch/csrc/autograd/custom_function.h>
 
+#ifdef DTLAB_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#endif
+
 #include "kernels/cross_entropy.hpp"
 #include "kernels/rope.hpp"
 #include "lab/train/device.hpp"
@@ -89,7 +93,9 @@ struct CrossEntropyFunction : torch::autograd::Function<CrossEntropyFunction> {
 bool fused_ops_apply(const at::Tensor& t) {
 #ifdef DTLAB_WITH_CUDA
   const at::ScalarType type = t.scalar_type();
-  return t.is_cuda() && (type == at::kFloat || type == at::kBFloat16 || type == at::kHalf);
+  if (!t.is_cuda() || (type != at::kFloat && type != at::kBFloat16 && type != at::kHalf)) return false;
+  // kernels/ holds sm_80 and sm_90 code (and compute_90 PTX for newer GPUs): an older GPU keeps the unfused path.
+  return at::cuda::getDeviceProperties(t.device().index())->major >= 8;
 #else
   (void)t;
   return false;

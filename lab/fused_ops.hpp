@@ -13,7 +13,8 @@
 
 namespace dtlab {
 
-// Whether `t` can take the fused path: a CUDA tensor of fp32, bf16 or fp16 in a cuda build.
+// Whether `t` can take the fused path: a CUDA tensor of fp32, bf16 or fp16 in a cuda build, on a GPU of compute
+// capability 8.0 or newer (kernels/ is built for sm_80 and sm_90, with PTX for newer ones).
 bool fused_ops_apply(const at::Tensor& t);
 
 // x: [B, S, H, head_dim] (contiguous; the heads before the transpose); cos, sin: fp32 [>= S, head_dim / 2] on the
