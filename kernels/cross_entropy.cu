@@ -100,29 +100,17 @@ void launch_backward(const void* logits, const int64_t* targets, const float* ls
 void cross_entropy_forward_cuda(const void* logits, ElementType type, const int64_t* targets, float* loss, float* lse,
                                 const CrossEntropyShape& shape, void* stream) {
   if (shape.rows == 0) return;
-  const auto s = static_cast<cudaStream_t>(stream);
-  switch (type) {
-    case ElementType::float32:
-      return launch_forward<float>(logits, targets, loss, lse, shape, s);
-    case ElementType::bfloat16:
-      return launch_forward<__nv_bfloat16>(logits, targets, loss, lse, shape, s);
-    case ElementType::float16:
-      return launch_forward<__half>(logits, targets, loss, lse, shape, s);
-  }
+  with_element_type(type, [&](auto tag) {
+    launch_forward<element_of<decltype(tag)>>(logits, targets, loss, lse, shape, static_cast<cudaStream_t>(stream));
+  });
 }
 
 void cross_entropy_backward_cuda(const void* logits, ElementType type, const int64_t* targets, const float* lse,
                                  const float* g, void* grad, const CrossEntropyShape& shape, void* stream) {
   if (shape.rows == 0) return;
-  const auto s = static_cast<cudaStream_t>(stream);
-  switch (type) {
-    case ElementType::float32:
-      return launch_backward<float>(logits, targets, lse, g, grad, shape, s);
-    case ElementType::bfloat16:
-      return launch_backward<__nv_bfloat16>(logits, targets, lse, g, grad, shape, s);
-    case ElementType::float16:
-      return launch_backward<__half>(logits, targets, lse, g, grad, shape, s);
-  }
+  with_element_type(type, [&](auto tag) {
+    launch_backward<element_of<decltype(tag)>>(logits, targets, lse, g, grad, shape, static_cast<cudaStream_t>(stream));
+  });
 }
 
 }  // namespace dtlab::kernels

@@ -39,15 +39,9 @@ void rope_cuda(const void* x, void* out, ElementType type, const float* cos, con
                bool inverse, void* stream) {
   if (shape.rows == 0 || shape.half == 0) return;
   const float sign = inverse ? -1.0f : 1.0f;
-  const auto s = static_cast<cudaStream_t>(stream);
-  switch (type) {
-    case ElementType::float32:
-      return launch<float>(x, out, cos, sin, shape, sign, s);
-    case ElementType::bfloat16:
-      return launch<__nv_bfloat16>(x, out, cos, sin, shape, sign, s);
-    case ElementType::float16:
-      return launch<__half>(x, out, cos, sin, shape, sign, s);
-  }
+  with_element_type(type, [&](auto tag) {
+    launch<element_of<decltype(tag)>>(x, out, cos, sin, shape, sign, static_cast<cudaStream_t>(stream));
+  });
 }
 
 }  // namespace dtlab::kernels

@@ -315,30 +315,54 @@ json profile_document(const CalibrateOptions& options, const Config& config, con
         {"intra_node", comm.to_json()},
         {"measured_world_size", options.ranks}}},
       {"host_device_GBps", compute.copy_GBps},
-      {"disk_write_GBps", disk_write_GBps},
-      {"notes",
-       {"compute rates hold for " + std::to_string(compute.threads) + " intra-op thread(s) per rank on " +
-            std::to_string(compute.cores) + " cores (a rank of a " + std::to_string(options.ranks) + "-rank job)",
-        "matmul_tflops: model-weighted forward and backward GEMMs of " + config.model.preset + " with " +
-            std::to_string(compute.tokens) + " rows, median over repeats",
-        "train_efficiency: forward+backward model FLOP rate of one " + compute.train_dtype +
-            " micro-batch over the matmul rate (optimizer excluded: memory_GBps covers it), its fixed part "
-            "(gemm_overhead_us) taken out; by dtype for bf16",
-        "gemm_overhead_us: the part of a forward+backward that does not grow with its tokens, per linear layer "
-        "(7 per block + the head), from the same step at micro-batch " +
-            std::to_string(config.train.micro_batch) + " and 1",
-        "compute figures measured with " + std::to_string(options.ranks - 1) +
-            " companion process(es) doing the same work at once, as the ranks of a job share the cores",
-        "memory_GBps: the step model's elementwise bytes (gradient norm, scaling, AdamW) of that single-process "
-        "step over its measured time; an effective rate, not the bus's peak",
-        "ranks_per_node: every local rank of this host is intra-node (a CPU host has no per-node GPU count)",
-        "host_device_GBps: a host-to-host copy (no GPU): what offload costs on this machine",
-        "disk_write_GBps: 64 MiB written and fsynced next to the profile, median of 3: what a checkpoint save costs",
-        "comm.*.overlap_hidden: comm-bench's overlap line (a 4 MiB all_reduce next to GEMMs on every rank, "
-        "lab/comm/bench.hpp): the share of an overlapped collective the step model counts as hidden",
-        "comm: Gloo over loopback TCP, fitted to comm-bench " +
-            std::string(options.quick ? "1 KiB-1 MiB (--quick)" : "1 KiB-256 MiB") + " at " +
-            std::to_string(options.ranks) + " ranks"}}};
+      {"disk_write_GBps", disk_write_GBps}};
+
+  // What each figure is; on a GPU, per-GPU rates and the copies and collectives the GPU ranks make.
+  const int gpu_companions = gpu ? std::min(options.ranks, cuda_device_count()) - 1 : 0;
+  json notes = json::array();
+  notes.push_back(gpu ? "compute rates of one GPU (" + compute.device + ") used by one rank, measured with " +
+                            std::to_string(gpu_companions) + " companion process(es) on the node's other GPUs"
+                      : "compute rates hold for " + std::to_string(compute.threads) +
+                            " intra-op thread(s) per rank on " + std::to_string(compute.cores) +
+                            " cores (a rank of a " + std::to_string(options.ranks) + "-rank job)");
+  notes.push_back("matmul_tflops: model-weighted forward and backward GEMMs of " + config.model.preset + " with " +
+                  std::to_string(compute.tokens) + " rows, median over repeats");
+  notes.push_back("train_efficiency: forward+backward model FLOP rate of one " + compute.train_dtype +
+                  " micro-batch over the matmul rate (optimizer excluded: memory_GBps covers it), its fixed part "
+                  "(gemm_overhead_us) taken out; by dtype for bf16");
+  notes.push_back(
+      "gemm_overhead_us: the part of a forward+backward that does not grow with its tokens, per linear layer "
+      "(7 per block + the head), from the same step at micro-batch " +
+      std::to_string(config.train.micro_batch) + " and 1");
+  if (!gpu)
+    notes.push_back("compute figures measured with " + std::to_string(options.ranks - 1) +
+                    " companion process(es) doing the same work at once, as the ranks of a job share the cores");
+  notes.push_back(
+      "memory_GBps: the step model's elementwise bytes (gradient norm, scaling, AdamW) of that single-process "
+      "step over its measured time; an effective rate, not the bus's peak");
+  notes.push_back(gpu ? "ranks_per_node: this node's GPUs (or the ranks calibrated, when more): every one of them is "
+                        "intra-node"
+                      : "ranks_per_node: every local rank of this host is intra-node (a CPU host has no per-node GPU "
+                        "count)");
+  notes.push_back(gpu ? "host_device_GBps: pinned host memory to the GPU, the fp32 parameters' size (what offload's "
+                        "copies cost); the GPU's own copy rate is in calibration.json (compute.device_copy)"
+                      : "host_device_GBps: a host-to-host copy (no GPU): what offload costs on this machine");
+  notes.push_back(
+      "disk_write_GBps: 64 MiB written and fsynced next to the profile, median of 3: what a checkpoint save costs");
+  notes.push_back(
+      "comm.*.overlap_hidden: comm-bench's overlap line (a 4 MiB all_reduce next to GEMMs on every rank, "
+      "lab/comm/bench.hpp): the share of an overlapped collective the step model counts as hidden");
+  if (gpu)
+    notes.push_back(
+        "comm: " + comm.backend + " on GPU buffers (" +
+        (comm.backend == "gloo" ? "staged through pinned host memory: the ranks share the GPUs" : "one GPU per rank") +
+        "), fitted to comm-bench " + (options.quick ? "1 KiB-1 MiB (--quick)" : "1 KiB-64 MiB") + " at " +
+        std::to_string(options.ranks) + " ranks");
+  else
+    notes.push_back("comm: Gloo over loopback TCP, fitted to comm-bench " +
+                    std::string(options.quick ? "1 KiB-1 MiB (--quick)" : "1 KiB-256 MiB") + " at " +
+                    std::to_string(options.ranks) + " ranks");
+  profile["notes"] = notes;
   if (comm_levels.inter) {
     json& c = profile["comm"];
     c["inter_node"] = comm_levels.inter->to_json();
@@ -359,35 +383,8 @@ json profile_document(const CalibrateOptions& options, const Config& config, con
                       "those sizes)");
   }
   if (gpu) {  // rates per GPU as measured: no CPU threads or cores to divide among ranks
-    json& c = profile["compute"];
-    c.erase("threads");
-    c.erase("cores");
-    json& notes = profile["notes"];
-    const int companions = std::min(options.ranks, cuda_device_count()) - 1;
-    notes[0] = "compute rates of one GPU (" + compute.device + ") used by one rank, measured with " +
-               std::to_string(companions) + " companion process(es) on the node's other GPUs";
-    json kept = json::array();
-    for (json& note : notes) {
-      const std::string text = note.get<std::string>();
-      if (text.rfind("compute figures measured with", 0) == 0) continue;  // said in the first note
-      kept.push_back(note);
-    }
-    notes = kept;
-    for (json& note : notes) {
-      const std::string text = note.get<std::string>();
-      if (text.rfind("host_device_GBps", 0) == 0)
-        note =
-            "host_device_GBps: pinned host memory to the GPU, the fp32 parameters' size (what offload's copies "
-            "cost); the GPU's own copy rate is in calibration.json (compute.device_copy)";
-      else if (text.rfind("comm:", 0) == 0)
-        note = "comm: " + comm.backend + " on GPU buffers (" +
-               (comm.backend == "gloo" ? "staged through pinned host memory: the ranks share the GPUs"
-                                       : "one GPU per rank") +
-               "), fitted to comm-bench " + (options.quick ? "1 KiB-1 MiB (--quick)" : "1 KiB-64 MiB") + " at " +
-               std::to_string(options.ranks) + " ranks";
-      else if (text.rfind("ranks_per_node", 0) == 0)
-        note = "ranks_per_node: this node's GPUs (or the ranks calibrated, when more): every one of them is intra-node";
-    }
+    profile["compute"].erase("threads");
+    profile["compute"].erase("cores");
   }
   if (compute.train_efficiency >= 1.0) {
     profile["notes"].push_back("train_efficiency capped at 1: the training step ran faster than the GEMM benchmark");
