@@ -17,9 +17,10 @@
 
 namespace dtlab {
 
+using launch_internal::hold_free_port;
 using launch_internal::JobLayout;
 using launch_internal::launcher_message;
-using launch_internal::pick_free_port;
+using launch_internal::PortHold;
 using launch_internal::SignalScope;
 using launch_internal::supervise_job;
 
@@ -143,7 +144,11 @@ int run_launch(const LaunchOptions& options) {
       return 128 + signal_number;  // the cluster's destructor removes it
     }
   }
-  if (layout.master_port == 0) layout.master_port = pick_free_port();
+  PortHold port_hold;  // a port the launcher picked stays held until the job has ended (launch_internal.hpp)
+  if (layout.master_port == 0) {
+    port_hold = hold_free_port();
+    layout.master_port = port_hold.port();
+  }
   if (layout.master_port <= 0 || layout.master_port > 65535) {
     launcher_message("no usable master port (%d): %s", layout.master_port,
                      layout.master_port < 0 ? strerror(errno) : "out of range");
@@ -162,7 +167,10 @@ int run_launch(const LaunchOptions& options) {
   while (exit_code != 0 && layout.restart_count < options.max_restarts && launch_internal::last_stop_signal() == 0 &&
          exit_code != kTimedOutExitCode) {
     ++layout.restart_count;
-    if (options.master_port == 0) layout.master_port = pick_free_port();
+    if (options.master_port == 0) {
+      port_hold = hold_free_port();
+      layout.master_port = port_hold.port();
+    }
     launcher_message("restart %d of %d: the job failed (exit %d); starting all %d ranks again, MASTER_PORT=%d",
                      layout.restart_count, options.max_restarts, exit_code, layout.world_size(), layout.master_port);
     exit_code = supervise_job(resolved, layout);

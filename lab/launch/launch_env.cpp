@@ -1,6 +1,8 @@
 // launch_env.cpp: what each rank of `dtlab launch` is started with — torchrun's environment and a free master port.
+#include <cerrno>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <arpa/inet.h>
@@ -85,23 +87,41 @@ std::vector<std::string> rank_environment(int rank, const JobLayout& layout) {
   return environment;
 }
 
-// Binds 127.0.0.1:0 and returns the port the kernel chose (then closes the socket). The port is free
-// now, not reserved: rank 0's TCPStore binds it moments later, which is the usual launcher race.
-int pick_free_port() {
+PortHold::~PortHold() {
+  if (fd_ >= 0) ::close(fd_);
+}
+PortHold::PortHold(PortHold&& other) noexcept : fd_(std::exchange(other.fd_, -1)), port_(other.port_) {}
+PortHold& PortHold::operator=(PortHold&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = std::exchange(other.fd_, -1);
+    port_ = other.port_;
+  }
+  return *this;
+}
+
+// Binds 127.0.0.1:0 and keeps the socket (see launch_internal.hpp: an unlistened bound socket reserves the port).
+PortHold hold_free_port() {
+  PortHold hold;
   const int sock = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (sock < 0) return -1;
+  if (sock < 0) return hold;
+  const int one = 1;
+  ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   address.sin_port = 0;
-  int port = -1;
   socklen_t length = sizeof address;
-  if (::bind(sock, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
-      ::getsockname(sock, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
-    port = ntohs(address.sin_port);
+  if (::bind(sock, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+      ::getsockname(sock, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    const int err = errno;
+    ::close(sock);
+    errno = err;
+    return hold;
   }
-  ::close(sock);
-  return port;
+  hold.fd_ = sock;
+  hold.port_ = ntohs(address.sin_port);
+  return hold;
 }
 
 }  // namespace dtlab::launch_internal

@@ -43,8 +43,25 @@ struct JobLayout {
 // GLOO_SOCKET_IFNAME, DTLAB_INTER_LINK and DTLAB_INTRA_LINK (see lab/launch.hpp).
 std::vector<std::string> rank_environment(int rank, const JobLayout& layout);
 
-// A loopback port that is free now (not reserved); -1 with errno set if none could be found.
-int pick_free_port();
+// A loopback port the kernel chose, held by a socket bound to it (SO_REUSEADDR, never listening) for the hold's
+// lifetime: meanwhile no other bind to port 0 and no outgoing connection is given that port, so no other job can
+// take it between the pick and rank 0's bind; rank 0's store binds it with SO_REUSEADDR too and listens on it.
+// port() is -1, with errno set, if none could be found.
+class PortHold {
+ public:
+  PortHold() = default;
+  ~PortHold();
+  PortHold(PortHold&& other) noexcept;
+  PortHold& operator=(PortHold&& other) noexcept;
+  PortHold(const PortHold&) = delete;
+  PortHold& operator=(const PortHold&) = delete;
+  int port() const { return port_; }
+
+ private:
+  friend PortHold hold_free_port();
+  int fd_ = -1, port_ = -1;
+};
+PortHold hold_free_port();
 
 // ---- output (rank_output.cpp) ----
 

@@ -3,7 +3,8 @@
 // whose result.json and report must show the topology; every test snapshots the machine's
 // `ip netns list` and `ip -o link` before and checks they are the same after, whichever way the job ended. The tests
 // need CAP_NET_ADMIN and CAP_SYS_ADMIN (root) and skip with that reason without them. They share the ctest
-// resource lock "netns", so no other cluster is built while one snapshots.
+// resource lock "netns", so no other cluster is built while one snapshots, and each removes dead launchers' leftovers
+// (`dtlab launch --cleanup`) before its snapshot.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -50,6 +51,10 @@ class ClusterTest : public LaunchTest {
     std::string why;
     if (!dtlab::can_build_clusters(&why)) GTEST_SKIP() << why;
     LaunchTest::SetUp();
+    // Leftovers of a launcher that was killed before this test (another job, an interrupted session) are removed by
+    // design by the next launch, which would be this test's: remove them first, so the snapshot holds only what this
+    // test must leave as it found it.
+    output_of({kDtlab, "launch", "--cleanup"});
     before_ = NetworkSnapshot::take();
   }
   void TearDown() override {

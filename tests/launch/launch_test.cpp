@@ -61,6 +61,23 @@ TEST_F(LaunchTest, UserOmpThreadsAndMasterPortAreKept) {
   EXPECT_NE(run.out.find("[rank 1] 3 29517\n"), std::string::npos) << run.out;
 }
 
+// The port the launcher picks stays held while the job runs: a plain bind of MASTER_PORT (another program, or a job
+// whose launcher was handed the same port) is refused, so nothing takes it before rank 0's store listens on it; the
+// store itself binds with SO_REUSEADDR and listens (every strategy test shows that).
+TEST_F(LaunchTest, ThePickedPortIsHeldWhileTheJobRuns) {
+  const LaunchRun run = run_dtlab({"launch", "-n", "1", "python3", "-c",
+                                   "import os, socket\n"
+                                   "s = socket.socket()\n"
+                                   "try:\n"
+                                   "    s.bind(('127.0.0.1', int(os.environ['MASTER_PORT'])))\n"
+                                   "    print('bound: the port was free for anyone')\n"
+                                   "except OSError as e:\n"
+                                   "    print('held:', e.strerror)\n"});
+  ASSERT_FALSE(run.timed_out);
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out, "[rank 0] held: Address already in use\n") << run.err;
+}
+
 // `[--]` is optional: the program's own options (even ones spelled like launch's) belong to it.
 TEST_F(LaunchTest, ProgramOptionsPassThroughWithoutDoubleDash) {
   const LaunchRun run =
