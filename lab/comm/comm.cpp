@@ -1,6 +1,7 @@
 // comm.cpp: recorded collectives over a c10d::Backend (see comm.hpp).
 #include "lab/comm/comm.hpp"
 
+#include "lab/comm/serial_thread.hpp"
 #include "lab/dist/fault_injection.hpp"
 #include "lab/instrument/clock.hpp"
 #include "lab/instrument/step_profiler.hpp"
@@ -8,7 +9,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <exception>
 #include <future>
 #include <sstream>
@@ -45,53 +45,6 @@ CommHandle CommHandle::deferred(std::function<void()> finish) {
   handle.wait_fn_ = std::move(finish);
   return handle;
 }
-
-// The thread a Comm's ring collectives run on: tasks one at a time, in the order they were posted. On destruction
-// the task in progress finishes (a ring blocked on a dead peer ends at the backend's timeout); tasks not started
-// are dropped with their promises (nobody is left to wait for them).
-class Comm::RingThread {
- public:
-  RingThread() : thread_([this] { run(); }) {}
-  ~RingThread() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stopping_ = true;
-    }
-    wake_.notify_all();
-    thread_.join();
-  }
-  RingThread(const RingThread&) = delete;
-  RingThread& operator=(const RingThread&) = delete;
-
-  void post(std::function<void()> task) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      tasks_.push_back(std::move(task));
-    }
-    wake_.notify_one();
-  }
-
- private:
-  void run() {
-    for (;;) {
-      std::function<void()> task;
-      {
-        std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
-        if (stopping_) return;
-        task = std::move(tasks_.front());
-        tasks_.pop_front();
-      }
-      task();
-    }
-  }
-
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::deque<std::function<void()>> tasks_;
-  bool stopping_ = false;
-  std::thread thread_;  // last: starts once the members above exist
-};
 
 Comm::Comm(c10::intrusive_ptr<c10d::Backend> backend, std::string group_name, int rank, int size, int global_rank)
     : backend_(std::move(backend)),
@@ -172,7 +125,7 @@ void Comm::rethrow_failure(const CollectiveRecord& r, const std::exception& e) c
 }
 
 CommHandle Comm::run_ring(std::shared_ptr<LiveRecord> record, std::function<void()> body) {
-  if (!ring_thread_) ring_thread_ = std::make_unique<RingThread>();
+  if (!ring_thread_) ring_thread_ = std::make_unique<SerialThread>();
   auto done = std::make_shared<std::promise<void>>();
   std::shared_future<void> finished = done->get_future().share();
   ring_thread_->post([this, record, body = std::move(body), done] {

@@ -50,6 +50,8 @@ class Work;
 
 namespace dtlab {
 
+class SerialThread;  // lab/comm/serial_thread.hpp: the ring thread
+
 enum class CommAlgorithm { backend, ring };
 const char* to_string(CommAlgorithm a);
 
@@ -168,8 +170,7 @@ class Comm {
   int64_t next_seq_ = 0;
   int next_p2p_tag_ = 1;      // the ring thread's
   std::string ring_failure_;  // the ring thread's: the first ring call that failed and why ("" while none has)
-  class RingThread;
-  std::unique_ptr<RingThread> ring_thread_;  // last: joined first, while everything it uses still exists
+  std::unique_ptr<SerialThread> ring_thread_;  // last: joined first, while everything it uses still exists
 };
 
 }  // namespace dtlab

@@ -324,6 +324,94 @@ void check_hierarchical(dtlab::DistWorld& world, Checks& checks, int ranks_per_n
                  std::to_string(piece_records.size()) + " records");
 }
 
+// The hierarchical reduce-scatter and all-gather at `ranks_per_node` (the sharded strategies' collectives): this
+// rank's chunk is chunk_index() = l*M + m, whose sum the flat all-reduce gives too; the gathered buffer has chunk i
+// from the rank whose chunk index is i. Then their records: two levels per call, each on its own group.
+void check_hierarchical_shards(dtlab::DistWorld& world, Checks& checks, int ranks_per_node) {
+  const std::string prefix = "shards" + std::to_string(ranks_per_node) + ".";  // beside check_hierarchical's groups
+  dtlab::HierarchicalComm two_level(world, ranks_per_node, prefix);
+  Comm& flat = world.comm();
+  const int p = flat.size(), r = flat.rank(), k = ranks_per_node, m = p / k;
+  const int chunk = two_level.chunk_index();
+  const std::string shape = std::to_string(m) + " nodes x " + std::to_string(k);
+  // Every rank holds a different chunk: the chunk indices of the world are a permutation of 0 .. p-1.
+  at::Tensor indices = at::zeros({p}, at::kFloat);
+  indices[r] = static_cast<float>(chunk);
+  flat.all_reduce(indices, "test.hier.chunks").wait();
+  const bool permutation = at::equal(std::get<0>(indices.sort()), at::arange(p, at::kFloat));
+  checks.verdict(permutation && chunk == (r % k) * m + r / k, "hierarchical chunks on " + shape + ": l*M + m",
+                 "rank " + std::to_string(r) + " holds chunk " + std::to_string(chunk));
+  const size_t intra_first = two_level.intra().record_count(), inter_first = two_level.inter().record_count();
+  const std::vector<int64_t> chunk_sizes = {1, 7, 1000, 16411};
+  for (int64_t c : chunk_sizes) {
+    const int64_t n = c * p;
+    const std::string label = "hierarchical reduce_scatter n=" + std::to_string(n) + " on " + shape;
+    at::Tensor input = integer_input(r, n), mine = at::full({c}, -1.0f);
+    two_level.reduce_scatter(mine, input, "test.hier.rs").wait();
+    std::string diff = bit_difference(mine, integer_sum(p, n).narrow(0, chunk * c, c));
+    checks.verdict(diff.empty(), label + ": == closed-form sum of chunk l*M+m (bit-exact)", diff);
+
+    at::manual_seed(2000 + r);
+    at::Tensor random = at::randn({n}), summed = random.clone(), reduced = at::empty({c});
+    two_level.reduce_scatter(reduced, random, "test.hier.rs.random").wait();
+    flat.all_reduce(summed, "test.hier.rs.reference").wait();
+    const at::Tensor want = summed.narrow(0, chunk * c, c);
+    const bool close = at::allclose(reduced, want, 1e-6, 1e-6);
+    checks.verdict(close, label + " random fp32: ~= flat all_reduce's chunk (rtol 1e-6)",
+                   close ? "" : "max abs difference " + std::to_string((reduced - want).abs().max().item<float>()));
+
+    // Element i of chunk j is (j + 1) * 100000 + i: a chunk in the wrong place shows.
+    const at::Tensor expected = at::arange(n, at::kLong).to(at::kFloat) +
+                                at::arange(n, at::kLong).div(c, "floor").add(1).mul(100000).to(at::kFloat);
+    at::Tensor own = expected.narrow(0, chunk * c, c).clone(), gathered = at::full({n}, -1.0f);
+    two_level.all_gather(gathered, own, "test.hier.ag").wait();
+    diff = bit_difference(gathered, expected);
+    checks.verdict(diff.empty(),
+                   "hierarchical all_gather n=" + std::to_string(n) + " on " + shape + ": chunk i from chunk index i",
+                   diff);
+  }
+  // Per reduce-scatter: a ring inside the node (the whole buffer) then across nodes (the node's block); per
+  // all-gather: the backend's across nodes (the block) then inside the node (the whole buffer).
+  const auto intra = two_level.intra().records_since(intra_first);
+  const auto inter = two_level.inter().records_since(inter_first);
+  const std::string node_group = prefix + "node." + std::to_string(r / k),
+                    cross_group = prefix + "cross." + std::to_string(r % k);
+  int bad = 0;
+  size_t expected_calls = 0;
+  for (size_t i = 0; i < chunk_sizes.size(); ++i) {
+    const int64_t n = chunk_sizes[i] * p;
+    for (int call = 0; call < 3; ++call, ++expected_calls) {
+      const bool scatter = call < 2;
+      const size_t at = expected_calls;
+      if (at >= intra.size() || at >= inter.size()) {
+        ++bad;
+        continue;
+      }
+      const auto& in_node = intra[at];
+      const auto& across = inter[at];
+      const std::string op = scatter ? "reduce_scatter" : "all_gather";
+      const std::string algorithm = scatter ? "ring" : "backend";
+      bad += in_node.op != op || in_node.algorithm != algorithm || in_node.level != "intra" ||
+             in_node.group != node_group || in_node.group_size != k || in_node.bytes != n * 4;
+      bad += across.op != op || across.algorithm != algorithm || across.level != "inter" ||
+             across.group != cross_group || across.group_size != m || across.bytes != n / k * 4;
+    }
+  }
+  checks.verdict(bad == 0 && intra.size() == expected_calls && inter.size() == expected_calls,
+                 "hierarchical shard records on " + shape + ": op, algorithm, level, group, size and bytes per level",
+                 std::to_string(bad) + " records differ; " + std::to_string(intra.size()) + " intra and " +
+                     std::to_string(inter.size()) + " inter for " + std::to_string(expected_calls) + " calls");
+  // A buffer that is not M*K chunks is refused, naming the rule.
+  at::Tensor odd = at::zeros({p * 3 + 1}), one = at::zeros({3});
+  try {
+    two_level.reduce_scatter(one, odd, "test.hier.bad");
+    checks.verdict(false, "hierarchical reduce_scatter refuses a buffer of the wrong size", "accepted");
+  } catch (const std::invalid_argument& e) {
+    checks.verdict(std::string(e.what()).find("times the chunk") != std::string::npos,
+                   "hierarchical reduce_scatter refuses a buffer of the wrong size", e.what());
+  }
+}
+
 // Ring calls run on the Comm's ring thread: the caller is back at once, even when a peer is late.
 void check_ring_async(Comm& comm, Checks& checks) {
   using clock = std::chrono::steady_clock;
@@ -423,8 +511,13 @@ int run(bool ring_failure) {
   check_records(comm, checks, first_record, expected);
   check_ring_async(comm, checks);
   check_replicas(comm, checks);
-  if (comm.size() == 4) check_hierarchical(world, checks, 2);  // 2 nodes x 2
-  if (comm.size() == 6) check_hierarchical(world, checks, 3);  // 2 nodes x 3: uneven chunks
+  if (comm.size() == 4) check_hierarchical(world, checks, 2);         // 2 nodes x 2
+  if (comm.size() == 6) check_hierarchical(world, checks, 3);         // 2 nodes x 3: uneven chunks
+  if (comm.size() == 4) check_hierarchical_shards(world, checks, 2);  // 2 nodes x 2
+  if (comm.size() == 6) {
+    check_hierarchical_shards(world, checks, 3);  // 2 nodes x 3
+    check_hierarchical_shards(world, checks, 2);  // 3 nodes x 2
+  }
 
   // Agree on the verdict so every rank exits alike.
   const double failures_everywhere = world.all_reduce_sum(checks.failures());

@@ -236,6 +236,9 @@ TEST_P(CommRankJob, RingMatchesBackendRecordsAndReplicaCheck) {
   if (world == 4 || world == 6) {
     EXPECT_EQ(count_of(job.output, "ok   hierarchical records: op, level, group, size and bytes per level"), world)
         << job.describe();
+    // ... and its reduce-scatter and all-gather: 2 nodes x 2 at 4 ranks; 2 nodes x 3 and 3 nodes x 2 at 6.
+    EXPECT_EQ(count_of(job.output, "ok   hierarchical shard records on"), world == 4 ? world : 2 * world)
+        << job.describe();
   }
 }
 
