@@ -80,8 +80,10 @@ struct ParallelConfig {
       0;  // fsdp_hybrid: ranks per shard group (must divide world size); 0 = the node across nodes, else the world
   bool prefetch = true;
   std::string reduce_scatter = "ring";  // ring | backend: Gloo's own reduce-scatter is an all-reduce (2x bytes)
-  // DDP's gradient all-reduce: flat (one ring over every rank) | hierarchical (inside the node, then across nodes;
-  // lab/comm/hierarchical.hpp) | auto (hierarchical when the job spans nodes with more than one rank on each)
+  // Collectives across nodes: flat (one ring over every rank) | hierarchical (inside the node, then across nodes;
+  // lab/comm/hierarchical.hpp: DDP's all-reduce; ZeRO-1's, FULL_SHARD's and SHARD_GRAD_OP's reduce-scatters and
+  // all-gathers) | auto (with a machine profile, the cost model's choice; without one, DDP hierarchical when the job
+  // spans nodes with more than one rank on each, the sharded strategies flat)
   std::string collectives = "auto";
   std::string wrap = "block";  // FSDP units: block (one per transformer block) | every_2 | every_4 | model
   bool offload = false;

@@ -29,6 +29,9 @@ struct PlannedCollective {
   // DDP's gradient bucket this call serves (-1: not a bucket's call): the schedule groups a hierarchical
   // all-reduce's three calls per piece by it.
   int bucket = -1;
+  // The sharded unit whose gather or reduce-scatter this call is one level of (-1: a call of its own): a hierarchical
+  // reduce-scatter or all-gather is two calls in a row (lab/comm/hierarchical.hpp), and the schedule runs them as one.
+  int unit = -1;
 };
 
 struct PlannedState {  // bytes per rank, padding included

@@ -8,7 +8,7 @@
 namespace dtlab {
 namespace {
 
-void check(const Config& config) { check_sharded("fsdp_full_shard", config); }
+void check(const Config& config) { check_sharded(ShardingMode::full_shard, "fsdp_full_shard", config); }
 
 CostPlan plan(const Config& config, int rank) {
   return sharded_cost_plan(ShardingMode::full_shard, "fsdp_full_shard", config, rank);
@@ -27,8 +27,8 @@ const StrategySpec fsdp_full_shard_spec{
         "the state does not fit replicated: per-rank state falls as 1/N, for 1.5x DDP's bytes on the wire and a gather "
         "before "
         "every unit's forward and backward",
-    .keys = {"parallel.prefetch", "parallel.wrap", "parallel.reduce_scatter", "parallel.offload",
-             "parallel.activation_checkpointing", "parallel.checkpoint_every"},
+    .keys = {"parallel.collectives", "parallel.prefetch", "parallel.wrap", "parallel.reduce_scatter",
+             "parallel.offload", "parallel.activation_checkpointing", "parallel.checkpoint_every"},
     .check = &check,
     .plan = &plan,
     .exposed_comm_ms = &exposed,

@@ -8,7 +8,7 @@
 namespace dtlab {
 namespace {
 
-void check(const Config& config) { check_sharded("fsdp_hybrid", config); }
+void check(const Config& config) { check_sharded(ShardingMode::hybrid, "fsdp_hybrid", config); }
 
 CostPlan plan(const Config& config, int rank) {
   return sharded_cost_plan(ShardingMode::hybrid, "fsdp_hybrid", config, rank);

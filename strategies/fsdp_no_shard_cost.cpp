@@ -12,7 +12,7 @@
 namespace dtlab {
 namespace {
 
-void check(const Config& config) { check_sharded("fsdp_no_shard", config); }
+void check(const Config& config) { check_sharded(ShardingMode::no_shard, "fsdp_no_shard", config); }
 
 CostPlan plan(const Config& config, int rank) {
   return sharded_cost_plan(ShardingMode::no_shard, "fsdp_no_shard", config, rank);

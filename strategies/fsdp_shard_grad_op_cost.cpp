@@ -8,7 +8,7 @@
 namespace dtlab {
 namespace {
 
-void check(const Config& config) { check_sharded("fsdp_shard_grad_op", config); }
+void check(const Config& config) { check_sharded(ShardingMode::shard_grad_op, "fsdp_shard_grad_op", config); }
 
 CostPlan plan(const Config& config, int rank) {
   return sharded_cost_plan(ShardingMode::shard_grad_op, "fsdp_shard_grad_op", config, rank);
@@ -26,8 +26,8 @@ const StrategySpec fsdp_shard_grad_op_spec{
     .choose_when =
         "optimizer state and gradients are the problem but one full copy of the parameters fits: it gathers once per "
         "micro-step, not twice",
-    .keys = {"parallel.prefetch", "parallel.wrap", "parallel.reduce_scatter", "parallel.offload",
-             "parallel.activation_checkpointing", "parallel.checkpoint_every"},
+    .keys = {"parallel.collectives", "parallel.prefetch", "parallel.wrap", "parallel.reduce_scatter",
+             "parallel.offload", "parallel.activation_checkpointing", "parallel.checkpoint_every"},
     .check = &check,
     .plan = &plan,
     .exposed_comm_ms = &exposed,

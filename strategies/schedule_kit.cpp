@@ -24,21 +24,32 @@ bool runs_after_backward(const PlannedCollective& c) {
 
 CallsByRole calls_by_role(const ScheduleInput& in) {
   CallsByRole roles;
+  const PlannedCollective* previous = nullptr;  // the last call kept, to join a unit's second level to its first
   for (size_t i = 0; i < in.plan.collectives.size(); ++i) {
     const PlannedCollective& c = in.plan.collectives[i];
     if (c.phase == "setup" || runs_after_backward(c)) continue;
-    const double ms = in.call_ms[i];
+    std::vector<double>* role = nullptr;
     if (c.op == "all_gather" && c.phase == "forward") {
-      roles.gather_forward.push_back(ms);
+      role = &roles.gather_forward;
     } else if (c.op == "all_gather" && c.phase == "backward") {
-      roles.gather_backward.push_back(ms);
+      role = &roles.gather_backward;
     } else if (c.op == "all_gather" && c.phase == "optimizer") {
-      roles.gather_after_optimizer.push_back(ms);
+      role = &roles.gather_after_optimizer;
     } else if (c.op == "reduce_scatter") {
-      roles.reduce_scatter.push_back(ms);
+      role = &roles.reduce_scatter;
     } else if (c.op == "all_reduce") {
-      roles.all_reduce.push_back(ms);
+      role = &roles.all_reduce;
     }
+    if (role == nullptr) continue;
+    // A hierarchical gather or reduce-scatter: its two levels run back to back, as one call of the unit.
+    const bool second_level = previous != nullptr && c.unit >= 0 && previous->unit == c.unit && previous->op == c.op &&
+                              previous->phase == c.phase && !role->empty();
+    if (second_level) {
+      role->back() += in.call_ms[i];
+    } else {
+      role->push_back(in.call_ms[i]);
+    }
+    previous = &c;
   }
   return roles;
 }

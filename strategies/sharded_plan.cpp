@@ -114,12 +114,23 @@ TypeOnWire type_on_wire(const std::string& config_name, std::string_view key) {
 
 }  // namespace
 
-void check_sharded(std::string_view id, const Config& config) {
-  // Their reduce-scatter / all-gather have no hierarchical form yet; running them flat would mislabel a study.
-  if (config.parallel.collectives == "hierarchical")
-    throw std::invalid_argument("parallel.strategy=" + std::string(id) +
-                                " with parallel.collectives=hierarchical: only ddp's all-reduce has a hierarchical "
-                                "form so far; use flat or auto");
+void check_sharded(ShardingMode mode, std::string_view id, const Config& config) {
+  if (config.parallel.collectives == "hierarchical") {
+    // No_shard's all-reduce and hybrid's groups have no two-level form here; running them flat would mislabel a study.
+    if (traits(mode).shard_group != ShardGroup::world)
+      throw std::invalid_argument(
+          "parallel.strategy=" + std::string(id) +
+          " with parallel.collectives=hierarchical: only the strategies whose shard group is the world (ddp, zero1, "
+          "fsdp_full_shard, fsdp_shard_grad_op) have two-level collectives; hybrid's shard groups are the nodes "
+          "already; use flat or auto");
+    // Both levels run the lab's ring on their own thread; Gloo's reduce-scatter would share the backend's sequence
+    // with the all-gathers' thread.
+    if (config.parallel.reduce_scatter == "backend")
+      throw std::invalid_argument("parallel.strategy=" + std::string(id) +
+                                  " with parallel.collectives=hierarchical and parallel.reduce_scatter=backend: the "
+                                  "hierarchical reduce-scatter runs the lab's ring at both levels; use "
+                                  "parallel.reduce_scatter=ring");
+  }
   if (config.precision.master_dtype != "fp32" && config.precision.param_dtype == "fp32")
     throw std::invalid_argument("precision.master_dtype=" + config.precision.master_dtype +
                                 " with precision.param_dtype=fp32: the master copy cannot be narrower than the "
@@ -138,7 +149,9 @@ struct ShardedSetting {
   ShardingTraits t;
   int64_t F = 1;           // shard group size
   int64_t R = 1;           // replicas of each shard (hybrid); 1 otherwise
-  int64_t shard_rank = 0;  // this rank's place in its shard group
+  int64_t shard_rank = 0;  // this rank's chunk of each unit: its place in its shard group, or (two levels) l*M + m
+  int64_t K = 1, M = 1;    // two levels: ranks per node and nodes; 1 and F otherwise
+  bool two_level = false;  // the shard group's collectives in two levels (parallel.collectives=hierarchical)
   int64_t A = 1;           // micro-steps per step
   std::vector<UnitShape> units;
   TypeOnWire compute, reduce, master;
@@ -151,6 +164,13 @@ ShardedSetting sharded_setting(ShardingMode mode, const Config& config, int rank
   s.F = shard_group_size(mode, config.world_size, config.parallel.shard_size, config.ranks_per_node);
   s.R = config.world_size / s.F;
   s.shard_rank = s.t.shard_group == ShardGroup::none ? 0 : rank % s.F;
+  s.two_level =
+      uses_hierarchical_shard_collectives(mode, config.parallel.collectives, config.world_size, config.ranks_per_node);
+  if (s.two_level) {
+    s.K = config.ranks_per_node;
+    s.M = config.world_size / s.K;
+    s.shard_rank = (rank % s.K) * s.M + rank / s.K;
+  }
   s.A = std::max<int64_t>(1, config.train.accumulation);
   s.units = units_of(config, s.F);
   s.compute = type_on_wire(config.precision.param_dtype, "precision.param_dtype");
@@ -171,13 +191,31 @@ void add_sharded_collectives(const ShardedSetting& s, const Config& config, Cost
                                   ? "; Gloo's backend reduce-scatter is an all-reduce plus a chunk copy: it moves "
                                     "all-reduce volume 2(p-1)/p·S per rank, not (p-1)/p·S"
                                   : "; lab ring over send/recv: (p-1)/p·S per rank";
-  auto all_gather = [&](const UnitShape& u, const char* phase, int64_t count, const std::string& what) {
-    plan.collectives.push_back({"all_gather", "backend", s.compute.name, u.padded * c, f, phase, count,
-                                "unit " + u.name + " parameters (" + what + ")"});
+  // Two levels (lab/comm/hierarchical.hpp): a gather crosses the nodes first (1/K of the unit, among the M ranks of
+  // one local rank: stride K), then the node; a reduce-scatter the node first, then the nodes. Both the lab's order.
+  const int k = static_cast<int>(s.K), m = static_cast<int>(s.M);
+  auto all_gather = [&](int index, const UnitShape& u, const char* phase, int64_t count, const std::string& what) {
+    const std::string label = "unit " + u.name + " parameters (" + what + ")";
+    if (!s.two_level) {
+      plan.collectives.push_back({"all_gather", "backend", s.compute.name, u.padded * c, f, phase, count, label});
+      return;
+    }
+    plan.collectives.push_back({"all_gather", "backend", s.compute.name, u.padded / k * c, m, phase, count,
+                                label + " across nodes", k, -1, index});
+    plan.collectives.push_back({"all_gather", "backend", s.compute.name, u.padded * c, k, phase, count,
+                                label + " inside the node", 1, -1, index});
   };
-  auto reduce_scatter = [&](const UnitShape& u, int64_t count, const std::string& when) {
-    plan.collectives.push_back({"reduce_scatter", rs_algorithm, s.reduce.name, u.padded * r, f, "backward", count,
-                                "unit " + u.name + " gradients (" + when + ")" + rs_note});
+  auto reduce_scatter = [&](int index, const UnitShape& u, int64_t count, const std::string& when) {
+    const std::string label = "unit " + u.name + " gradients (" + when + ")";
+    if (!s.two_level) {
+      plan.collectives.push_back(
+          {"reduce_scatter", rs_algorithm, s.reduce.name, u.padded * r, f, "backward", count, label + rs_note});
+      return;
+    }
+    plan.collectives.push_back({"reduce_scatter", "ring", s.reduce.name, u.padded * r, k, "backward", count,
+                                label + " inside the node", 1, -1, index});
+    plan.collectives.push_back({"reduce_scatter", "ring", s.reduce.name, u.padded / k * r, m, "backward", count,
+                                label + " across nodes", k, -1, index});
   };
   auto one_double = [&](int group, const std::string& what, int stride = 1) {
     plan.collectives.push_back({"all_reduce", "backend", "float64", 8, group, "after-backward", 1, what, stride});
@@ -186,14 +224,14 @@ void add_sharded_collectives(const ShardedSetting& s, const Config& config, Cost
   for (int u = 0; u < n; ++u) {
     const UnitShape& unit = s.units[static_cast<size_t>(u)];
     if (sharded && t.regathers_in_backward()) {
-      all_gather(unit, "forward", s.A, "forward gather, every micro-step");
-      if (u + 1 < n) all_gather(unit, "backward", s.A, "backward re-gather, every micro-step");
+      all_gather(u, unit, "forward", s.A, "forward gather, every micro-step");
+      if (u + 1 < n) all_gather(u, unit, "backward", s.A, "backward re-gather, every micro-step");
     }
     if (sharded && t.keeps_all_units_gathered())
-      all_gather(unit, "forward", s.A, "forward gather kept through backward, every micro-step");
+      all_gather(u, unit, "forward", s.A, "forward gather kept through backward, every micro-step");
     switch (t.grads) {
       case GradReduction::reduce_scatter_every_micro_step:
-        if (sharded) reduce_scatter(unit, s.A, "every micro-step");
+        if (sharded) reduce_scatter(u, unit, s.A, "every micro-step");
         break;
       case GradReduction::all_reduce_last_micro_step:
         plan.collectives.push_back({"all_reduce", "backend", s.reduce.name, unit.padded * r,
@@ -201,7 +239,7 @@ void add_sharded_collectives(const ShardedSetting& s, const Config& config, Cost
                                     "unit " + unit.name + " gradients (last micro-step)"});
         break;
       case GradReduction::reduce_scatter_last_micro_step:
-        if (sharded) reduce_scatter(unit, 1, "last micro-step");
+        if (sharded) reduce_scatter(u, unit, 1, "last micro-step");
         break;
     }
   }
@@ -219,7 +257,8 @@ void add_sharded_collectives(const ShardedSetting& s, const Config& config, Cost
   }
   if (!t.grads_replicated()) one_double(f, "grad-norm sum of squares");
   if (t.gathers_after_optimizer)
-    for (const auto& unit : s.units) all_gather(unit, "optimizer", 1, "updated shards, after the optimizer step");
+    for (int u = 0; u < n; ++u)
+      all_gather(u, s.units[static_cast<size_t>(u)], "optimizer", 1, "updated shards, after the optimizer step");
 }
 
 // The state one rank keeps, term by term as ShardedEngine::state_bytes().

@@ -17,7 +17,8 @@ namespace dtlab {
 CostPlan sharded_cost_plan(ShardingMode mode, std::string_view id, const Config& config, int rank);
 
 // The refusals every sharded strategy shares (its spec's check): bf16 masters under fp32 parameters, tied
-// embeddings split across units. Throws std::invalid_argument naming the keys and the way out.
-void check_sharded(std::string_view id, const Config& config);
+// embeddings split across units, hierarchical collectives where `mode` has no two-level form or with Gloo's backend
+// reduce-scatter. Throws std::invalid_argument naming the keys and the way out.
+void check_sharded(ShardingMode mode, std::string_view id, const Config& config);
 
 }  // namespace dtlab

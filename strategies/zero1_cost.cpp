@@ -11,7 +11,7 @@
 namespace dtlab {
 namespace {
 
-void check(const Config& config) { check_sharded("zero1", config); }
+void check(const Config& config) { check_sharded(ShardingMode::zero1, "zero1", config); }
 
 CostPlan plan(const Config& config, int rank) { return sharded_cost_plan(ShardingMode::zero1, "zero1", config, rank); }
 
@@ -52,8 +52,8 @@ const StrategySpec zero1_spec{
     .choose_when =
         "Adam's moments dominate and the links are fast: sharding only the optimizer state costs DDP's bytes plus one "
         "parameter gather",
-    .keys = {"parallel.wrap", "parallel.reduce_scatter", "parallel.offload", "parallel.activation_checkpointing",
-             "parallel.checkpoint_every"},
+    .keys = {"parallel.collectives", "parallel.wrap", "parallel.reduce_scatter", "parallel.offload",
+             "parallel.activation_checkpointing", "parallel.checkpoint_every"},
     .check = &check,
     .plan = &plan,
     .exposed_comm_ms = &exposed,

@@ -196,10 +196,17 @@ MemoryPrediction predict_memory(const Config& config, const CostPlan& plan, cons
   }
   // The ring's scratch per backward ring reduce-scatter, in the plan's order: two chunks of its wire dtype. The
   // sharded engine issues one per unit, in unit order; DDP's hierarchical all-reduce one per bucket piece.
+  // A hierarchical one (two calls of one unit, lab/comm/hierarchical.hpp) holds the node's block (one chunk of the
+  // call inside the node) from before its first level to the end of its second: block + the first level's scratch.
   std::vector<int64_t> ring;
-  for (const auto& c : plan.collectives)
-    if (c.op == "reduce_scatter" && c.algorithm == "ring" && c.phase == "backward" && c.group_size > 1)
-      ring.push_back(ring_reduce_scatter_scratch_bytes(c));
+  int last_unit = -1;
+  for (const auto& c : plan.collectives) {
+    if (c.op != "reduce_scatter" || c.algorithm != "ring" || c.phase != "backward" || c.group_size < 2) continue;
+    if (c.unit >= 0 && c.unit == last_unit) continue;  // the second level: inside the first's lifetime, smaller
+    last_unit = c.unit;
+    const int64_t scratch = ring_reduce_scatter_scratch_bytes(c);
+    ring.push_back(c.unit >= 0 ? scratch + scratch / 2 : scratch);
+  }
   const auto groups = wrap_unit_groups(config.parallel.wrap, static_cast<int>(config.model.n_layers));
   const bool per_unit = sharded && ring.size() == groups.size();
   for (size_t k = 0; k < a.block_backward.size(); ++k) {

@@ -182,6 +182,19 @@ std::optional<CollectivesChoice> choose_collectives(const dtlab::Config& config,
   if (!reads_collectives || config.parallel.collectives != "auto" ||
       !job_spans_nodes(config.world_size, config.ranks_per_node))
     return std::nullopt;
+  // A strategy that refuses the hierarchical form of this config (a sharded one with Gloo's reduce-scatter) keeps
+  // flat; its check says why when asked for explicitly. (A config refused either way is the run's error, not ours.)
+  const auto refused = [&](const char* collectives) {
+    dtlab::Config c = config;
+    c.parallel.collectives = collectives;
+    try {
+      if (strategy_spec(c.parallel.strategy).check) strategy_spec(c.parallel.strategy).check(c);
+    } catch (const std::invalid_argument&) {
+      return true;
+    }
+    return false;
+  };
+  if (refused("hierarchical") && !refused("flat")) return std::nullopt;
   const auto step_ms = [&](const char* collectives) {
     dtlab::Config c = config;
     c.parallel.collectives = collectives;

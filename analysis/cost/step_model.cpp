@@ -188,6 +188,8 @@ StepPrediction predict_step(const Config& config, const CostPlan& plan, const Ma
     double copy_bytes = 0;
     for (const auto& c : plan.collectives) {
       if (c.phase == "setup") continue;
+      if (c.unit >= 0 && c.stride == 1)
+        continue;  // a hierarchical call's level inside the node: the shard crosses once
       const double shard = static_cast<double>(c.bytes) / std::max(1, c.group_size);
       if (c.op == "all_gather" || c.op == "reduce_scatter") copy_bytes += shard * static_cast<double>(c.count);
     }

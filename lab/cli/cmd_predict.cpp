@@ -1,13 +1,16 @@
 // cmd_predict.cpp: `dtlab predict --config FILE [key=value ...] [--world-size N] [--profile FILE]
 // [--nodes M --ranks-per-node K --inter-link RATE --intra-link RATE]` — memory by category, communication, step time
 // and tokens/s of one configuration as JSON (analysis/cost/predict.hpp); shapes too large to train here
-// (model.preset=7b) and clusters other than the one calibrated (analysis/cost/topology.hpp) are projected.
+// (model.preset=7b) and clusters other than the one calibrated (analysis/cost/topology.hpp) are projected. With a
+// profile, parallel.collectives=auto across nodes is resolved by the model first (its choice: "collectives_choice").
 #include <cstdio>
 #include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "analysis/cost/predict.hpp"
 #include "analysis/cost/topology.hpp"
@@ -81,7 +84,16 @@ Command add_predict_command(CLI::App& app) {
             std::optional<analysis::MachineProfile> profile;
             if (!args->profile_path.empty())
               profile = analysis::on_topology(analysis::load_profile(args->profile_path), topology);
-            std::printf("%s\n", analysis::predict(config, profile ? &*profile : nullptr, args->rank).dump(2).c_str());
+            // parallel.collectives=auto across nodes: the model's choice, as `dtlab train` makes it with a profile.
+            std::optional<analysis::CollectivesChoice> choice;
+            if (profile) choice = analysis::choose_collectives(config, *profile);
+            if (choice) config.parallel.collectives = choice->collectives;
+            nlohmann::json out = analysis::predict(config, profile ? &*profile : nullptr, args->rank);
+            if (choice)
+              out["collectives_choice"] = {{"chosen", choice->collectives},
+                                           {"flat_step_ms", choice->flat_step_ms},
+                                           {"hierarchical_step_ms", choice->hierarchical_step_ms}};
+            std::printf("%s\n", out.dump(2).c_str());
             return 0;
           }};
 }

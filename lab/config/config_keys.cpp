@@ -205,7 +205,9 @@ const std::vector<KeySpec>& key_table() {
         key("parallel.reduce_scatter", &C::parallel, &P::reduce_scatter, one_of({"ring", "backend"}),
             "reduce-scatter algorithm on Gloo: the lab's ring, or the backend's (all-reduce + chunk)"),
         key("parallel.collectives", &C::parallel, &P::collectives, one_of({"auto", "flat", "hierarchical"}),
-            "DDP gradient all-reduce: flat, hierarchical (node, then across nodes), auto (hierarchical across nodes)"),
+            "across nodes: flat, hierarchical (node, then across nodes: ddp's all-reduce; zero1, fsdp_full_shard and "
+            "fsdp_shard_grad_op's reduce-scatters and all-gathers), auto (the model's choice with a profile; else "
+            "ddp hierarchical, the others flat)"),
         key("parallel.checkpoint_every", &C::parallel, &P::checkpoint_every, at_least(1),
             "activation_checkpointing=full: checkpoint every k-th block (1 = all)"),
         key("parallel.wrap", &C::parallel, &P::wrap, one_of({"block", "every_2", "every_4", "model"}),

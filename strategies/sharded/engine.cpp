@@ -245,7 +245,7 @@ std::vector<std::pair<std::string, at::Tensor>> ShardedEngine::full_state() {
     } else {
       flat = at::empty({unit.padded}, unit.shard.options().dtype(at::kFloat));
       at::Tensor source = unit.shard.to(at::kFloat).clone();
-      groups_.shard->all_gather(flat, source, CommAlgorithm::backend, "full_state").wait();
+      groups_.all_gather(flat, source, "full_state").wait();
     }
     for (size_t i = 0; i < unit.params.size(); ++i)
       out.emplace_back(unit.params[i].name,

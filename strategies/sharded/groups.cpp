@@ -9,9 +9,15 @@
 namespace dtlab {
 
 ShardGroups make_shard_groups(ShardingMode mode, const Config& config, World& world) {
+  const int world_size = world.world_size(), k = world.local_world_size();
+  if (config.parallel.collectives == "hierarchical" && traits(mode).shard_group == ShardGroup::world &&
+      !(k < world_size && world_size % k == 0))
+    throw std::invalid_argument("parallel.strategy=" + config.parallel.strategy +
+                                " with parallel.collectives=hierarchical needs a job across nodes (LOCAL_WORLD_SIZE " +
+                                std::to_string(k) + " < WORLD_SIZE " + std::to_string(world_size) +
+                                ", e.g. dtlab launch --nodes 2); use flat or auto");
   ShardGroups groups;
   Comm& all = world.comm();
-  const int world_size = world.world_size();
   switch (traits(mode).shard_group) {
     case ShardGroup::world:
       groups.shard = &all;
@@ -43,7 +49,22 @@ ShardGroups make_shard_groups(ShardingMode mode, const Config& config, World& wo
     }
   }
   groups.rank = groups.shard ? groups.shard->rank() : 0;
+  if (uses_hierarchical_shard_collectives(mode, config.parallel.collectives, world_size, k)) {
+    groups.two_level = std::make_unique<HierarchicalComm>(world, k);
+    groups.rank = groups.two_level->chunk_index();
+  }
   return groups;
+}
+
+CommHandle ShardGroups::all_gather(at::Tensor& output, at::Tensor& input, const std::string& tag) const {
+  if (two_level) return two_level->all_gather(output, input, tag);
+  return shard->all_gather(output, input, CommAlgorithm::backend, tag);
+}
+
+CommHandle ShardGroups::reduce_scatter(at::Tensor& output, at::Tensor& input, CommAlgorithm algorithm,
+                                       const std::string& tag) const {
+  if (two_level) return two_level->reduce_scatter(output, input, tag);  // the ring at both levels
+  return shard->reduce_scatter(output, input, algorithm, tag);
 }
 
 }  // namespace dtlab

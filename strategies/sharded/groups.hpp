@@ -3,7 +3,9 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
+#include "lab/comm/hierarchical.hpp"
 #include "lab/config.hpp"
 #include "lab/world.hpp"
 #include "strategies/sharded/sharding.hpp"
@@ -14,12 +16,21 @@ struct ShardGroups {
   Comm* shard = nullptr;    // nullptr: no shard group (no_shard)
   Comm* replica = nullptr;  // nullptr: no replicas (every mode but no_shard, and hybrid over the whole world)
   int size = 1;             // F, the shard group size
-  int rank = 0;             // this rank's place in the shard group
+  int rank = 0;             // the chunk of each unit this rank holds: its place in the shard group, or l*M + m below
   std::shared_ptr<Comm> owned_shard, owned_replica;  // hybrid: the groups split from the world
+  // Set when the shard group (the world) gathers and reduce-scatters in two levels, node then nodes
+  // (parallel.collectives=hierarchical on a job across nodes; lab/comm/hierarchical.hpp).
+  std::unique_ptr<HierarchicalComm> two_level;
+
+  // The shard group's collectives on a unit's flat buffer: flat over `shard`, or in two levels. Asynchronous.
+  CommHandle all_gather(at::Tensor& output, at::Tensor& input, const std::string& tag) const;
+  CommHandle reduce_scatter(at::Tensor& output, at::Tensor& input, CommAlgorithm algorithm,
+                            const std::string& tag) const;
 };
 
 // The groups of `mode` (traits(mode).shard_group). Hybrid shard groups are parallel.shard_size consecutive ranks;
-// throws std::invalid_argument when that size does not divide the world.
+// throws std::invalid_argument when that size does not divide the world, or when parallel.collectives=hierarchical
+// is asked for on a job that does not span nodes.
 ShardGroups make_shard_groups(ShardingMode mode, const Config& config, World& world);
 
 }  // namespace dtlab

@@ -125,7 +125,7 @@ void ShardedSchedule::refresh_params_after_step() {
       at::Tensor source = precision_.separate_compute_copy()
                               ? unit.compute_shard.copy_(unit.shard, /*non_blocking=*/true)  // see schedule.hpp
                               : source_buffer.narrow(0, 0, unit.shard_numel).copy_(unit.shard);
-      groups_.shard->all_gather(unit.full_writer, source, CommAlgorithm::backend, "zero1.params." + unit.name).wait();
+      groups_.all_gather(unit.full_writer, source, "zero1.params." + unit.name).wait();
     } else if (traits_.params_persist() && precision_.separate_compute_copy()) {
       unit.params_ready = false;  // the master changed: copy (and cast) again at the next gather
     }
@@ -143,7 +143,7 @@ void ShardedSchedule::start_gather(FlatUnit& unit) {
     unit.params_ready = true;
     return;
   }
-  unit.gather = groups_.shard->all_gather(unit.full_writer, source, CommAlgorithm::backend, "fsdp.params." + unit.name);
+  unit.gather = groups_.all_gather(unit.full_writer, source, "fsdp.params." + unit.name);
   unit.gather_pending = true;
 }
 
@@ -189,7 +189,7 @@ void ShardedSchedule::start_reduce_scatter(FlatUnit& unit, bool accumulate) {
   if (groups_.size == 1) {
     unit.reduce_out.copy_(input);
   } else {
-    reduce_ = groups_.shard->reduce_scatter(unit.reduce_out, input, algorithm_, "fsdp.grads." + unit.name);
+    reduce_ = groups_.reduce_scatter(unit.reduce_out, input, algorithm_, "fsdp.grads." + unit.name);
   }
   reducing_ = &unit;
   reducing_accumulates_ = accumulate;

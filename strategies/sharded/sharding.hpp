@@ -128,6 +128,16 @@ inline int64_t unit_buffers_peak_bytes(const ShardingTraits& t, const std::vecto
   return peak;
 }
 
+// parallel.collectives for a sharded mode on a job of `world` ranks, `ranks_per_node` per node (0 = unknown: one
+// node): true = the shard group's reduce-scatters and all-gathers in two levels (lab/comm/hierarchical.hpp), for the
+// modes whose shard group is the world, when asked for on a job across nodes. auto stays flat here: with a machine
+// profile `dtlab train` resolves it by the cost model before the strategy sees it (analysis/cost/predict.hpp).
+inline bool uses_hierarchical_shard_collectives(ShardingMode mode, const std::string& collectives, int64_t world,
+                                                int64_t ranks_per_node) {
+  const bool spans_nodes = ranks_per_node >= 1 && ranks_per_node < world && world % ranks_per_node == 0;
+  return traits(mode).shard_group == ShardGroup::world && collectives == "hierarchical" && spans_nodes;
+}
+
 // F, the shard group size of `mode` in a world of `world_size` ranks (`shard_size`: parallel.shard_size; 0 = the
 // node's ranks when the job spans nodes of `ranks_per_node` ranks, else the world).
 // Throws std::invalid_argument when shard groups of that size cannot tile the world.

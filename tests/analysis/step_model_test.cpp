@@ -400,6 +400,40 @@ TEST(StepModel, AutoCollectivesAreTheFasterPrediction) {
   EXPECT_FALSE(choose_collectives(tiny({"parallel.strategy=zero1"}, 4), slow_link));
 }
 
+// FULL_SHARD, SHARD_GRAD_OP and ZeRO-1 across nodes: a hierarchical gather or reduce-scatter is two calls of one
+// unit (strategies/sharded_plan.cpp), which the schedule runs as one (the unit pipeline would refuse a plan with
+// more calls than units). Each call's time is the sum of its levels', and on a slow link the two-level form, which
+// sends 1/K of each unit across it, is the faster one and auto's choice; with Gloo's reduce-scatter it is not on offer.
+TEST(StepModel, ShardedHierarchicalCallsAreOneCallPerUnitOnTwoLevels) {
+  MachineProfile slow_link = synthetic();
+  slow_link.comm.inter_node = distinct_comm(10);
+  slow_link.comm.ranks_per_link = 2;
+  for (const std::string id : {"fsdp_full_shard", "fsdp_shard_grad_op", "zero1"}) {
+    SCOPED_TRACE(id);
+    Config flat = tiny({"parallel.strategy=" + id}, 4);
+    flat.ranks_per_node = 2;
+    flat.parallel.collectives = "flat";
+    Config two_level = flat;
+    two_level.parallel.collectives = "hierarchical";
+    const CostPlan plan = cost_plan(two_level, 0);
+    double levels_ms = 0;
+    for (const auto& col : plan.collectives)
+      if (col.unit >= 0) levels_ms += planned_collective_us(col, two_level, slow_link) * 1e-3 * col.count;
+    const StepPrediction h = predict_step(two_level, plan, slow_link);
+    const StepPrediction f = predict_step(flat, cost_plan(flat, 0), slow_link);
+    EXPECT_GT(levels_ms, 0);
+    EXPECT_LE(levels_ms, h.comm_ms + 1e-9) << "every level is timed";
+    EXPECT_LT(h.comm_ms, f.comm_ms);
+    Config automatic = flat;
+    automatic.parallel.collectives = "auto";
+    const std::optional<CollectivesChoice> choice = choose_collectives(automatic, slow_link);
+    ASSERT_TRUE(choice.has_value());
+    EXPECT_EQ(choice->collectives, "hierarchical");
+    automatic.parallel.reduce_scatter = "backend";
+    EXPECT_FALSE(choose_collectives(automatic, slow_link)) << "refused by the strategy's check: stays flat";
+  }
+}
+
 // The hierarchical all-reduce as a pipeline: one piece is its three calls back to back; four pieces on a slow link
 // keep the link busy (rs + 4·ar + ag), on a slow node the node's CPU (4·(rs + ag)).
 TEST(StepModel, HierarchicalAllReduceIsATwoResourcePipeline) {

@@ -1,10 +1,13 @@
 // cluster_parity_test.cpp: every strategy on a 2-node emulated cluster (`dtlab launch --nodes 2`, network namespaces
-// joined by a 1 Gbit/s shaped link; DDP with the flat and the hierarchical all-reduce) against the single-process
+// joined by a 1 Gbit/s shaped link; DDP, ZeRO-1, FULL_SHARD and SHARD_GRAD_OP also with their hierarchical
+// collectives, whose records must all be at the intra and inter levels) against the single-process
 // reference: the same check as parity_test.cpp (loss, grad norm and every parameter at every step, fp32 tolerance),
 // with the ranks' traffic crossing real, shaped links between namespaces instead of loopback. Skips with the reason
 // without CAP_NET_ADMIN / CAP_SYS_ADMIN.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -70,18 +73,29 @@ TEST_P(ClusterParity, LossGradNormAndEveryParameterMatchTheReferenceAtEveryStep)
             std::string::npos)
       << job.output;
   EXPECT_NE(job.output.find("parity OK"), std::string::npos) << job.output;
+  // Hierarchical runs send their gradient and parameter collectives in two levels, none flat over the world; flat
+  // runs the other way round (strategy_rank counts them; DDP's initial broadcast is flat in both, not counted).
+  const bool hierarchical =
+      std::find(c.extra.begin(), c.extra.end(), "parallel.collectives=hierarchical") != c.extra.end();
+  const std::regex levels(hierarchical ? R"(strategy collectives by level: world 0 intra [1-9]\d* inter [1-9]\d*)"
+                                       : R"(strategy collectives by level: world [1-9]\d* intra 0 inter 0)");
+  if (c.strategy != "fsdp_hybrid") EXPECT_TRUE(std::regex_search(job.output, levels)) << job.output;
 }
 
-INSTANTIATE_TEST_SUITE_P(Cluster, ClusterParity,
-                         ::testing::Values(ClusterCase{"ddp", 2, 2, 1, {"parallel.collectives=hierarchical"}},
-                                           ClusterCase{"ddp", 2, 2, 1, {"parallel.collectives=flat"}},
-                                           ClusterCase{"ddp", 2, 1, 2}, ClusterCase{"zero1", 2, 2, 1},
-                                           ClusterCase{"fsdp_full_shard", 2, 2, 1},
-                                           ClusterCase{"fsdp_shard_grad_op", 2, 2, 1},
-                                           ClusterCase{"fsdp_no_shard", 2, 2, 1},
-                                           ClusterCase{"fsdp_hybrid", 2, 2, 1, {"parallel.shard_size=2"}},
-                                           ClusterCase{"fsdp_hybrid", 2, 2, 1}),
-                         case_name);
+INSTANTIATE_TEST_SUITE_P(
+    Cluster, ClusterParity,
+    ::testing::Values(ClusterCase{"ddp", 2, 2, 1, {"parallel.collectives=hierarchical"}},
+                      ClusterCase{"ddp", 2, 2, 1, {"parallel.collectives=flat"}}, ClusterCase{"ddp", 2, 1, 2},
+                      ClusterCase{"zero1", 2, 2, 1},
+                      ClusterCase{"zero1", 2, 2, 2, {"parallel.collectives=hierarchical"}},
+                      ClusterCase{"fsdp_full_shard", 2, 2, 1},
+                      ClusterCase{"fsdp_full_shard", 2, 2, 2, {"parallel.collectives=hierarchical"}},
+                      ClusterCase{"fsdp_shard_grad_op", 2, 2, 1},
+                      ClusterCase{"fsdp_shard_grad_op", 2, 2, 1, {"parallel.collectives=hierarchical"}},
+                      ClusterCase{"fsdp_no_shard", 2, 2, 1},
+                      ClusterCase{"fsdp_hybrid", 2, 2, 1, {"parallel.shard_size=2"}},
+                      ClusterCase{"fsdp_hybrid", 2, 2, 1}),
+    case_name);
 
 }  // namespace
 }  // namespace dtlab

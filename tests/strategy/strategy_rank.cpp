@@ -29,6 +29,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -261,6 +262,18 @@ int main(int argc, char** argv) {
       } else if (main_rank) {
         std::printf("dtype check: %d %s collectives, all %s\n", seen, op.c_str(), dtype.c_str());
       }
+    }
+    // Which links the strategy's gradient and parameter collectives crossed: the records' levels (world = flat; intra
+    // and inter = the two levels of a hierarchical collective, lab/comm/hierarchical.hpp).
+    if (main_rank) {
+      std::map<std::string, int> by_level = {{"world", 0}, {"intra", 0}, {"inter", 0}};
+      for (dtlab::Comm* c : world.all_comms())
+        for (const auto& r : c->records())
+          if (r.op != "broadcast" &&  // DDP's initial broadcast of the parameters is flat in every form
+              (r.tag.rfind("fsdp.", 0) == 0 || r.tag.rfind("ddp.", 0) == 0 || r.tag.rfind("zero1.", 0) == 0))
+            ++by_level[r.level];
+      std::printf("strategy collectives by level: world %d intra %d inter %d\n", by_level["world"], by_level["intra"],
+                  by_level["inter"]);
     }
     // The seam: the strategy's data-parallel layout agrees with its spec and covers the world.
     const dtlab::ParallelLayout layout = strategy->layout();

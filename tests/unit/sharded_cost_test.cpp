@@ -6,6 +6,7 @@
 
 #include <stdexcept>
 
+#include "strategies/catalog.hpp"
 #include "strategies/cost_plan.hpp"
 #include "strategies/sharded/sharding.hpp"
 
@@ -243,6 +244,64 @@ TEST(ShardedCost, HybridGroupsAndDispatch) {
   for (const std::string id : {"fsdp_full_shard", "fsdp_shard_grad_op", "fsdp_no_shard", "zero1"})
     EXPECT_EQ(cost_plan(make(id, 2), 1).strategy, id);
   EXPECT_EQ(cost_plan(make("fsdp_full_shard", 2)).strategy, "fsdp_full_shard");  // rank 0
+}
+
+// parallel.collectives=hierarchical on 2 nodes x 2 (lab/comm/hierarchical.hpp): every gather is one call across the
+// nodes (1/K of the unit among the M ranks of one local rank, stride K) then one inside the node; every reduce-scatter
+// the other way round, both on the lab's ring. The two levels of one call name the same unit. Only 1/K of each
+// buffer crosses the nodes per rank; rank r holds chunk l*M + m, so its state is the flat plan's for that chunk.
+TEST(ShardedCost, HierarchicalCollectivesGoInTwoLevelsPerUnit) {
+  for (const std::string id : {"fsdp_full_shard", "fsdp_shard_grad_op", "zero1"}) {
+    SCOPED_TRACE(id);
+    Config c = make(id, 4, kPaddedShape);
+    c.ranks_per_node = 2;
+    Config flat = c;
+    c.parallel.collectives = "hierarchical";
+    const CostPlan plan = cost_plan(c, 1);
+    int64_t across = 0, inside = 0, flat_sharded_bytes = 0;
+    for (const auto& x : cost_plan(flat, 1).collectives)
+      if (x.op == "all_gather" || x.op == "reduce_scatter") flat_sharded_bytes += x.bytes * x.count;
+    for (size_t i = 0; i < plan.collectives.size(); ++i) {
+      const PlannedCollective& x = plan.collectives[i];
+      if (x.op != "all_gather" && x.op != "reduce_scatter") continue;
+      ASSERT_GE(x.unit, 0) << x.what;
+      EXPECT_EQ(x.algorithm, x.op == "all_gather" ? "backend" : "ring") << x.what;
+      const bool first_level = i + 1 < plan.collectives.size() && plan.collectives[i + 1].unit == x.unit &&
+                               plan.collectives[i + 1].op == x.op && plan.collectives[i + 1].phase == x.phase;
+      const bool crosses = x.stride == 2;
+      EXPECT_EQ(crosses, (x.op == "all_gather") == first_level) << x.what << ": gathers cross first, scatters last";
+      EXPECT_EQ(x.group_size, 2) << x.what;
+      (crosses ? across : inside) += x.bytes * x.count;
+    }
+    EXPECT_EQ(inside, flat_sharded_bytes) << "inside the node: the whole unit, as the flat call";
+    EXPECT_EQ(across * 2, inside) << "across nodes: 1/K of it";
+    // Rank r = m*K + l holds chunk l*M + m: ranks 1 and 2 swap chunks; 0 and 3 keep theirs.
+    for (const auto& [rank, chunk] : std::vector<std::pair<int, int>>{{0, 0}, {1, 2}, {2, 1}, {3, 3}}) {
+      const PlannedState h = cost_plan(c, rank).state, f = cost_plan(flat, chunk).state;
+      EXPECT_EQ(h.params, f.params);
+      EXPECT_EQ(h.optimizer, f.optimizer) << "rank " << rank << " holds chunk " << chunk;
+    }
+  }
+  // Refused where there is no two-level form, or with Gloo's backend reduce-scatter.
+  const auto refusal = [](const std::string& id, std::vector<std::string> extra) {
+    try {
+      strategy_spec(id).check(make(id, 4, std::move(extra)));
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(refusal("fsdp_hybrid", {"parallel.collectives=hierarchical"}).find("shard groups are the nodes already"),
+            std::string::npos);
+  EXPECT_NE(refusal("fsdp_no_shard", {"parallel.collectives=hierarchical"}).find("use flat or auto"),
+            std::string::npos);
+  EXPECT_NE(refusal("fsdp_full_shard", {"parallel.collectives=hierarchical", "parallel.reduce_scatter=backend"})
+                .find("use parallel.reduce_scatter=ring"),
+            std::string::npos);
+  EXPECT_EQ(refusal("zero1", {"parallel.collectives=hierarchical"}), "accepted");
+  // On one node, hierarchical has nothing to split: the plan is flat (the engine refuses such a job).
+  Config one_node = make("fsdp_full_shard", 4, {"parallel.collectives=hierarchical"});
+  EXPECT_EQ(cost_plan(one_node, 0).step_bytes(), cost_plan(make("fsdp_full_shard", 4), 0).step_bytes());
 }
 
 // The one table of modes that the engine (strategies/sharded/) and the plan both read, as sharding.hpp draws it.
