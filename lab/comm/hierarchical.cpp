@@ -77,11 +77,11 @@ void HierarchicalComm::check_chunked(const char* op, const at::Tensor& whole, co
   const int64_t chunks = static_cast<int64_t>(nodes_) * ranks_per_node_;
   if (whole.dim() != 1 || chunk.dim() != 1 || !whole.is_contiguous() || !chunk.is_contiguous() ||
       whole.scalar_type() != chunk.scalar_type() || whole.numel() != chunks * chunk.numel())
-    throw std::invalid_argument(std::string("hierarchical ") + op +
-                                ": needs 1-D contiguous tensors of one dtype, the " + "whole buffer " +
-                                std::to_string(chunks) + " times the chunk (" + std::to_string(nodes_) + " nodes x " +
-                                std::to_string(ranks_per_node_) + " ranks); got " + std::to_string(whole.numel()) +
-                                " and " + std::to_string(chunk.numel()) + " elements");
+    throw std::invalid_argument(std::string("hierarchical ") + op + ": needs 1-D contiguous tensors of one dtype, " +
+                                "the whole buffer " + std::to_string(chunks) + " times the chunk (" +
+                                std::to_string(nodes_) + " nodes x " + std::to_string(ranks_per_node_) +
+                                " ranks); got " + std::to_string(whole.numel()) + " and " +
+                                std::to_string(chunk.numel()) + " elements");
 }
 
 CommHandle HierarchicalComm::run_levels(std::unique_ptr<SerialThread>& thread, const char* op, const std::string& tag,
