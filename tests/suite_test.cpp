@@ -5,7 +5,6 @@
 
 #include <array>
 #include <cstdio>
-#include <memory>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
@@ -14,12 +13,18 @@
 
 namespace {
 
-std::string read_command(const std::string& command) {
-  std::string out;
-  const std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), pclose);
-  if (!pipe) return out;
+struct CommandOutput {
+  std::string text;
+  int status = -1;  // pclose's: 0 when the command ran and exited 0
+};
+
+CommandOutput read_command(const std::string& command) {
+  CommandOutput out;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return out;
   std::array<char, 65536> chunk{};
-  for (size_t n; (n = fread(chunk.data(), 1, chunk.size(), pipe.get())) > 0;) out.append(chunk.data(), n);
+  for (size_t n; (n = fread(chunk.data(), 1, chunk.size(), pipe)) > 0;) out.text.append(chunk.data(), n);
+  out.status = pclose(pipe);
   return out;
 }
 
@@ -51,9 +56,14 @@ std::string program_of(const nlohmann::json& test) {
 }
 
 TEST(Suite, CpuTestsSeeNoGpu) {
-  const std::string listing = read_command("'" CTEST_COMMAND "' --test-dir '" DTLAB_BINARY_DIR "' --show-only=json-v1");
-  const nlohmann::json tests = nlohmann::json::parse(listing, nullptr, false).value("tests", nlohmann::json::array());
-  ASSERT_GT(tests.size(), 10U) << "ctest listed no tests of " << DTLAB_BINARY_DIR << ":\n" << listing.substr(0, 400);
+  const std::string command = "'" CTEST_COMMAND "' --test-dir '" DTLAB_BINARY_DIR "' --show-only=json-v1 2>&1";
+  const CommandOutput listing = read_command(command);
+  ASSERT_EQ(listing.status, 0) << command << " failed (status " << listing.status << "):\n"
+                               << listing.text.substr(0, 400);
+  const nlohmann::json parsed = nlohmann::json::parse(listing.text, nullptr, false);
+  ASSERT_TRUE(parsed.is_object()) << command << " printed no JSON object:\n" << listing.text.substr(0, 400);
+  const nlohmann::json tests = parsed.value("tests", nlohmann::json::array());
+  ASSERT_GT(tests.size(), 10U) << "ctest listed no tests of " << DTLAB_BINARY_DIR;
 
   const std::regex gpu_unit_case = filter_regex(GPU_UNIT_CASES);
   std::vector<std::string> sees_gpu_wrongly, gpu_case_hidden;
