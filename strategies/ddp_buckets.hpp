@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "lab/node_layout.hpp"
+
 namespace dtlab {
 
 struct BucketLayout {
@@ -23,11 +25,9 @@ BucketLayout assign_buckets(const std::vector<int64_t>& param_bytes, int64_t cap
 inline constexpr int64_t kFirstBucketCapBytes = 1 << 20;
 
 // parallel.collectives resolved for a job of `world` ranks, `ranks_per_node` per node (0 = unknown: one node):
-// true = the hierarchical all-reduce (lab/comm/hierarchical.hpp). hierarchical: when the job spans nodes; auto: when
-// it spans nodes with more than one rank on each (with one, both levels' work is the flat ring's); flat: never.
-inline bool job_spans_nodes(int64_t world, int64_t ranks_per_node) {
-  return ranks_per_node >= 1 && ranks_per_node < world && world % ranks_per_node == 0;
-}
+// true = the hierarchical all-reduce (lab/comm/hierarchical.hpp). hierarchical: when the job spans nodes
+// (job_spans_nodes, lab/node_layout.hpp); auto: when it spans nodes with more than one rank on each (with one, both
+// levels' work is the flat ring's); flat: never.
 inline bool uses_hierarchical_all_reduce(const std::string& collectives, int64_t world, int64_t ranks_per_node) {
   if (!job_spans_nodes(world, ranks_per_node)) return false;
   return collectives == "hierarchical" || (collectives == "auto" && ranks_per_node > 1);

@@ -14,9 +14,9 @@
 #include "analysis/cost/compute_model.hpp"
 #include "analysis/cost/memory_model.hpp"
 #include "analysis/cost/step_model.hpp"
+#include "lab/node_layout.hpp"
 #include "strategies/catalog.hpp"
 #include "strategies/cost_plan.hpp"
-#include "strategies/ddp_buckets.hpp"
 
 namespace dtlab::analysis {
 namespace {

@@ -16,7 +16,7 @@
 #include "lab/comm/hierarchical.hpp"
 #include "lab/dist/rank_env.hpp"
 #include "lab/launch/cluster.hpp"
-#include "strategies/ddp_buckets.hpp"
+#include "lab/node_layout.hpp"
 
 namespace dtlab::cli {
 namespace {

@@ -14,11 +14,11 @@
 #include "lab/dist/dist_world.hpp"
 #include "lab/dist/rank_env.hpp"
 #include "lab/launch/cluster.hpp"
+#include "lab/node_layout.hpp"
 #include "lab/train/device.hpp"
 #include "lab/train/oom_stop.hpp"
 #include "lab/train/trainer.hpp"
 #include "lab/world.hpp"
-#include "strategies/ddp_buckets.hpp"
 #include "strategies/registry.hpp"
 
 namespace dtlab::cli {

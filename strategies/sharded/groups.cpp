@@ -11,7 +11,7 @@ namespace dtlab {
 ShardGroups make_shard_groups(ShardingMode mode, const Config& config, World& world) {
   const int world_size = world.world_size(), k = world.local_world_size();
   if (config.parallel.collectives == "hierarchical" && traits(mode).shard_group == ShardGroup::world &&
-      !(k < world_size && world_size % k == 0))
+      !job_spans_nodes(world_size, k))
     throw std::invalid_argument("parallel.strategy=" + config.parallel.strategy +
                                 " with parallel.collectives=hierarchical needs a job across nodes (LOCAL_WORLD_SIZE " +
                                 std::to_string(k) + " < WORLD_SIZE " + std::to_string(world_size) +

@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "lab/node_layout.hpp"
+
 namespace dtlab {
 
 enum class ShardingMode { full_shard, shard_grad_op, no_shard, hybrid, zero1 };
@@ -134,8 +136,8 @@ inline int64_t unit_buffers_peak_bytes(const ShardingTraits& t, const std::vecto
 // profile `dtlab train` resolves it by the cost model before the strategy sees it (analysis/cost/predict.hpp).
 inline bool uses_hierarchical_shard_collectives(ShardingMode mode, const std::string& collectives, int64_t world,
                                                 int64_t ranks_per_node) {
-  const bool spans_nodes = ranks_per_node >= 1 && ranks_per_node < world && world % ranks_per_node == 0;
-  return traits(mode).shard_group == ShardGroup::world && collectives == "hierarchical" && spans_nodes;
+  return traits(mode).shard_group == ShardGroup::world && collectives == "hierarchical" &&
+         job_spans_nodes(world, ranks_per_node);
 }
 
 // F, the shard group size of `mode` in a world of `world_size` ranks (`shard_size`: parallel.shard_size; 0 = the
@@ -146,8 +148,9 @@ inline int64_t shard_group_size(ShardingMode mode, int64_t world_size, int64_t s
     case ShardGroup::none:
       return 1;
     case ShardGroup::shard_size: {
-      const bool spans_nodes = ranks_per_node > 0 && ranks_per_node < world_size && world_size % ranks_per_node == 0;
-      const int64_t f = shard_size > 0 ? shard_size : spans_nodes ? ranks_per_node : world_size;
+      const int64_t f = shard_size > 0                                ? shard_size
+                        : job_spans_nodes(world_size, ranks_per_node) ? ranks_per_node
+                                                                      : world_size;
       if (world_size % f != 0)
         throw std::invalid_argument("parallel.shard_size=" + std::to_string(f) +
                                     " does not divide world_size=" + std::to_string(world_size));
