@@ -86,15 +86,19 @@ json run_comm_bench_child(int ranks, bool quick, const std::string& json_path,
                           const std::vector<std::string>& cluster_args, const std::vector<std::string>& device_args) {
   // Sizes: 1 KiB to 256 MiB by 4x as the per-collective target; --quick keeps three small sizes.
   // --repeats 3: the fastest of three timed loops per size, so one loop that waited for a busy core does not
-  // become the fitted figure (a shared 2-core machine; see lab/comm/bench.hpp). Over an emulated link (a few
-  // hundred Mbit/s: 64 MiB takes seconds) up to 64 MiB, fewer calls.
+  // become the fitted figure (a shared 2-core machine; see lab/comm/bench.hpp). Fewer, slower calls where every byte
+  // is dear:
+  //   GPU buffers staged through the host: up to 64 MiB (a GPU job's buckets and units are that large);
+  //   over an emulated link: up to 16 MiB. At 1 Gbit/s a 16 MiB call is already bandwidth-bound (about 130 ms), so
+  //   the fitted β holds for the studies' largest calls (DDP's 17.5 MiB bucket of `small`); 64 MiB took three
+  //   quarters of the cross-node sweep's time.
   std::vector<std::string> args = {self_exe(), "comm-bench", "--ranks", std::to_string(ranks)};
-  // Over an emulated link or GPU buffers staged through the host, 64 MiB is the largest size (fewer, slower calls).
-  const bool cluster = !cluster_args.empty() || !device_args.empty();
+  const std::string largest = !device_args.empty() ? "64M" : !cluster_args.empty() ? "16M" : "256M";
   const std::vector<std::string> sizes =
-      quick     ? std::vector<std::string>{"-b", "1K", "-e", "1M", "-f", "32", "-n", "3", "-w", "1", "-c", "0"}
-      : cluster ? std::vector<std::string>{"-b", "1K", "-e", "64M", "-f", "4", "-n", "3", "-w", "1", "--repeats", "2"}
-                : std::vector<std::string>{"-b", "1K", "-e", "256M", "-f", "4", "-n", "5", "-w", "2", "--repeats", "3"};
+      quick ? std::vector<std::string>{"-b", "1K", "-e", "1M", "-f", "32", "-n", "3", "-w", "1", "-c", "0"}
+      : largest != "256M"
+          ? std::vector<std::string>{"-b", "1K", "-e", largest, "-f", "4", "-n", "3", "-w", "1", "--repeats", "2"}
+          : std::vector<std::string>{"-b", "1K", "-e", "256M", "-f", "4", "-n", "5", "-w", "2", "--repeats", "3"};
   args.insert(args.end(), sizes.begin(), sizes.end());
   args.insert(args.end(), cluster_args.begin(), cluster_args.end());
   args.insert(args.end(), device_args.begin(), device_args.end());
