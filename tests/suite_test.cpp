@@ -1,6 +1,6 @@
 // suite_test.cpp: the test suite's own rule about the GPU (tests/CMakeLists.txt). Every test runs with the GPU hidden
-// (CUDA_VISIBLE_DEVICES empty) except the GPU cases: gpu_tests and tests/unit's GPU_UNIT_CASES. Read from ctest's
-// own listing of this build (ctest --show-only=json-v1), so a test registered without the rule is named here.
+// (CUDA_VISIBLE_DEVICES empty) except the GPU cases: gpu_tests and the unit cases of DTLAB_GPU_UNIT_CASES. Read from
+// ctest's own listing of this build (ctest --show-only=json-v1), so a test registered without the rule is named here.
 #include <gtest/gtest.h>
 
 #include <array>

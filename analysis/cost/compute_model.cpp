@@ -57,12 +57,16 @@ double achieved_tflops(const Config& config, const MachineProfile& profile, std:
                      : cores > 0              ? std::max(1.0, static_cast<double>(cores / static_cast<int>(ranks_here)))
                                               : static_cast<double>(profile.compute.threads);
     if (cores > 0) threads = std::min(threads, static_cast<double>(cores) / ranks_here);  // oversubscribed cores
-    factor = threads / static_cast<double>(profile.compute.threads);
+    // The threads the rates were measured with, in the same terms: a calibration whose rank and companions
+    // oversubscribed the cores (an emulated cluster's 4 ranks on 2 cores) measured a shared core's rate already.
+    double measured = static_cast<double>(profile.compute.threads);
+    if (cores > 0 && profile.compute.ranks > 0)
+      measured = std::min(measured, static_cast<double>(cores) / static_cast<double>(profile.compute.ranks));
+    factor = threads / measured;
     if (notes && factor != 1.0) {
       char buf[200];
-      std::snprintf(buf, sizeof buf,
-                    "CPU rate scaled linearly from %d measured thread(s) to %.2f effective thread(s) per rank",
-                    profile.compute.threads, threads);
+      std::snprintf(buf, sizeof buf, "CPU rate scaled linearly from %.2f measured effective thread(s) to %.2f per rank",
+                    measured, threads);
       notes->push_back(buf);
     }
   }

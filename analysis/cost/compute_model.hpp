@@ -11,8 +11,10 @@
 // Time = tokens per rank per step × executed FLOPs per token / (matmul_tflops[param_dtype] ×
 // train_efficiency × thread factor). The thread factor (CPU profiles that record `threads`) scales the rate
 // linearly with the threads a rank gets: train.threads, else cores / ranks on the machine (Config::host_ranks when
-// known, else the node's ranks), and never more cores than the machine has. GPU profiles have no thread fields:
-// factor 1.
+// known, else the node's ranks), and never more cores than the machine has. The measured side counts the same way:
+// a profile that records the `ranks` that shared its `cores` during calibration (more threads than cores: an emulated
+// cluster's ranks on one machine) measured min(threads, cores / ranks) effective threads, so a job of as many ranks
+// gets factor 1, not the oversubscription a second time. GPU profiles have no thread fields: factor 1.
 // Plus a fixed time per micro-step (profiles with gemm_overhead_us): the overhead per linear layer × the model's
 // linear layers (7 per block + the head) × executed / model FLOPs (recomputed layers pay it again), one third in the
 // forward and two thirds in the backward. It is what makes 4 micro-batches of 1 slower than 1 of 4 at the same

@@ -84,6 +84,7 @@ nlohmann::json MachineProfile::to_json() const {
   if (!compute.gemm_overhead_us.empty()) j["compute"]["gemm_overhead_us"] = compute.gemm_overhead_us;
   if (compute.threads > 0) j["compute"]["threads"] = compute.threads;
   if (compute.cores > 0) j["compute"]["cores"] = compute.cores;
+  if (compute.ranks > 0) j["compute"]["ranks"] = compute.ranks;
   j["comm"] = {{"ranks_per_node", comm.ranks_per_node}, {"intra_node", comm.intra_node.to_json()}};
   if (comm.inter_node) j["comm"]["inter_node"] = comm.inter_node->to_json();
   if (comm.measured_world_size > 0) j["comm"]["measured_world_size"] = comm.measured_world_size;
@@ -140,6 +141,7 @@ MachineProfile MachineProfile::from_json(const nlohmann::json& j, const std::str
   p.compute.memory_GBps = compute.positive("memory_GBps");
   if (compute.has("threads")) p.compute.threads = compute.count("threads", 1);
   if (compute.has("cores")) p.compute.cores = compute.count("cores", 1);
+  if (compute.has("ranks")) p.compute.ranks = compute.count("ranks", 1);
 
   const Reader comm = top.object("comm");
   p.comm.ranks_per_node = comm.count("ranks_per_node", 1);

@@ -16,7 +16,9 @@
 //                                               //   (forward + backward), by dtype; absent = 0 (compute_model.hpp)
 //                "memory_GBps": 3350,           // per rank, for optimizer and elementwise passes
 //                "threads": 1,                  // optional: CPU threads per rank the rates were measured with
-//                "cores": 2},                   // optional: cores per node (CPU: ranks share them)
+//                "cores": 2,                    // optional: cores per node (CPU: ranks share them)
+//                "ranks": 2},                   // optional: processes that shared those cores, each with `threads`
+//                                               //   threads, while the rates were measured (dtlab calibrate's ranks)
 //    "comm": {"ranks_per_node": 8,
 //             "intra_node": <CommModel JSON>,   // analysis/cost/comm_model.hpp
 //             "inter_node": <CommModel JSON>,   // optional: groups that span nodes use it when present
@@ -59,6 +61,9 @@ struct ComputeRates {
   double memory_GBps = 0;  // > 0
   int threads = 0;         // 0 = not recorded (GPU profiles): rates are per rank as they are
   int cores = 0;           // 0 = not recorded
+  // The processes that loaded the cores while the rates were measured (the rank and its companions); 0 = not recorded.
+  // With more threads than cores among them, the rates are a shared core's: compute_model.hpp counts it.
+  int ranks = 0;
 };
 
 struct CommProfile {

@@ -313,7 +313,8 @@ json profile_document(const CalibrateOptions& options, const Config& config, con
         {"memory_GBps", compute.memory_GBps},
         {"gemm_overhead_us", compute.gemm_overhead_us},
         {"threads", compute.threads},
-        {"cores", compute.cores}}},
+        {"cores", compute.cores},
+        {"ranks", options.ranks}}},  // the rank and its companions: they shared the cores while it was measured
       {"comm",
        {{"ranks_per_node", comm_levels.ranks_per_node},
         {"intra_node", comm.to_json()},
@@ -389,6 +390,7 @@ json profile_document(const CalibrateOptions& options, const Config& config, con
   if (gpu) {  // rates per GPU as measured: no CPU threads or cores to divide among ranks
     profile["compute"].erase("threads");
     profile["compute"].erase("cores");
+    profile["compute"].erase("ranks");
   }
   if (compute.train_efficiency >= 1.0) {
     profile["notes"].push_back("train_efficiency capped at 1: the training step ran faster than the GEMM benchmark");

@@ -76,6 +76,25 @@ TEST(ComputeModel, EmulatedNodesShareTheMachinesCores) {
   EXPECT_DOUBLE_EQ(achieved_tflops(c, p), 0.5);  // both ranks on this machine: one core each
 }
 
+// `dtlab calibrate --nodes 2 --ranks 2` measures a rank while 3 companions load the same 2 cores (1 thread each): the
+// profile's rate is already a shared core's, and records so (compute.ranks = 4). A job of those 4 ranks gets that rate
+// as measured, not halved again (the crossover study's runs were predicted at twice their measured compute before).
+TEST(ComputeModel, AProfileMeasuredOnSharedCoresIsNotSharedTwice) {
+  MachineProfile p = synthetic();
+  p.compute.threads = 1;
+  p.compute.cores = 2;
+  p.compute.ranks = 4;
+  Config four = tiny({}, 4);
+  four.ranks_per_node = 2;
+  four.host_ranks = 4;
+  EXPECT_DOUBLE_EQ(achieved_tflops(four, p), 0.5);         // the same 4 ranks on the 2 cores: the rate as measured
+  EXPECT_DOUBLE_EQ(achieved_tflops(tiny({}, 2), p), 1.0);  // 2 ranks: a core each, twice the shared core's rate
+  p.compute.ranks = 2;                                     // a loopback calibration: 2 ranks, a core each
+  EXPECT_DOUBLE_EQ(achieved_tflops(four, p), 0.25);        // 4 ranks on its 2 cores: half a core each
+  p.compute.ranks = 0;                                     // not recorded (older profiles): as if nothing was shared
+  EXPECT_DOUBLE_EQ(achieved_tflops(four, p), 0.25);
+}
+
 TEST(ComputeModel, PerDtypeEfficiencyWinsForItsDtype) {
   MachineProfile p = synthetic();
   p.compute.matmul_tflops["bfloat16"] = 4.0;
