@@ -3,30 +3,15 @@
 // ctest's own listing of this build (ctest --show-only=json-v1), so a test registered without the rule is named here.
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "lab/process.hpp"
+
 namespace {
-
-struct CommandOutput {
-  std::string text;
-  int status = -1;  // pclose's: 0 when the command ran and exited 0
-};
-
-CommandOutput read_command(const std::string& command) {
-  CommandOutput out;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return out;
-  std::array<char, 65536> chunk{};
-  for (size_t n; (n = fread(chunk.data(), 1, chunk.size(), pipe)) > 0;) out.text.append(chunk.data(), n);
-  out.status = pclose(pipe);
-  return out;
-}
 
 bool hides_the_gpu(const nlohmann::json& test) {
   for (const auto& property : test.value("properties", nlohmann::json::array())) {
@@ -56,12 +41,13 @@ std::string program_of(const nlohmann::json& test) {
 }
 
 TEST(Suite, CpuTestsSeeNoGpu) {
-  const std::string command = "'" CTEST_COMMAND "' --test-dir '" DTLAB_BINARY_DIR "' --show-only=json-v1 2>&1";
-  const CommandOutput listing = read_command(command);
-  ASSERT_EQ(listing.status, 0) << command << " failed (status " << listing.status << "):\n"
-                               << listing.text.substr(0, 400);
-  const nlohmann::json parsed = nlohmann::json::parse(listing.text, nullptr, false);
-  ASSERT_TRUE(parsed.is_object()) << command << " printed no JSON object:\n" << listing.text.substr(0, 400);
+  const std::string command = CTEST_COMMAND " --test-dir " DTLAB_BINARY_DIR " --show-only=json-v1";
+  const dtlab::ProcessResult listing = dtlab::run_process(
+      {.argv = {CTEST_COMMAND, "--test-dir", DTLAB_BINARY_DIR, "--show-only=json-v1"}}, /*capture_output=*/true);
+  ASSERT_EQ(listing.exit_code, 0) << command << " failed (exit code " << listing.exit_code << "):\n"
+                                  << listing.output.substr(0, 400);
+  const nlohmann::json parsed = nlohmann::json::parse(listing.output, nullptr, false);
+  ASSERT_TRUE(parsed.is_object()) << command << " printed no JSON object:\n" << listing.output.substr(0, 400);
   const nlohmann::json tests = parsed.value("tests", nlohmann::json::array());
   ASSERT_GT(tests.size(), 10U) << "ctest listed no tests of " << DTLAB_BINARY_DIR;
 
