@@ -48,9 +48,11 @@ std::optional<FitLadder> fit_ladder(const Scenario& sc) {
     c.params = static_cast<double>(r.params);
     c.limit_bytes = *limit;
     c.fits = !r.oom;
-    c.peak_bytes = r.oom ? r.oom->in_use_bytes + r.oom->requested_bytes : largest_rank_peak(r);
+    // What the cap holds: the device-side bytes (offload's host buffers are outside it, lab/memory.hpp).
+    c.peak_bytes = r.oom ? r.oom->in_use_bytes + r.oom->requested_bytes : largest_rank_device_side_peak(r);
     if (r.oom) c.oom_step = r.oom->step, c.oom_category = r.oom->category;
-    c.predicted_peak_bytes = json_number_at(r.raw, {"prediction", "memory_bytes", "peak"});
+    c.predicted_peak_bytes = json_number_at(r.raw, {"prediction", "memory_bytes", "device_peak"});
+    if (!c.predicted_peak_bytes) c.predicted_peak_bytes = json_number_at(r.raw, {"prediction", "memory_bytes", "peak"});
     ladder.limit_bytes = std::max(ladder.limit_bytes, *limit);
     const std::string name = r.name.substr(0, at);
     if (!index.count(name)) {

@@ -14,13 +14,13 @@
 namespace dtlab::analysis {
 
 struct FitCell {
-  std::string step;           // the ladder step: the run name after '@'
-  double params = 0;          // the model's parameters
-  bool fits = false;          // measured: the run completed under the cap
-  double peak_bytes = 0;      // fits: the largest tensor peak of any rank; out of memory: in use + the refused request
-  std::int64_t oom_step = 0;  // out of memory: the step it stopped at (0 = setup)
-  std::string oom_category;   // out of memory: what asked
-  std::optional<double> predicted_peak_bytes;  // result.json prediction.memory_bytes.peak (rank 0)
+  std::string step;       // the ladder step: the run name after '@'
+  double params = 0;      // the model's parameters
+  bool fits = false;      // measured: the run completed under the cap
+  double peak_bytes = 0;  // fits: the largest device-side peak of any rank; out of memory: in use + the refused request
+  std::int64_t oom_step = 0;                   // out of memory: the step it stopped at (0 = setup)
+  std::string oom_category;                    // out of memory: what asked
+  std::optional<double> predicted_peak_bytes;  // prediction.memory_bytes.device_peak (rank 0; older results: .peak)
   std::optional<bool> predicted_fits() const;  // predicted peak <= the cap
   double limit_bytes = 0;
 };

@@ -85,6 +85,9 @@ std::string granularity_part(SectionContext& ctx);
 // (analysis/report_checkpointing.cpp): activation memory against step time per series (measured and modelled,
 // points labelled by setting), a table, and takeaways naming the settings another beats on both. "" when none.
 std::string checkpointing_part(SectionContext& ctx);
+// CPU offload, for series whose two runs differ only in parallel.offload (analysis/report_offload.cpp): each rank's
+// memory split into the device side and offload's host buffers, step time against the model's, takeaways. "" when none.
+std::string offload_part(SectionContext& ctx);
 // Training checkpoints: bytes written per strategy against the checkpoint model, save and load times, async
 // (analysis/report_saving.cpp).
 std::string saving_part(SectionContext& ctx);

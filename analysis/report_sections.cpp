@@ -436,6 +436,7 @@ std::vector<SectionPart> default_section_parts() {
       accumulation_part,
       granularity_part,
       checkpointing_part,
+      offload_part,
       saving_part,
       advice_part,
       prediction_part,

@@ -215,16 +215,29 @@ const RunResult* fp32_twin(const Scenario& sc, const RunResult& r) {
   return nullptr;
 }
 
-double largest_rank_peak(const RunResult& r) {
-  double peak = r.memory && r.memory->tensor_peak ? *r.memory->tensor_peak : 0;
-  const json* ranks = nullptr;
-  if (r.raw.contains("memory") && r.raw["memory"].is_object() && r.raw["memory"].contains("ranks"))
-    ranks = &r.raw["memory"]["ranks"];
-  if (ranks && ranks->is_array())
-    for (const json& rank : *ranks)
-      if (rank.is_object() && rank.contains("tensor_peak_bytes") && rank["tensor_peak_bytes"].is_number())
-        peak = std::max(peak, rank["tensor_peak_bytes"].get<double>());
+namespace {
+
+// The largest of `key` (else tensor_peak_bytes) over memory.ranks[], or over rank 0's memory when there are none.
+double largest_rank_memory(const RunResult& r, const char* key) {
+  auto value = [&](const json& m) -> double {
+    for (const char* k : {key, schema::kTensorPeakBytes})
+      if (m.is_object() && m.contains(k) && m[k].is_number()) return m[k].get<double>();
+    return 0;
+  };
+  if (!r.raw.contains("memory") || !r.raw["memory"].is_object())
+    return r.memory && r.memory->tensor_peak ? *r.memory->tensor_peak : 0;
+  const json& memory = r.raw["memory"];
+  double peak = value(memory);
+  if (memory.contains("ranks") && memory["ranks"].is_array())
+    for (const json& rank : memory["ranks"]) peak = std::max(peak, value(rank));
   return peak;
+}
+
+}  // namespace
+
+double largest_rank_peak(const RunResult& r) { return largest_rank_memory(r, schema::kTensorPeakBytes); }
+double largest_rank_device_side_peak(const RunResult& r) {
+  return largest_rank_memory(r, schema::kDeviceSidePeakBytes);
 }
 
 RunResult parse_result(const json& doc, const std::string& source) {

@@ -152,6 +152,9 @@ const RunResult* fp32_twin(const Scenario& scenario, const RunResult& r);
 // The largest tensor peak over the ranks (memory.ranks[].tensor_peak_bytes), or rank 0's when the others are not
 // recorded; 0 without a memory section.
 double largest_rank_peak(const RunResult& r);
+// The same for the device-side peak (memory.ranks[].device_side_peak_bytes: the counted bytes outside
+// parallel.offload's host buffers, what memory.limit caps); each rank's tensor peak where a result does not record it.
+double largest_rank_device_side_peak(const RunResult& r);
 
 // Parses one result.json document. `source` names the file in error messages.
 RunResult parse_result(const nlohmann::json& doc, const std::string& source);

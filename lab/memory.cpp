@@ -45,11 +45,18 @@ std::atomic<int64_t> g_current_bytes{0};
 std::atomic<int64_t> g_peak_bytes{0};
 std::atomic<int64_t> g_category_current[kMemoryCategoryCount];
 std::atomic<int64_t> g_category_peak[kMemoryCategoryCount];
+std::atomic<int64_t> g_host_current{0};  // HostMemoryScope's bytes
+std::atomic<int64_t> g_host_peak{0};
+std::atomic<int64_t> g_host_category_current[kMemoryCategoryCount];
+std::atomic<int64_t> g_host_category_peak[kMemoryCategoryCount];
+std::atomic<int64_t> g_device_side_current{0};  // everything else: what memory.limit caps
+std::atomic<int64_t> g_device_side_peak{0};
 std::atomic<bool> g_installed{false};
 std::atomic<int64_t> g_limit_bytes{0};  // 0 = no cap
 std::mutex g_refused_mutex;
 std::optional<RefusedAllocation> g_refused;  // the first refusal (guarded by g_refused_mutex)
 thread_local MemoryCategory t_category = MemoryCategory::other;
+thread_local bool t_host = false;
 // Set once before installation, read-only afterwards.
 c10::Allocator* g_inner = nullptr;
 c10::DeleterFnPtr g_inner_deleter = nullptr;
@@ -66,39 +73,54 @@ std::string mib(int64_t bytes) {
   return text;
 }
 
-// Counts n bytes for `category`, or refuses them when they would pass the cap: uncounts, records the first
-// refusal and throws c10::OutOfMemoryError. Two allocations racing at the cap may both be refused, as on a GPU.
-void count_allocation(int64_t n, MemoryCategory category) {
+// Counts n bytes for `category` (as host memory when `host`), or refuses device-side bytes that would pass the cap:
+// uncounts, records the first refusal and throws c10::OutOfMemoryError. Two allocations racing at the cap may both be
+// refused, as on a GPU.
+void count_allocation(int64_t n, MemoryCategory category, bool host) {
   const auto c = static_cast<size_t>(category);
-  const int64_t now = g_current_bytes.fetch_add(n, std::memory_order_relaxed) + n;
-  const int64_t limit = g_limit_bytes.load(std::memory_order_relaxed);
-  if (limit > 0 && now > limit) {
-    g_current_bytes.fetch_sub(n, std::memory_order_relaxed);
-    RefusedAllocation refused{category, n, now - n, limit, {}};
-    for (int k = 0; k < kMemoryCategoryCount; ++k)
-      refused.in_use_by_category[static_cast<size_t>(k)] = g_category_current[k].load(std::memory_order_relaxed);
-    {
-      const std::lock_guard<std::mutex> lock(g_refused_mutex);
-      if (!g_refused) g_refused = refused;
+  if (host) {
+    raise_peak(g_host_peak, g_host_current.fetch_add(n, std::memory_order_relaxed) + n);
+    raise_peak(g_host_category_peak[c], g_host_category_current[c].fetch_add(n, std::memory_order_relaxed) + n);
+  } else {
+    const int64_t now = g_device_side_current.fetch_add(n, std::memory_order_relaxed) + n;
+    const int64_t limit = g_limit_bytes.load(std::memory_order_relaxed);
+    if (limit > 0 && now > limit) {
+      g_device_side_current.fetch_sub(n, std::memory_order_relaxed);
+      RefusedAllocation refused{category, n, now - n, limit, {}};
+      for (int k = 0; k < kMemoryCategoryCount; ++k)
+        refused.in_use_by_category[static_cast<size_t>(k)] = g_category_current[k].load(std::memory_order_relaxed) -
+                                                             g_host_category_current[k].load(std::memory_order_relaxed);
+      {
+        const std::lock_guard<std::mutex> lock(g_refused_mutex);
+        if (!g_refused) g_refused = refused;
+      }
+      TORCH_CHECK_WITH(OutOfMemoryError, false, "out of memory under memory.limit: ", describe(refused));
     }
-    TORCH_CHECK_WITH(OutOfMemoryError, false, "out of memory under memory.limit: ", describe(refused));
+    raise_peak(g_device_side_peak, now);
   }
-  raise_peak(g_peak_bytes, now);
+  raise_peak(g_peak_bytes, g_current_bytes.fetch_add(n, std::memory_order_relaxed) + n);
   raise_peak(g_category_peak[c], g_category_current[c].fetch_add(n, std::memory_order_relaxed) + n);
 }
 
-void uncount(int64_t n, MemoryCategory category) {
+void uncount(int64_t n, MemoryCategory category, bool host) {
+  const auto c = static_cast<size_t>(category);
   g_current_bytes.fetch_sub(n, std::memory_order_relaxed);
-  g_category_current[static_cast<size_t>(category)].fetch_sub(n, std::memory_order_relaxed);
+  g_category_current[c].fetch_sub(n, std::memory_order_relaxed);
+  if (host) {
+    g_host_current.fetch_sub(n, std::memory_order_relaxed);
+    g_host_category_current[c].fetch_sub(n, std::memory_order_relaxed);
+  } else {
+    g_device_side_current.fetch_sub(n, std::memory_order_relaxed);
+  }
 }
 
-// Header layout: bytes 0-7 the size n, byte 8 the category it was counted under.
+// Header layout: bytes 0-7 the size n, byte 8 the category it was counted under, byte 9 whether as host memory.
 void counting_delete(void* data) {
   if (data == nullptr) return;  // zero-byte allocations
   char* base = static_cast<char*>(data) - kHeaderBytes;
   int64_t n = 0;
   std::memcpy(&n, base, sizeof n);
-  uncount(n, static_cast<MemoryCategory>(static_cast<uint8_t>(base[sizeof n])));
+  uncount(n, static_cast<MemoryCategory>(static_cast<uint8_t>(base[sizeof n])), base[sizeof n + 1] != 0);
   g_inner_deleter(base);
 }
 
@@ -112,17 +134,19 @@ struct CountingAllocator final : c10::Allocator {
       throw std::bad_alloc();
     const auto bytes = static_cast<int64_t>(n);
     const MemoryCategory category = t_category;
-    count_allocation(bytes, category);  // first: a refusal past the cap allocates nothing
+    const bool host = t_host;
+    count_allocation(bytes, category, host);  // first: a refusal past the cap allocates nothing
     c10::DataPtr inner;
     try {
       inner = g_inner->allocate(n + kHeaderBytes);
     } catch (...) {
-      uncount(bytes, category);
+      uncount(bytes, category, host);
       throw;
     }
     void* base = inner.release_context();  // context == data for the default allocator (checked at install)
     std::memcpy(base, &bytes, sizeof bytes);
     static_cast<char*>(base)[sizeof bytes] = static_cast<char>(category);
+    static_cast<char*>(base)[sizeof bytes + 1] = static_cast<char>(host ? 1 : 0);
     void* data = static_cast<char*>(base) + kHeaderBytes;
     return c10::DataPtr(data, data, &counting_delete, cpu);
   }
@@ -167,9 +191,14 @@ MemoryCounters cpu_tensor_memory() {
 
 void reset_peak_cpu_tensor_memory() {
   // A concurrent allocation may raise the peak again between the two operations; that is its purpose.
-  g_peak_bytes.store(g_current_bytes.load(std::memory_order_relaxed), std::memory_order_relaxed);
-  for (int c = 0; c < kMemoryCategoryCount; ++c)
-    g_category_peak[c].store(g_category_current[c].load(std::memory_order_relaxed), std::memory_order_relaxed);
+  const auto relaxed = std::memory_order_relaxed;
+  g_peak_bytes.store(g_current_bytes.load(relaxed), relaxed);
+  g_host_peak.store(g_host_current.load(relaxed), relaxed);
+  g_device_side_peak.store(g_device_side_current.load(relaxed), relaxed);
+  for (int c = 0; c < kMemoryCategoryCount; ++c) {
+    g_category_peak[c].store(g_category_current[c].load(relaxed), relaxed);
+    g_host_category_peak[c].store(g_host_category_current[c].load(relaxed), relaxed);
+  }
 }
 
 const char* to_string(MemoryCategory category) {
@@ -194,6 +223,21 @@ const char* to_string(MemoryCategory category) {
 
 MemoryScope::MemoryScope(MemoryCategory category) : previous_(t_category) { t_category = category; }
 MemoryScope::~MemoryScope() { t_category = previous_; }
+
+HostMemoryScope::HostMemoryScope(bool host) : previous_(t_host) { t_host = host; }
+HostMemoryScope::~HostMemoryScope() { t_host = previous_; }
+
+MemoryCounters host_tensor_memory() {
+  return {g_host_current.load(std::memory_order_relaxed), g_host_peak.load(std::memory_order_relaxed)};
+}
+MemoryCounters host_tensor_memory(MemoryCategory category) {
+  const auto c = static_cast<size_t>(category);
+  return {g_host_category_current[c].load(std::memory_order_relaxed),
+          g_host_category_peak[c].load(std::memory_order_relaxed)};
+}
+MemoryCounters device_side_tensor_memory() {
+  return {g_device_side_current.load(std::memory_order_relaxed), g_device_side_peak.load(std::memory_order_relaxed)};
+}
 
 void set_cpu_tensor_memory_limit(int64_t bytes) {
   const std::lock_guard<std::mutex> lock(g_refused_mutex);
@@ -346,6 +390,19 @@ nlohmann::json memory_report(const StateBytes& state, int rank) {
       measured[to_string(category)] = {{"current_bytes", m.current_bytes}, {"peak_bytes", m.peak_bytes}};
     }
     j["measured"] = measured;
+    j["host_bytes"] = state.host;
+    const MemoryCounters device_side = device_side_tensor_memory();
+    j["device_side_peak_bytes"] = device_side.peak_bytes;
+    j["device_side_current_bytes"] = device_side.current_bytes;
+    if (host_tensor_memory().peak_bytes > 0) {
+      nlohmann::json host = nlohmann::json::object();
+      for (int c = 0; c < kMemoryCategoryCount; ++c) {
+        const auto category = static_cast<MemoryCategory>(c);
+        const MemoryCounters m = host_tensor_memory(category);
+        host[to_string(category)] = {{"current_bytes", m.current_bytes}, {"peak_bytes", m.peak_bytes}};
+      }
+      j["host_measured"] = host;
+    }
     if (const int64_t limit = cpu_tensor_memory_limit(); limit > 0) j["limit_bytes"] = limit;
   }
   const ProcessMemory process = process_memory();

@@ -67,10 +67,30 @@ class MemoryScope {
 // Current and peak bytes of one category (zeros until the counting allocator is installed).
 MemoryCounters cpu_tensor_memory(MemoryCategory category);
 
+// Counts the calling thread's allocations as host memory for the scope's lifetime (when `host`; nested scopes
+// restore the outer setting): parallel.offload's master shards, their gradients and the optimizer state, which a GPU
+// run keeps in pinned host buffers. They are counted in their category as before, and also apart: they are not
+// device-side bytes, and memory.limit (which stands for a GPU's memory) does not cap them.
+class HostMemoryScope {
+ public:
+  explicit HostMemoryScope(bool host = true);
+  ~HostMemoryScope();
+  HostMemoryScope(const HostMemoryScope&) = delete;
+  HostMemoryScope& operator=(const HostMemoryScope&) = delete;
+
+ private:
+  bool previous_;
+};
+// Bytes counted inside HostMemoryScopes, in all and by category; and the rest (all counted bytes but those): what a
+// GPU would hold, and what memory.limit caps. Its peak is its own (not the total's peak minus the host bytes).
+MemoryCounters host_tensor_memory();
+MemoryCounters host_tensor_memory(MemoryCategory category);
+MemoryCounters device_side_tensor_memory();
+
 // The cap of memory.limit, enforced the way a GPU's memory bounds the CUDA caching allocator: an allocation that
-// would take the counted bytes past `bytes` is refused with c10::OutOfMemoryError (what the CUDA allocator throws)
-// and recorded. 0 = no cap (the default). Takes effect for the allocations after the call, and forgets an earlier
-// refusal.
+// would take the device-side bytes (all counted bytes but the host's, see HostMemoryScope) past `bytes` is refused with
+// c10::OutOfMemoryError (what the CUDA allocator throws) and recorded. 0 = no cap (the default). Takes effect for the
+// allocations after the call, and forgets an earlier refusal.
 void set_cpu_tensor_memory_limit(int64_t bytes);
 int64_t cpu_tensor_memory_limit();
 
@@ -90,7 +110,7 @@ class UncappedScope {
 struct RefusedAllocation {
   MemoryCategory category = MemoryCategory::other;  // the scope of the thread that asked
   int64_t requested_bytes = 0;
-  int64_t in_use_bytes = 0;  // counted bytes alive when it asked
+  int64_t in_use_bytes = 0;  // device-side bytes alive when it asked
   int64_t limit_bytes = 0;
   std::array<int64_t, kMemoryCategoryCount> in_use_by_category{};
 };
@@ -125,6 +145,9 @@ std::optional<CudaMemory> cuda_memory();
 //                       communication scratch), and it is low when `buffers` counts peak gathers that
 //                       were not alive at the same moment. Only when the allocator is installed.
 //   measured {<category>: {current_bytes, peak_bytes}}                 the allocator's counts per MemoryCategory
+//   host_bytes                                     the strategy's StateBytes::host (parallel.offload's host buffers)
+//   device_side_peak_bytes, device_side_current_bytes   the counted bytes outside host buffers (what memory.limit caps)
+//   host_measured {<category>: {current_bytes, peak_bytes}}   bytes counted as host memory, when there were any
 //   limit_bytes                                                       memory.limit's cap, when one is set
 //   rss_bytes, hwm_bytes                                              /proc/self/status
 //   cuda {device, allocated_bytes, allocated_peak_bytes, reserved_bytes, reserved_peak_bytes}  when available

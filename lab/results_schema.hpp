@@ -137,6 +137,8 @@ inline constexpr const char* kBuffersBytes = "buffers_bytes";
 inline constexpr const char* kActivationsBytes = "activations_bytes";  // optional: estimate (peak minus the rest)
 inline constexpr const char* kTensorPeakBytes = "tensor_peak_bytes";   // optional: counting allocator
 inline constexpr const char* kTensorCurrentBytes = "tensor_current_bytes";
+inline constexpr const char* kHostBytes = "host_bytes";  // optional: of the state, offload's host buffers
+inline constexpr const char* kDeviceSidePeakBytes = "device_side_peak_bytes";  // optional: the peak outside them
 inline constexpr const char* kRssBytes = "rss_bytes";
 inline constexpr const char* kHwmBytes = "hwm_bytes";
 

@@ -36,6 +36,7 @@ struct PlannedCollective {
 
 struct PlannedState {  // bytes per rank, padding included
   int64_t params = 0, grads = 0, optimizer = 0, buffers = 0;
+  int64_t host = 0;  // of the above, kept in host buffers between steps (parallel.offload; StateBytes::host)
 };
 
 struct CostPlan {

@@ -52,6 +52,8 @@
 //               no_shard + Σ w_u (every all-reduce in flight)
 //   optimizer: state per fp32 element (optimizer_state_bytes_per_element) × this rank's non-padding shard
 //              elements (the optimizer sees each parameter's piece of the shard, never padding).
+//   host (offload; of the above, what stays in host buffers between steps): Σ shard·(m + 4) (the master shards and
+//              their fp32 gradients) + optimizer. A bf16 master's fp32 scratch is host memory too while it lives.
 #include <algorithm>
 #include <stdexcept>
 
@@ -291,6 +293,10 @@ void add_sharded_state(const ShardedSetting& s, const Config& config, CostPlan& 
   // A bf16 master's fp32 scratch exists only through the optimizer step, when no unit is gathered or reduced.
   plan.state.buffers += std::max(unit_buffers_peak_bytes(t, transient, config.parallel.prefetch), step_scratch);
   plan.state.optimizer = non_padding * optimizer_state_bytes_per_element(config.train, 4);
+  if (config.parallel.offload) {  // the master shards, their fp32 gradients and the optimizer state: host buffers
+    for (const auto& unit : s.units) plan.state.host += unit.shard * (m + 4);
+    plan.state.host += plan.state.optimizer;
+  }
 }
 
 }  // namespace

@@ -153,10 +153,10 @@ Category largest_category(const MemoryPrediction& m) {
 
 std::string over_budget_reason(const MemoryPrediction& m, int64_t budget) {
   const Category top = largest_category(m);
-  return "peak " + format_bytes(static_cast<double>(m.peak)) + " is over the budget by " +
-         format_bytes(static_cast<double>(m.peak - budget)) + "; largest: " + top.name + " " +
+  return "peak " + format_bytes(static_cast<double>(m.device_peak)) + " is over the budget by " +
+         format_bytes(static_cast<double>(m.device_peak - budget)) + "; largest: " + top.name + " " +
          format_bytes(static_cast<double>(top.bytes)) + " (" +
-         percent(static_cast<double>(top.bytes) / static_cast<double>(m.peak)) + " of the peak)";
+         percent(static_cast<double>(top.bytes) / static_cast<double>(m.device_peak)) + " of the peak)";
 }
 
 // Config validation and the strategy's own check; "" when both accept.
@@ -198,7 +198,7 @@ Candidate evaluate(const AdviseRequest& r, CandidateSettings settings, int order
   cand.compute_ms = step.compute_ms;
   cand.comm_ms = step.comm_ms;
   cand.exposed_comm_ms = step.exposed_comm_ms;
-  if (cand.memory.peak > r.budget_bytes) {
+  if (cand.memory.device_peak > r.budget_bytes) {
     cand.exclusion = "over_budget";
     cand.reason = over_budget_reason(cand.memory, r.budget_bytes);
   }
@@ -207,7 +207,7 @@ Candidate evaluate(const AdviseRequest& r, CandidateSettings settings, int order
 
 bool ranks_before(const Candidate& a, const Candidate& b) {
   if (a.step_ms != b.step_ms) return a.step_ms < b.step_ms;
-  if (a.memory.peak != b.memory.peak) return a.memory.peak < b.memory.peak;
+  if (a.memory.device_peak != b.memory.device_peak) return a.memory.device_peak < b.memory.device_peak;
   if (a.changes != b.changes) return a.changes < b.changes;
   return a.order < b.order;
 }
@@ -272,25 +272,26 @@ std::string versus(const Candidate& winner, const Candidate& other) {
   const double ratio = other.step_ms / winner.step_ms - 1;
   if (std::abs(ratio) < kTieFraction)
     return "as fast within " + percent(kTieFraction) + " (" + fmt_fixed(other.step_ms, 1) + " ms), peak " +
-           format_bytes(static_cast<double>(other.memory.peak));
+           format_bytes(static_cast<double>(other.memory.device_peak));
   return percent(std::abs(ratio)) + (ratio > 0 ? " slower" : " faster") + " (" + fmt_fixed(other.step_ms, 1) + " ms)";
 }
 
 std::vector<std::string> explain(const Advice& advice, const std::vector<Candidate>& all) {
   const Candidate& w = *advice.winner();
   std::vector<std::string> lines;
-  lines.push_back(
-      w.describe() + ": predicted " + fmt_fixed(w.step_ms, 1) + " ms per step (" + fmt_fixed(w.tokens_per_s, 0) +
-      " tokens/s), exposed communication " + fmt_fixed(w.exposed_comm_ms, 1) + " ms, peak " +
-      format_bytes(static_cast<double>(w.memory.peak)) + " per rank (" +
-      percent(static_cast<double>(w.memory.peak) / static_cast<double>(advice.budget_bytes)) + " of the budget).");
+  lines.push_back(w.describe() + ": predicted " + fmt_fixed(w.step_ms, 1) + " ms per step (" +
+                  fmt_fixed(w.tokens_per_s, 0) + " tokens/s), exposed communication " +
+                  fmt_fixed(w.exposed_comm_ms, 1) + " ms, peak " +
+                  format_bytes(static_cast<double>(w.memory.device_peak)) + " per rank (" +
+                  percent(static_cast<double>(w.memory.device_peak) / static_cast<double>(advice.budget_bytes)) +
+                  " of the budget).");
   // Strategy: each other strategy's best fitting candidate, or why none fits.
   std::map<std::string, const Candidate*> best_fit, smallest;
   for (const Candidate& c : all) {
     if (c.exclusion == "refused") continue;
     const std::string& s = c.settings.strategy;
     if (c.exclusion.empty() && (!best_fit.count(s) || ranks_before(c, *best_fit[s]))) best_fit[s] = &c;
-    if (!smallest.count(s) || c.memory.peak < smallest[s]->memory.peak) smallest[s] = &c;
+    if (!smallest.count(s) || c.memory.device_peak < smallest[s]->memory.device_peak) smallest[s] = &c;
   }
   for (const StrategySpec* spec : strategy_specs()) {
     const std::string id(spec->id);
@@ -316,11 +317,11 @@ std::vector<std::string> explain(const Advice& advice, const std::vector<Candida
           axis == Axis::granularity)
         continue;  // folded into the winner: the same prediction
       std::string part = value_of(c.settings, axis) + ": " + versus(w, c);
-      if (axis == Axis::checkpointing && c.exclusion == "over_budget" && c.memory.peak > 0)
-        part +=
-            " — activations and logits are " +
-            percent(static_cast<double>(c.memory.activations + c.memory.logits) / static_cast<double>(c.memory.peak)) +
-            " of that peak";
+      if (axis == Axis::checkpointing && c.exclusion == "over_budget" && c.memory.device_peak > 0)
+        part += " — activations and logits are " +
+                percent(static_cast<double>(c.memory.activations + c.memory.logits) /
+                        static_cast<double>(c.memory.device_peak)) +
+                " of that peak";
       parts.push_back(std::move(part));
     }
     if (parts.empty()) continue;
@@ -356,14 +357,15 @@ std::vector<std::string> what_would_fit(const AdviseRequest& r, const std::vecto
   std::vector<std::string> out;
   const Candidate* smallest = nullptr;
   for (const Candidate& c : excluded)
-    if (c.exclusion == "over_budget" && (smallest == nullptr || c.memory.peak < smallest->memory.peak)) smallest = &c;
+    if (c.exclusion == "over_budget" && (smallest == nullptr || c.memory.device_peak < smallest->memory.device_peak))
+      smallest = &c;
   if (smallest == nullptr) {
     out.push_back("no candidate is valid for this config and world size: see the exclusions");
     return out;
   }
-  out.push_back("the smallest predicted peak is " + format_bytes(static_cast<double>(smallest->memory.peak)) + " (" +
-                smallest->describe() + "): a budget of " + format_bytes(static_cast<double>(smallest->memory.peak)) +
-                " per rank fits it.");
+  out.push_back("the smallest predicted peak is " + format_bytes(static_cast<double>(smallest->memory.device_peak)) +
+                " (" + smallest->describe() + "): a budget of " +
+                format_bytes(static_cast<double>(smallest->memory.device_peak)) + " per rank fits it.");
   const std::string backend = r.profile.comm.intra_node.backend;
   for (int64_t world = r.base.world_size * 2; world <= 1024; world *= 2) {
     Config base = r.base;
@@ -375,9 +377,9 @@ std::vector<std::string> what_would_fit(const AdviseRequest& r, const std::vecto
       apply(base, s, c);
       if (!refusal(c).empty()) continue;
       const MemoryPrediction m = largest_rank_peak_memory(c, backend);
-      if (m.peak <= r.budget_bytes) {
+      if (m.device_peak <= r.budget_bytes) {
         out.push_back("with " + std::to_string(world) + " ranks (the same batch per rank) " + describe(s) +
-                      " fits, at a peak of " + format_bytes(static_cast<double>(m.peak)) + ".");
+                      " fits, at a peak of " + format_bytes(static_cast<double>(m.device_peak)) + ".");
         return out;
       }
     }
@@ -387,13 +389,9 @@ std::vector<std::string> what_would_fit(const AdviseRequest& r, const std::vecto
 }
 
 nlohmann::json memory_json(const MemoryPrediction& m) {
-  return {{"params", m.params},
-          {"grads", m.grads},
-          {"optimizer", m.optimizer},
-          {"buffers", m.buffers},
-          {"activations", m.activations},
-          {"logits", m.logits},
-          {"peak", m.peak}};
+  return {{"params", m.params},           {"grads", m.grads},   {"optimizer", m.optimizer}, {"buffers", m.buffers},
+          {"activations", m.activations}, {"logits", m.logits}, {"peak", m.peak},           {"host", m.host},
+          {"device_peak", m.device_peak}};
 }
 
 }  // namespace
@@ -438,7 +436,8 @@ Advice advise(const AdviseRequest& r) {
   advice.profile = r.profile.name;
   advice.notes = r.profile.adjustments;
   advice.notes.push_back(
-      "offload is counted in the rank's memory: the memory model does not separate host from device memory yet");
+      "the budget is the device's memory, as memory.limit is: offload's host buffers (master shards, their "
+      "gradients, the optimizer state) are outside it, and every peak shown is the device's");
   if (r.base.precision.param_dtype != "fp16")
     advice.notes.push_back(
         "fp16 is searched only when the config trains in it: it has bf16's bytes and needs a loss "
@@ -556,7 +555,7 @@ std::string format_advice(const Advice& a, int top) {
       const Candidate& c = a.ranked[i];
       std::snprintf(row, sizeof row, "%3zu%s %10.1f %10.0f %9.1f %11s %10s %10s %10s  %s\n", i + 1,
                     c.tie_with_previous ? "=" : " ", c.step_ms, c.tokens_per_s, c.exposed_comm_ms,
-                    format_bytes(static_cast<double>(c.memory.peak)).c_str(),
+                    format_bytes(static_cast<double>(c.memory.device_peak)).c_str(),
                     format_bytes(static_cast<double>(c.memory.optimizer)).c_str(),
                     format_bytes(static_cast<double>(c.memory.activations + c.memory.logits)).c_str(),
                     format_bytes(static_cast<double>(c.memory.params)).c_str(), c.describe().c_str());

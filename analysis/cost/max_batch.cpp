@@ -24,7 +24,7 @@ std::optional<BatchFit> max_batch(const Config& base, int64_t budget_bytes, bool
       c.train.global_batch = value * data_parallel_size(base);
     }
     validate(c);
-    return largest_rank_peak_memory(c, backend).peak;
+    return largest_rank_peak_memory(c, backend).device_peak;
   };
   const int64_t smallest = seq_len ? 2 : 1;  // a sequence has at least two tokens (one input, one target)
   if (peak_at(smallest) > budget_bytes) return std::nullopt;

@@ -1,5 +1,6 @@
 // max_batch.hpp: `dtlab max-batch` — the largest micro-batch (or sequence length) whose predicted peak per rank fits
-// a memory budget under a config's own strategy and settings (torch-free).
+// a memory budget under a config's own strategy and settings (torch-free). The budget is the device's, as
+// memory.limit is: with parallel.offload the peak compared is the device side (MemoryPrediction::device_peak).
 //
 //   const auto fit = max_batch(load_config("run.yaml", {}, 2), 96LL << 20);   // fit->value fits, fit->next_value not
 #pragma once

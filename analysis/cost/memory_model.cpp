@@ -226,6 +226,8 @@ MemoryPrediction predict_memory(const Config& config, const CostPlan& plan, cons
                       " bytes of the ring reduce-scatter's scratch (two chunks of a later unit's gradient, in flight "
                       "beside this block's backward; timing-dependent: absent when the ring finishes first)");
   m.peak = m.params + m.grads + m.optimizer + m.buffers + m.activations + m.logits + m.comm_staging + m.ring_scratch;
+  m.host = plan.state.host;
+  m.device_peak = m.peak - m.host;
   m.notes.push_back("memory peak at the " + m.peak_phase + " of a micro-batch of " +
                     std::to_string(config.train.micro_batch) + " x " + std::to_string(config.model.seq_len) +
                     " tokens; buffers counted whole (the plan's gathered units and wire copies)");
@@ -237,7 +239,7 @@ MemoryPrediction largest_rank_peak_memory(const Config& config, const std::strin
   if (config.world_size > 1) {
     MemoryPrediction last =
         predict_memory(config, cost_plan(config, static_cast<int>(config.world_size - 1)), comm_backend);
-    if (last.peak > best.peak) best = std::move(last);
+    if (last.device_peak > best.device_peak) best = std::move(last);
   }
   return best;
 }

@@ -78,6 +78,8 @@ struct MemoryPrediction {
   int64_t comm_staging = 0;  // Gloo's all-gather staging buffer of a prefetch in flight (no state category)
   int64_t ring_scratch = 0;  // the lab ring reduce-scatter's two chunk buffers, when they are alive at the peak
   int64_t peak = 0;          // the sum of all of the above
+  int64_t host = 0;          // of the peak, the state kept in host buffers (parallel.offload; the plan's state.host)
+  int64_t device_peak = 0;   // peak - host: what a GPU holds, and what memory.limit caps
   std::string peak_phase;
   std::vector<std::string> notes;
 };
@@ -96,8 +98,9 @@ MemoryPrediction predict_memory(const Config& config, const CostPlan& plan, cons
 // 2·⌈n/p⌉ elements of the n it reduces over its p ranks.
 int64_t ring_reduce_scatter_scratch_bytes(const PlannedCollective& c);
 
-// The rank whose predicted peak is larger of rank 0 and the last rank (sharding pads the last shard): what a memory
-// cap per rank must hold. REQUIRES: a valid config whose strategy has a cost plan.
+// The rank whose predicted device-side peak (MemoryPrediction::device_peak) is larger of rank 0 and the last rank
+// (sharding pads the last shard): what a memory cap per rank must hold. REQUIRES: a valid config whose strategy has a
+// cost plan.
 MemoryPrediction largest_rank_peak_memory(const Config& config, const std::string& comm_backend = "gloo");
 
 }  // namespace dtlab::analysis

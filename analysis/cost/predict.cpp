@@ -106,7 +106,9 @@ nlohmann::json predict(const dtlab::Config& config, const MachineProfile* profil
                        {"buffers", memory.buffers},
                        {"activations", memory.activations},
                        {"logits", memory.logits},
-                       {"peak", memory.peak}};
+                       {"peak", memory.peak},
+                       {"host", memory.host},
+                       {"device_peak", memory.device_peak}};
   j["memory_by_world"] = memory_by_world(config, backend);
 
   const nlohmann::json null = nullptr;

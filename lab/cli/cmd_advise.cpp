@@ -149,7 +149,7 @@ int run_verify(const AdviseArgs& a, const analysis::Advice& advice) {
       }
     }
     std::printf("%4s %12.1f %12.1f %12s %12s %10s  %s\n", name, c.step_ms, m.step_ms_median,
-                analysis::format_bytes(static_cast<double>(c.memory.peak)).c_str(),
+                analysis::format_bytes(static_cast<double>(c.memory.device_peak)).c_str(),
                 analysis::format_bytes(m.peak_bytes).c_str(), m.status.c_str(), c.describe().c_str());
     if (m.status == "oom") std::printf("       out of memory: %s\n", m.oom_message.c_str());
     if (m.status == "failed") std::printf("       failed (exit %d): see %s/log.txt\n", m.exit_code, m.dir.c_str());
@@ -157,7 +157,7 @@ int run_verify(const AdviseArgs& a, const analysis::Advice& advice) {
         (best < 0 || m.step_ms_median < runs[static_cast<size_t>(best)].second.step_ms_median))
       best = static_cast<int>(i);
     const bool right = m.status == (predicted_fit ? "completed" : "oom");
-    const double margin = static_cast<double>(c.memory.peak) / static_cast<double>(advice.budget_bytes) - 1;
+    const double margin = static_cast<double>(c.memory.device_peak) / static_cast<double>(advice.budget_bytes) - 1;
     feasible_right += right ? 1 : 0;
     if (std::abs(margin) > kHeldFraction) {
       ++outside_margin;
@@ -176,7 +176,7 @@ int run_verify(const AdviseArgs& a, const analysis::Advice& advice) {
                     {"predicted_step_ms", c.step_ms},
                     {"measured_step_ms", m.step_ms_median},
                     {"repeats_step_ms", repeats},
-                    {"predicted_peak_bytes", c.memory.peak},
+                    {"predicted_peak_bytes", c.memory.device_peak},
                     {"measured_peak_bytes", m.peak_bytes}});
     runs.emplace_back(name, m);
   }

@@ -62,7 +62,7 @@ Measured run_job(const VerifyJob& job, const std::vector<std::string>& overrides
   }
   m.status = m.exit_code == 0 ? "completed" : "failed";
   m.step_ms_median = r.step_ms_median;
-  m.peak_bytes = analysis::largest_rank_peak(r);
+  m.peak_bytes = analysis::largest_rank_device_side_peak(r);  // what memory.limit caps
   return m;
 }
 

@@ -98,11 +98,13 @@ nlohmann::json every_rank(const nlohmann::json& mine, const std::vector<const ch
   return ranks;
 }
 
-// Every rank's memory figures (params, grads, optimizer, buffers, activations, tensor peak, RSS, HWM).
+// Every rank's memory figures (params, grads, optimizer, buffers, activations, tensor peak, host state and the
+// device-side peak, RSS, HWM).
 nlohmann::json memory_of_every_rank(const nlohmann::json& mine, World& world) {
   return every_rank(mine,
                     {schema::kParamsBytes, schema::kGradsBytes, schema::kOptimizerBytes, schema::kBuffersBytes,
-                     schema::kActivationsBytes, schema::kTensorPeakBytes, schema::kRssBytes, schema::kHwmBytes},
+                     schema::kActivationsBytes, schema::kTensorPeakBytes, schema::kHostBytes,
+                     schema::kDeviceSidePeakBytes, schema::kRssBytes, schema::kHwmBytes},
                     true, world);
 }
 

@@ -35,6 +35,9 @@ struct StateBytes {
   int64_t grads = 0;      // gradient buffers
   int64_t optimizer = 0;  // optimizer state (moments, momentum, master weights)
   int64_t buffers = 0;    // communication buffers, gathered units, buckets
+  // Of the above, the bytes kept in host buffers between steps (parallel.offload: master shards, their fp32
+  // gradients, the optimizer state); a GPU holds the rest. 0 without offload.
+  int64_t host = 0;
 };
 
 // How the world's ranks are arranged for a strategy: which ranks see different data (data parallel, the loss and

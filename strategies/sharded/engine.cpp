@@ -11,6 +11,7 @@
 #include "lab/dist/fault_injection.hpp"
 #include "lab/dtype_torch.hpp"
 #include "lab/instrument/step_profiler.hpp"
+#include "lab/memory.hpp"
 #include "lab/train/checkpoint.hpp"
 #include "lab/train/loss_scaler.hpp"
 #include "lab/train/state_pieces.hpp"
@@ -232,6 +233,9 @@ StateBytes ShardedEngine::state_bytes() const {
   // The scratch lives only through the optimizer step (optimizer.cpp), when no unit is gathered or reduced.
   b.buffers += std::max(unit_buffers_peak_bytes(traits_, transient, prefetch_), step_scratch);
   b.optimizer = optimizer_->state_bytes();
+  if (precision_.offload)  // the master shards, their fp32 gradients and the optimizer state, in host buffers
+    for (const auto& unit : units_) b.host += unit.shard_numel * (master_b + 4);
+  if (precision_.offload) b.host += b.optimizer;
   return b;
 }
 
@@ -273,6 +277,7 @@ std::vector<StatePiece> ShardedEngine::state_pieces() {
   };
   for (const auto& slot : slots)
     piece("param.", slot, units_[slot.unit].shard.narrow(0, slot.shard_offset, slot.numel));
+  const HostMemoryScope host(precision_.offload);  // state made here on first use (SGD momentum) is the optimizer's
   for (const std::string& kind : inner.state_kinds())
     for (size_t i = 0; i < slots.size(); ++i) piece("optim." + kind + ".", slots[i], inner.state(kind, i));
   return out;

@@ -95,6 +95,7 @@ void allocate_params_and_grads(FlatUnit& unit, const ShardingTraits& t, const Sh
     unit.shard = unit.full_writer.narrow(0, shard_rank * unit.shard_numel, unit.shard_numel);
   } else {
     MemoryScope held(MemoryCategory::params);
+    const HostMemoryScope host(precision.offload);
     unit.shard = at::empty({unit.shard_numel}, precision.master_side(precision.master));
     unit.shard.copy_(my_chunk);
   }
@@ -102,6 +103,7 @@ void allocate_params_and_grads(FlatUnit& unit, const ShardingTraits& t, const Sh
     unit.shard_grad = unit.full_grad;  // F = 1: the all-reduced gradient is the shard's gradient
   } else {
     MemoryScope held(t.params_persist() ? MemoryCategory::buffers : MemoryCategory::grads);
+    const HostMemoryScope host(precision.offload);
     unit.shard_grad = at::zeros({unit.shard_numel}, precision.master_side(at::kFloat));  // fp32: they accumulate
   }
 }
@@ -122,6 +124,7 @@ void allocate_buffers_and_bind(FlatUnit& unit, const ShardingTraits& t, const Sh
   if (t.reduce_scatters_grads())  // no_shard all-reduces in place: no reduce-scatter output
     unit.reduce_out = at::empty({unit.shard_numel}, options.dtype(precision.reduce));
   if (precision.master != at::kFloat) {
+    const HostMemoryScope host(precision.offload);
     unit.master_scratch = at::zeros({unit.shard_numel}, precision.master_side(at::kFloat));  // released after the
                                                                                              // optimizer is built
   }

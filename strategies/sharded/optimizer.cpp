@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "lab/memory.hpp"
 #include "lab/train/device.hpp"
 
 namespace dtlab {
@@ -10,6 +11,7 @@ namespace dtlab {
 ShardedOptimizer::ShardedOptimizer(const Config& config, std::vector<FlatUnit>& units, int shard_rank,
                                    const ShardedPrecision& precision)
     : units_(units), precision_(precision), stochastic_rounding_(config.precision.stochastic_rounding) {
+  const HostMemoryScope host(precision_.offload);  // offloaded optimizer state lives in host buffers
   std::vector<at::Tensor> params;
   std::vector<bool> decay;
   for (size_t u = 0; u < units_.size(); ++u) {
@@ -33,7 +35,8 @@ ShardedOptimizer::ShardedOptimizer(const Config& config, std::vector<FlatUnit>& 
 }
 
 void ShardedOptimizer::step(double lr, int64_t step, int rank) {
-  if (precision_.master != at::kFloat) {  // step in fp32 on a scratch copy, round back to the bf16 master
+  const HostMemoryScope host(precision_.offload);  // offloaded: the step runs on the host, in host memory
+  if (precision_.master != at::kFloat) {           // step in fp32 on a scratch copy, round back to the bf16 master
     for (auto& unit : units_) {
       ensure_storage(unit.master_scratch, unit.shard_numel * 4);
       unit.master_scratch.copy_(unit.shard);

@@ -42,21 +42,21 @@ TEST(Advise, NothingFitsSaysTheSmallestBudgetThatWould) {
   // The smallest peak of all over-budget candidates, and that budget then fits exactly that candidate.
   int64_t smallest = INT64_MAX;
   for (const Candidate& c : a.excluded)
-    if (c.exclusion == "over_budget") smallest = std::min(smallest, c.memory.peak);
+    if (c.exclusion == "over_budget") smallest = std::min(smallest, c.memory.device_peak);
   EXPECT_TRUE(contains(a.if_nothing_fits[0], "a budget of " + format_bytes(static_cast<double>(smallest))))
       << a.if_nothing_fits[0];
   const Advice at_smallest = advise(tiny(smallest));
   ASSERT_NE(at_smallest.winner(), nullptr);
-  EXPECT_EQ(at_smallest.winner()->memory.peak, smallest);
+  EXPECT_EQ(at_smallest.winner()->memory.device_peak, smallest);
   EXPECT_EQ(advise(tiny(smallest - 1)).winner(), nullptr);  // the budget is a hard line: one byte less, nothing fits
   EXPECT_TRUE(contains(format_advice(a, 5), "nothing fits 256.0 KiB per rank"));
 }
 
 TEST(Advise, NothingFitsHereButMoreRanksWouldSaysHowMany) {
-  // 7b on 8 ranks in 16 GiB: no strategy fits, FULL_SHARD over more ranks does.
+  // 7b on 8 ranks in 6 GiB of device memory: nothing fits, not even with offload; FULL_SHARD over 16 ranks does.
   AdviseRequest r{.base = load_config_text("", {"model.preset=7b", "train.global_batch=8", "train.micro_batch=1"}, 8),
                   .profile = load_profile(std::string(DTLAB_SOURCE_DIR) + "/analysis/profiles/h100_sxm.json"),
-                  .budget_bytes = 16LL << 30};
+                  .budget_bytes = 6LL << 30};
   const Advice a = advise(r);
   ASSERT_EQ(a.winner(), nullptr);
   ASSERT_EQ(a.if_nothing_fits.size(), 2u);
@@ -79,8 +79,8 @@ TEST(Advise, TiesGoToLowerPeakThenFewerChangesAndIdenticalSettingsFold) {
   for (size_t i = 1; i < a.ranked.size(); ++i) {
     const Candidate &p = a.ranked[i - 1], &c = a.ranked[i];
     if (p.step_ms == c.step_ms) {
-      EXPECT_LE(p.memory.peak, c.memory.peak);
-      if (p.memory.peak == c.memory.peak) {
+      EXPECT_LE(p.memory.device_peak, c.memory.device_peak);
+      if (p.memory.device_peak == c.memory.device_peak) {
         EXPECT_LE(p.changes, c.changes);
       }
     }
@@ -124,9 +124,9 @@ TEST(Advise, EveryExclusionNamesItsReason) {
     kinds.insert(c.exclusion);
     if (c.exclusion == "over_budget") {
       // The amount over and the largest category, from the candidate's own prediction.
-      EXPECT_GT(c.memory.peak, a.budget_bytes);
-      EXPECT_TRUE(
-          contains(c.reason, "over the budget by " + format_bytes(static_cast<double>(c.memory.peak - a.budget_bytes))))
+      EXPECT_GT(c.memory.device_peak, a.budget_bytes);
+      EXPECT_TRUE(contains(
+          c.reason, "over the budget by " + format_bytes(static_cast<double>(c.memory.device_peak - a.budget_bytes))))
           << c.reason;
       for (const char* category : {"activations", "buffers", "optimizer state", "params"})
         if (contains(c.reason, std::string("largest: ") + category)) largest.insert(category);
@@ -153,7 +153,7 @@ TEST(Advise, EveryExclusionNamesItsReason) {
 }
 
 TEST(Advise, ExplanationComparesTheWinnerWithEveryStrategyAndAxis) {
-  const Advice a = advise(tiny(2500 * 1024));
+  const Advice a = advise(tiny(2000 * 1024));
   ASSERT_NE(a.winner(), nullptr);
   const std::string all = [&] {
     std::string text;
@@ -167,7 +167,8 @@ TEST(Advise, ExplanationComparesTheWinnerWithEveryStrategyAndAxis) {
   }
   for (const char* axis : {"activation checkpointing ", "precision ", "micro-batch "})
     EXPECT_TRUE(contains(all, axis)) << all;
-  // At 2.4 MiB the winner checkpoints, because without it the same settings are over the budget.
+  // At 2000 KiB the winner checkpoints (offload alone is not enough), because without it the same settings are over
+  // the budget.
   EXPECT_EQ(a.winner()->settings.activation_checkpointing, "full");
   EXPECT_TRUE(contains(all, "none: peak ")) << all;
   EXPECT_TRUE(contains(all, "of that peak")) << all;
@@ -180,8 +181,9 @@ TEST(Advise, ExplanationComparesTheWinnerWithEveryStrategyAndAxis) {
 }
 
 TEST(Advise, HybridOverTheWholeWorldIsFoldedIntoFullShardAndSaidToBeTheSameJob) {
-  // small at two ranks in 96 MiB: FULL_SHARD wins; HYBRID's shard group is the world (one node), the same plan.
-  const Advice a = advise(tiny(96 * kMiB, {"model.preset=small", "train.threads=1"}));
+  // small at two ranks in 40 MiB of device memory: FULL_SHARD wins (with offload and bf16); HYBRID's shard group is the
+  // world (one node), the same plan.
+  const Advice a = advise(tiny(40 * kMiB, {"model.preset=small", "train.threads=1"}));
   ASSERT_NE(a.winner(), nullptr);
   EXPECT_EQ(a.winner()->settings.strategy, "fsdp_full_shard");
   EXPECT_NE(std::find(a.winner()->equivalent.begin(), a.winner()->equivalent.end(), "fsdp_hybrid wrap block"),

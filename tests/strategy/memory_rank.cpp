@@ -3,18 +3,18 @@
 // Trains train.steps (default 2) steps of the requested strategy; after every step each rank checks
 //   0. what the counting allocator MEASURED in each category (lab/memory.hpp: every tensor's bytes are counted
 //      under the category its allocation site declares) equals cost_plan(config, rank).state exactly for params,
-//      grads and optimizer (the bytes alive after the step); the buffers' measured peak equals the plan's for every
-//      strategy in every precision (the gathered units, their gradients, their reduce-dtype wire copies, the
-//      reduce-scatter outputs, the compute copies of the masters, the gradient shards, zero1's all-gather source
-//      buffer, a bf16 master's fp32 scratch during the optimizer step, DDP's reduce-dtype bucket copies; a scalar
-//      operand ATen wraps in a 0-dim tensor is `other`, not a buffer); and the measured activation peak
-//      (activations category: saved tensors, backward temporaries, the batch, RoPE tables) is within 10% of the
-//      activation model (analysis/cost/memory_model.hpp) — the model counts our forward term by term, but
-//      autograd's transient temporaries are only approximated (docs/cost-models.md);
-//      The measured comm peak is at least the larger of the largest backward ring reduce-scatter's scratch (two
-//      chunks of the unit's wire dtype) and Gloo's largest all-gather staging (its whole output), both allocated
-//      every step, and at most that scratch plus a backward re-gather's staging (they overlap): bounds counted
-//      here from the plan's collectives;
+//      grads and optimizer (the bytes alive after the step), and so do the bytes counted as host memory (offload's
+//      master shards, their gradients and the optimizer state: the plan's state.host, 0 without offload); the buffers'
+//      measured peak equals the plan's for every strategy in every precision (the gathered units, their gradients,
+//      their reduce-dtype wire copies, the reduce-scatter outputs, the compute copies of the masters, the gradient
+//      shards, zero1's all-gather source buffer, a bf16 master's fp32 scratch during the optimizer step, DDP's
+//      reduce-dtype bucket copies; a scalar operand ATen wraps in a 0-dim tensor is `other`, not a buffer); and the
+//      measured activation peak (activations category: saved tensors, backward temporaries, the batch, RoPE tables) is
+//      within 10% of the activation model (analysis/cost/memory_model.hpp) — the model counts our forward term by term,
+//      but autograd's transient temporaries are only approximated (docs/cost-models.md); The measured comm peak is at
+//      least the larger of the largest backward ring reduce-scatter's scratch (two chunks of the unit's wire dtype) and
+//      Gloo's largest all-gather staging (its whole output), both allocated every step, and at most that scratch plus a
+//      backward re-gather's staging (they overlap): bounds counted here from the plan's collectives;
 //   1. strategy.state_bytes() == cost_plan(config, rank).state, category by category, exactly;
 //   2. params + grads + optimizer equals the ZeRO-paper bookkeeping for fp32 (4 bytes/param, 4 bytes/grad,
 //      optimizer s bytes/element: AdamW 8, SGD+momentum 4), computed here independently of the cost plan
@@ -196,7 +196,9 @@ int main(int argc, char** argv) {
       } measured[] = {
           {"params", dtlab::cpu_tensor_memory(MemoryCategory::params).current_bytes, plan.state.params},
           {"grads", dtlab::cpu_tensor_memory(MemoryCategory::grads).current_bytes, plan.state.grads},
-          {"optimizer", dtlab::cpu_tensor_memory(MemoryCategory::optimizer).current_bytes, plan.state.optimizer}};
+          {"optimizer", dtlab::cpu_tensor_memory(MemoryCategory::optimizer).current_bytes, plan.state.optimizer},
+          // offload's host buffers (HostMemoryScope), apart from the device-side bytes; 0 without offload
+          {"host memory", dtlab::host_tensor_memory().current_bytes, plan.state.host}};
       for (const auto& m : measured)
         if (m.measured != m.planned) {
           ++failures;
@@ -253,7 +255,8 @@ int main(int argc, char** argv) {
       } rows[] = {{"params", real.params, plan.state.params},
                   {"grads", real.grads, plan.state.grads},
                   {"optimizer", real.optimizer, plan.state.optimizer},
-                  {"buffers", real.buffers, plan.state.buffers}};
+                  {"buffers", real.buffers, plan.state.buffers},
+                  {"host", real.host, plan.state.host}};
       for (const auto& r : rows)
         if (r.real != r.planned) {
           ++failures;

@@ -1,8 +1,8 @@
 // memory_test.cpp: the counting CPU allocator (lab/memory.hpp) — allocation and free move the counters
 // by the tensor's bytes, peak reset, exact balance under concurrent allocation, the raw interface
-// oneDNN uses — plus /proc RSS/HWM and the result.json "memory" object.
-// The allocator is installed process-wide (idempotent) and stays installed for the other unit tests,
-// which is the point: it must be invisible to them.
+// oneDNN uses, the cap, host memory apart from the device side — plus /proc RSS/HWM and the result.json "memory"
+// object. The allocator is installed process-wide (idempotent) and stays installed for the other unit tests, which is
+// the point: it must be invisible to them.
 #include <gtest/gtest.h>
 
 #include <optional>
@@ -94,7 +94,7 @@ TEST_F(CountingAllocator, TensorsStillComputeCorrectly) {
 // c10::OutOfMemoryError — allocating and counting nothing; the refusal names the category that asked, the bytes,
 // the cap and what is in use; below the cap, and with the cap off, allocation goes on as before.
 TEST_F(CountingAllocator, AnAllocationPastTheCapIsRefusedAndRecorded) {
-  const int64_t start = cpu_tensor_memory().current_bytes;
+  const int64_t start = device_side_tensor_memory().current_bytes;  // what the cap compares with
   set_cpu_tensor_memory_limit(start + 3 * kMiB);
   at::Tensor fits;
   {
@@ -106,7 +106,7 @@ TEST_F(CountingAllocator, AnAllocationPastTheCapIsRefusedAndRecorded) {
     MemoryScope activations(MemoryCategory::activations);
     EXPECT_THROW(at::empty({2 * kMiB / 4}, at::kFloat), c10::OutOfMemoryError);
   }
-  EXPECT_EQ(cpu_tensor_memory().current_bytes, start + 2 * kMiB) << "the refused bytes are not counted";
+  EXPECT_EQ(device_side_tensor_memory().current_bytes, start + 2 * kMiB) << "the refused bytes are not counted";
   const std::optional<RefusedAllocation> refused = refused_allocation();
   ASSERT_TRUE(refused.has_value());
   EXPECT_EQ(refused->category, MemoryCategory::activations);
@@ -127,6 +127,42 @@ TEST_F(CountingAllocator, AnAllocationPastTheCapIsRefusedAndRecorded) {
   set_cpu_tensor_memory_limit(0);
   EXPECT_FALSE(refused_allocation().has_value()) << "a new cap starts afresh";
   EXPECT_NO_THROW(at::empty({2 * kMiB / 4}, at::kFloat));
+}
+
+// parallel.offload's host buffers: counted in their category and apart as host memory, freed from both, outside the
+// device side, and not capped by memory.limit (a GPU's memory does not hold them).
+TEST_F(CountingAllocator, HostMemoryIsCountedApartAndOutsideTheCap) {
+  const MemoryCounters total0 = cpu_tensor_memory(), device0 = device_side_tensor_memory();
+  const int64_t host0 = host_tensor_memory().current_bytes;
+  const int64_t optimizer0 = cpu_tensor_memory(MemoryCategory::optimizer).current_bytes;
+  const int64_t host_optimizer0 = host_tensor_memory(MemoryCategory::optimizer).current_bytes;
+  set_cpu_tensor_memory_limit(device0.current_bytes + 1 * kMiB);
+  {
+    MemoryScope state(MemoryCategory::optimizer);
+    const HostMemoryScope host;
+    at::Tensor moments = at::zeros({4 * kMiB / 4}, at::kFloat);  // 4 MiB: past the cap, but host memory
+    {
+      const HostMemoryScope device_again(false);  // nested: back on the device side, where the cap holds
+      EXPECT_THROW(at::empty({2 * kMiB / 4}, at::kFloat), c10::OutOfMemoryError);
+    }
+    EXPECT_EQ(host_tensor_memory().current_bytes, host0 + 4 * kMiB);
+    EXPECT_EQ(host_tensor_memory(MemoryCategory::optimizer).current_bytes, host_optimizer0 + 4 * kMiB);
+    EXPECT_EQ(cpu_tensor_memory(MemoryCategory::optimizer).current_bytes, optimizer0 + 4 * kMiB);
+    EXPECT_EQ(cpu_tensor_memory().current_bytes, total0.current_bytes + 4 * kMiB);
+    EXPECT_EQ(device_side_tensor_memory().current_bytes, device0.current_bytes);
+  }
+  EXPECT_EQ(host_tensor_memory().current_bytes, host0) << "freed from the host count";
+  EXPECT_GE(host_tensor_memory().peak_bytes, host0 + 4 * kMiB);
+  EXPECT_EQ(cpu_tensor_memory().current_bytes, total0.current_bytes);
+  EXPECT_EQ(refused_allocation()->requested_bytes, 2 * kMiB);
+  EXPECT_EQ(refused_allocation()->in_use_bytes, device0.current_bytes) << "the cap counts the device side only";
+  set_cpu_tensor_memory_limit(0);
+  StateBytes state;
+  state.host = 123;
+  const nlohmann::json j = memory_report(state, 0);
+  EXPECT_EQ(j.at("host_bytes"), 123);
+  EXPECT_GE(j.at("host_measured").at("optimizer").at("peak_bytes").get<int64_t>(), 4 * kMiB);
+  EXPECT_EQ(j.at("device_side_current_bytes").get<int64_t>(), device0.current_bytes);
 }
 
 TEST(ProcessMemory, RssAndHwmArePositive) {
