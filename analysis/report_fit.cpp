@@ -20,7 +20,7 @@ LineChart peak_chart(const FitLadder& ladder) {
   LineChart c;
   c.title = "Peak memory per rank vs model size";
   c.x_label = "parameters (millions)";
-  c.y_label = "peak tensor memory per rank (MiB)";
+  c.y_label = "peak device-side tensor memory per rank (MiB)";
   c.y_from_zero = true;
   double smallest = 1e300, largest = 0;
   for (const FitSeries& s : ladder.series) {
@@ -121,12 +121,13 @@ std::string fit_part(SectionContext& ctx) {
   h << "<h3>What fits under a memory cap</h3>\n"
     << "<p class=\"desc\">Every rank has " << mib(ladder->limit_bytes)
     << " (<code>memory.limit</code>): an allocation past it stops the run with out-of-memory, as a GPU's memory "
-       "would (docs/instrumentation.md). The same ladder of model sizes runs under each strategy; a strategy that "
-       "shards more of its state per rank trains a larger model before it runs out.</p>\n"
+       "would (docs/instrumentation.md); offload's host buffers are outside it, as they are outside a GPU's. The same "
+       "ladder of model sizes runs under each strategy; a strategy that shards more of its state per rank trains a "
+       "larger model before it runs out.</p>\n"
     << takeaways(*ladder);
   h << chart_part("fit_peak",
-                  "Peak tensor memory per rank against model size: measured for the runs that fit, the memory "
-                  "model's prediction for every run, and the cap.",
+                  "Peak device-side tensor memory per rank (offload's host buffers apart) against model size: measured "
+                  "for the runs that fit, the memory model's prediction for every run, and the cap.",
                   [chart = peak_chart(*ladder)](const Scenario&) { return std::optional<Chart>(chart); })(ctx);
   std::set<std::string> step_set;
   std::vector<std::pair<double, std::string>> steps;  // by size

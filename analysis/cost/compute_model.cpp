@@ -70,7 +70,14 @@ double achieved_tflops(const Config& config, const MachineProfile& profile, std:
       notes->push_back(buf);
     }
   }
-  return matmul * train_efficiency_for(profile, config.precision.param_dtype) * factor;
+  const double efficiency = train_efficiency_for(profile, config.precision.param_dtype, config.model.d_model);
+  if (notes && efficiency != train_efficiency_for(profile, config.precision.param_dtype)) {
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "training efficiency %.3f at d_model=%lld, from the profile's widths", efficiency,
+                  static_cast<long long>(config.model.d_model));
+    notes->push_back(buf);
+  }
+  return matmul * efficiency * factor;
 }
 
 double linear_layers(const ModelConfig& model) { return 7.0 * static_cast<double>(model.n_layers) + 1.0; }

@@ -2,10 +2,13 @@
 // (see profile.hpp for the layout).
 #include "analysis/cost/profile.hpp"
 
+#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
+#include <system_error>
 
 #include "lab/dtype.hpp"
 
@@ -81,6 +84,12 @@ nlohmann::json MachineProfile::to_json() const {
       {"matmul_tflops", matmul}, {"train_efficiency", compute.train_efficiency}, {"memory_GBps", compute.memory_GBps}};
   if (!compute.train_efficiency_by_dtype.empty())
     j["compute"]["train_efficiency_by_dtype"] = compute.train_efficiency_by_dtype;
+  if (!compute.train_efficiency_by_width.empty()) {
+    nlohmann::json by_width = nlohmann::json::object();
+    for (const auto& [dtype, widths] : compute.train_efficiency_by_width)
+      for (const auto& [width, e] : widths) by_width[dtype][std::to_string(width)] = e;
+    j["compute"]["train_efficiency_by_width"] = by_width;
+  }
   if (!compute.gemm_overhead_us.empty()) j["compute"]["gemm_overhead_us"] = compute.gemm_overhead_us;
   if (compute.threads > 0) j["compute"]["threads"] = compute.threads;
   if (compute.cores > 0) j["compute"]["cores"] = compute.cores;
@@ -129,6 +138,22 @@ MachineProfile MachineProfile::from_json(const nlohmann::json& j, const std::str
       const double e = by_dtype.positive(dtype);
       if (e > 1.0) by_dtype.fail(dtype, "is a fraction of the matmul rate, must be <= 1, got " + std::to_string(e));
       p.compute.train_efficiency_by_dtype[dtype] = e;
+    }
+  }
+  if (compute.has("train_efficiency_by_width")) {
+    const Reader by_width = compute.object("train_efficiency_by_width");
+    for (const auto& [dtype, value] : by_width.json().items()) {
+      if (!is_torch_name(dtype)) by_width.fail(dtype, "unknown dtype; use float32 | bfloat16 | float16");
+      const Reader widths = by_width.object(dtype);
+      for (const auto& [width, efficiency] : widths.json().items()) {
+        int64_t d = 0;
+        const auto [end, error] = std::from_chars(width.data(), width.data() + width.size(), d);
+        if (error != std::errc() || end != width.data() + width.size() || d < 1)
+          widths.fail(width, "is not a model width: the keys are d_model values, integers >= 1 (e.g. \"256\")");
+        const double e = widths.positive(width);
+        if (e > 1.0) widths.fail(width, "is a fraction of the matmul rate, must be <= 1, got " + std::to_string(e));
+        p.compute.train_efficiency_by_width[dtype][d] = e;
+      }
     }
   }
   if (compute.has("gemm_overhead_us")) {
@@ -201,6 +226,20 @@ std::string profile_dtype_name(const std::string& dtype) {
 double train_efficiency_for(const MachineProfile& profile, const std::string& dtype) {
   const auto it = profile.compute.train_efficiency_by_dtype.find(profile_dtype_name(dtype));
   return it != profile.compute.train_efficiency_by_dtype.end() ? it->second : profile.compute.train_efficiency;
+}
+
+double train_efficiency_for(const MachineProfile& profile, const std::string& dtype, int64_t d_model) {
+  const auto it = profile.compute.train_efficiency_by_width.find(profile_dtype_name(dtype));
+  if (it == profile.compute.train_efficiency_by_width.end() || it->second.empty())
+    return train_efficiency_for(profile, dtype);
+  const std::map<int64_t, double>& widths = it->second;
+  const auto above = widths.lower_bound(d_model);
+  if (above == widths.end()) return widths.rbegin()->second;  // wider than any measured width
+  if (above->first == d_model || above == widths.begin()) return above->second;
+  const auto below = std::prev(above);
+  const double t = std::log2(static_cast<double>(d_model) / static_cast<double>(below->first)) /
+                   std::log2(static_cast<double>(above->first) / static_cast<double>(below->first));
+  return below->second + t * (above->second - below->second);
 }
 
 double gemm_overhead_us_for(const MachineProfile& profile, const std::string& dtype) {

@@ -12,6 +12,7 @@
 //    "compute": {"matmul_tflops": {"float32": .., "bfloat16": .., "float16": ..},   // dense GEMM rate per rank
 //                "train_efficiency": 0.45,      // achieved fraction of the matmul rate in a training step
 //                "train_efficiency_by_dtype": {"bfloat16": 0.2},  // optional: per dtype, wins for that dtype
+//                "train_efficiency_by_width": {"float32": {"128": 0.4, "256": 0.6}},  // optional: per dtype and width
 //                "gemm_overhead_us": {"bfloat16": 900},  // optional: fixed time per linear layer per micro-step
 //                                               //   (forward + backward), by dtype; absent = 0 (compute_model.hpp)
 //                "memory_GBps": 3350,           // per rank, for optimizer and elementwise passes
@@ -54,6 +55,11 @@ struct ComputeRates {
   // Optional, per dtype (float32 | bfloat16 | float16): a training step in that dtype over that dtype's matmul
   // rate. Wins over train_efficiency for its dtype: on CPUs a bf16 GEMM speeds up far more than a bf16 step.
   std::map<std::string, double> train_efficiency_by_dtype;
+  // Optional, per dtype, by model width (d_model): the same efficiency measured on models of these widths. Wins over
+  // both above for its dtype; between two widths it is interpolated on log2(d_model), outside them the nearest width's
+  // holds. `dtlab calibrate` measures the config's width and half of it: on CPUs a narrow model's GEMMs (inner
+  // dimension d) run well below a wide one's.
+  std::map<std::string, std::map<int64_t, double>> train_efficiency_by_width;
   // Optional, per dtype, >= 0: the time of a micro-step that does not grow with its tokens, per linear layer
   // (forward and backward of it), in µs. `dtlab calibrate` solves it from steps of two micro-batch sizes: on CPUs a
   // small micro-batch's GEMMs run far below the rate of large ones. Absent = 0.
@@ -106,6 +112,9 @@ void save_profile(const MachineProfile& profile, const std::string& path);
 double matmul_tflops_for(const MachineProfile& profile, const std::string& dtype, bool* fell_back = nullptr);
 // The training efficiency for a config or comm dtype name: train_efficiency_by_dtype's entry, else train_efficiency.
 double train_efficiency_for(const MachineProfile& profile, const std::string& dtype);
+// The same for a model of width d_model: train_efficiency_by_width's entries for the dtype when it has them
+// (interpolated on log2(d_model) between the two nearest widths, the nearest one's outside them), else the above.
+double train_efficiency_for(const MachineProfile& profile, const std::string& dtype, int64_t d_model);
 // The per-linear-layer micro-step overhead for a config or comm dtype name (µs): gemm_overhead_us's entry, else 0.
 double gemm_overhead_us_for(const MachineProfile& profile, const std::string& dtype);
 

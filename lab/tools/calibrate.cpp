@@ -11,8 +11,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <stdexcept>
+#include <string>
 #include <thread>
 
 #include "analysis/cost/fit.hpp"
@@ -189,6 +191,9 @@ void print_compute(const ComputeCalibration& compute, int ranks) {
       compute.step_ms);
   for (const auto& [dtype, e] : compute.train_efficiency_by_dtype)
     std::printf("  train_efficiency %s %.2f\n", dtype.c_str(), e);
+  for (const auto& [dtype, widths] : compute.train_efficiency_by_width)
+    for (const auto& [width, e] : widths)
+      std::printf("  train_efficiency %s at d_model=%lld: %.2f\n", dtype.c_str(), static_cast<long long>(width), e);
   for (const auto& [dtype, us] : compute.gemm_overhead_us)
     std::printf("  gemm_overhead_us %s %.0f (fixed part of a micro-step: micro-batch 1 against the config's)\n",
                 dtype.c_str(), us);
@@ -293,6 +298,14 @@ double measure_disk_write_GBps(const fs::path& dir) {
   return static_cast<double>(kBytes) / median(seconds) / 1e9;
 }
 
+// train_efficiency_by_width with its widths as JSON object keys ("128"), as analysis/cost/profile.cpp reads them.
+json width_keys(const std::map<std::string, std::map<int64_t, double>>& by_width) {
+  json out = json::object();
+  for (const auto& [dtype, widths] : by_width)
+    for (const auto& [width, e] : widths) out[dtype][std::to_string(width)] = e;
+  return out;
+}
+
 json profile_document(const CalibrateOptions& options, const Config& config, const ComputeCalibration& compute,
                       const CommCalibration& comm_levels, const std::string& host, const std::string& when,
                       double disk_write_GBps) {
@@ -310,6 +323,7 @@ json profile_document(const CalibrateOptions& options, const Config& config, con
        {{"matmul_tflops", compute.matmul_tflops},
         {"train_efficiency", compute.train_efficiency},
         {"train_efficiency_by_dtype", compute.train_efficiency_by_dtype},
+        {"train_efficiency_by_width", width_keys(compute.train_efficiency_by_width)},
         {"memory_GBps", compute.memory_GBps},
         {"gemm_overhead_us", compute.gemm_overhead_us},
         {"threads", compute.threads},
@@ -335,6 +349,9 @@ json profile_document(const CalibrateOptions& options, const Config& config, con
   notes.push_back("train_efficiency: forward+backward model FLOP rate of one " + compute.train_dtype +
                   " micro-batch over the matmul rate (optimizer excluded: memory_GBps covers it), its fixed part "
                   "(gemm_overhead_us) taken out; by dtype for bf16");
+  notes.push_back("train_efficiency_by_width: the same at d_model=" + std::to_string(config.model.d_model) +
+                  " and at half of it (ffn_hidden halved too), against the same matmul rate; the compute model "
+                  "interpolates between the widths on log2(d_model)");
   notes.push_back(
       "gemm_overhead_us: the part of a forward+backward that does not grow with its tokens, per linear layer "
       "(7 per block + the head), from the same step at micro-batch " +

@@ -14,6 +14,7 @@
 
 #include "analysis/cost/compute_model.hpp"
 #include "analysis/cost/step_model.hpp"
+#include "lab/config.hpp"
 #include "lab/data.hpp"
 #include "lab/dtype_torch.hpp"
 #include "lab/model.hpp"
@@ -249,6 +250,30 @@ ComputeCalibration calibrate_compute(const Config& config, int threads, bool qui
                            {"micro_batch_1", one_row},
                            {"overhead_ms_per_micro_step", overhead_ms},
                            {"efficiency_uncapped", raw_efficiency}};
+    // The same at half the width (d_model and ffn_hidden halved; the layers, heads and tokens kept): a narrow model's
+    // GEMMs run below a wide one's, and the studies train both. Its fixed part is the one just measured (the same
+    // linear layers at the same micro-batch sizes).
+    c.train_efficiency_by_width[name][run.model.d_model] = c.train_efficiency_by_dtype[name];
+    Config narrow = run;
+    narrow.model.d_model /= 2;
+    narrow.model.ffn_hidden = std::max<int64_t>(1, narrow.model.ffn_hidden / 2);
+    bool narrow_valid = true;  // a shape the model accepts (heads divide the width, an even head size for RoPE)
+    try {
+      validate(narrow);
+    } catch (const ConfigError&) {
+      narrow_valid = false;
+    }
+    if (narrow_valid) {
+      const TrainStepTimes narrow_times = measure_train_step(narrow, quick, make_strategy, device);
+      const double narrow_flops = model_counts(narrow.model).flops_per_token * static_cast<double>(c.tokens);
+      const double narrow_growing_ms = std::max(1e-3, narrow_times.fwd_bwd_ms - overhead_ms);
+      const double narrow_efficiency = narrow_flops / (narrow_growing_ms / 1e3) / 1e12 / c.matmul_tflops.at(name);
+      c.train_efficiency_by_width[name][narrow.model.d_model] = std::min(1.0, narrow_efficiency);
+      train_details[name]["half_width"] = {{"d_model", narrow.model.d_model},
+                                           {"ffn_hidden", narrow.model.ffn_hidden},
+                                           {"fwd_bwd_ms", narrow_times.fwd_bwd_repeats},
+                                           {"efficiency_uncapped", narrow_efficiency}};
+    }
     if (dtype != config.precision.param_dtype) continue;
     c.fwd_bwd_ms = times.fwd_bwd_ms;
     c.step_ms = times.step_ms;

@@ -115,6 +115,29 @@ TEST(ComputeModel, PerDtypeEfficiencyWinsForItsDtype) {
   }
 }
 
+// A calibration measures the efficiency at two widths; between them it is interpolated on log2(d_model), outside them
+// the nearest width holds, and a dtype without widths keeps its own figure.
+TEST(ComputeModel, EfficiencyByWidthInterpolatesOnLog2OfTheWidth) {
+  MachineProfile p = synthetic();
+  p.compute.train_efficiency_by_width = {{"float32", {{32, 0.2}, {128, 0.6}}}};
+  EXPECT_NEAR(achieved_tflops(tiny(), p), 0.4, 1e-12);  // tiny: d_model 64, halfway on log2 from 32 to 128
+  EXPECT_NEAR(achieved_tflops(tiny({"model.d_model=256", "model.ffn_hidden=512"}), p), 0.6, 1e-12);  // wider
+  EXPECT_NEAR(achieved_tflops(tiny({"model.d_model=16", "model.n_heads=2"}), p), 0.2, 1e-12);        // narrower
+  EXPECT_NEAR(achieved_tflops(tiny({"model.d_model=128"}), p), 0.6, 1e-12);                          // measured
+  p.compute.matmul_tflops["bfloat16"] = 4.0;
+  EXPECT_DOUBLE_EQ(achieved_tflops(tiny({"precision.param_dtype=bf16"}), p), 2.0);  // bf16: no widths, 4 x 0.5
+
+  nlohmann::json j = p.to_json();
+  EXPECT_DOUBLE_EQ(MachineProfile::from_json(j, "t").compute.train_efficiency_by_width.at("float32").at(32), 0.2);
+  j["compute"]["train_efficiency_by_width"]["float32"]["wide"] = 0.5;
+  try {
+    MachineProfile::from_json(j, "p.json");
+    FAIL() << "a width that is not a number must be refused";
+  } catch (const ProfileError& e) {
+    EXPECT_NE(std::string(e.what()).find("train_efficiency_by_width.float32.wide"), std::string::npos) << e.what();
+  }
+}
+
 TEST(ComputeModel, GemmOverheadIsAFixedTimePerMicroStepPerLinearLayer) {
   // tiny has 2 blocks: 7·2 + 1 = 15 linear layers. 100 µs each: 1.5 ms per micro-step, a third in the forward,
   // whatever the micro-batch; only for the dtype it was measured in.

@@ -53,6 +53,15 @@ TEST(Calibrate, QuickWritesALoadableMeasuredProfile) {
   ASSERT_TRUE(p.compute.train_efficiency_by_dtype.count("bfloat16")) << "an fp32 config also measures a bf16 step";
   EXPECT_GT(p.compute.train_efficiency_by_dtype.at("bfloat16"), 0.0);
   EXPECT_DOUBLE_EQ(p.compute.train_efficiency_by_dtype.at("float32"), p.compute.train_efficiency);
+  // Each dtype's step at the config's width and at half of it.
+  for (const char* dtype : {"float32", "bfloat16"}) {
+    ASSERT_TRUE(p.compute.train_efficiency_by_width.count(dtype)) << dtype;
+    ASSERT_EQ(p.compute.train_efficiency_by_width.at(dtype).size(), 2u) << dtype;
+    const auto& widths = p.compute.train_efficiency_by_width.at(dtype);
+    EXPECT_EQ(widths.rbegin()->first, 2 * widths.begin()->first) << dtype;
+    EXPECT_DOUBLE_EQ(widths.rbegin()->second, p.compute.train_efficiency_by_dtype.at(dtype)) << dtype;
+    EXPECT_GT(widths.begin()->second, 0.0) << dtype;
+  }
   const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   EXPECT_EQ(p.compute.threads, std::max(1, cores / 2)) << "a rank of a 2-rank job uses cores / 2 threads";
   EXPECT_EQ(p.compute.cores, cores);
