@@ -371,6 +371,23 @@ std::optional<CudaMemory> cuda_memory() {
 #endif
 }
 
+namespace {
+
+// {<category>: {current_bytes, peak_bytes}} of one set of counters (MemoryCategory -> MemoryCounters), in category
+// order.
+template <typename Counters>
+nlohmann::json by_category(Counters counters) {
+  nlohmann::json out = nlohmann::json::object();
+  for (int c = 0; c < kMemoryCategoryCount; ++c) {
+    const auto category = static_cast<MemoryCategory>(c);
+    const MemoryCounters m = counters(category);
+    out[to_string(category)] = {{"current_bytes", m.current_bytes}, {"peak_bytes", m.peak_bytes}};
+  }
+  return out;
+}
+
+}  // namespace
+
 nlohmann::json memory_report(const StateBytes& state, int rank) {
   nlohmann::json j = {{"rank", rank},
                       {"params_bytes", state.params},
@@ -383,26 +400,13 @@ nlohmann::json memory_report(const StateBytes& state, int rank) {
     j["tensor_peak_bytes"] = tensors.peak_bytes;
     j["tensor_current_bytes"] = tensors.current_bytes;
     j["activations_bytes"] = std::max<int64_t>(0, tensors.peak_bytes - held);  // an estimate, see memory.hpp
-    nlohmann::json measured = nlohmann::json::object();
-    for (int c = 0; c < kMemoryCategoryCount; ++c) {
-      const auto category = static_cast<MemoryCategory>(c);
-      const MemoryCounters m = cpu_tensor_memory(category);
-      measured[to_string(category)] = {{"current_bytes", m.current_bytes}, {"peak_bytes", m.peak_bytes}};
-    }
-    j["measured"] = measured;
+    j["measured"] = by_category([](MemoryCategory c) { return cpu_tensor_memory(c); });
     j["host_bytes"] = state.host;
     const MemoryCounters device_side = device_side_tensor_memory();
     j["device_side_peak_bytes"] = device_side.peak_bytes;
     j["device_side_current_bytes"] = device_side.current_bytes;
-    if (host_tensor_memory().peak_bytes > 0) {
-      nlohmann::json host = nlohmann::json::object();
-      for (int c = 0; c < kMemoryCategoryCount; ++c) {
-        const auto category = static_cast<MemoryCategory>(c);
-        const MemoryCounters m = host_tensor_memory(category);
-        host[to_string(category)] = {{"current_bytes", m.current_bytes}, {"peak_bytes", m.peak_bytes}};
-      }
-      j["host_measured"] = host;
-    }
+    if (host_tensor_memory().peak_bytes > 0)
+      j["host_measured"] = by_category([](MemoryCategory c) { return host_tensor_memory(c); });
     if (const int64_t limit = cpu_tensor_memory_limit(); limit > 0) j["limit_bytes"] = limit;
   }
   const ProcessMemory process = process_memory();
@@ -414,15 +418,8 @@ nlohmann::json memory_report(const StateBytes& state, int rank) {
                  {"allocated_peak_bytes", cuda->allocated_peak_bytes},
                  {"reserved_bytes", cuda->reserved_bytes},
                  {"reserved_peak_bytes", cuda->reserved_peak_bytes}};
-    if (device_category_counts_installed()) {
-      nlohmann::json measured = nlohmann::json::object();
-      for (int c = 0; c < kMemoryCategoryCount; ++c) {
-        const auto category = static_cast<MemoryCategory>(c);
-        const MemoryCounters m = device_tensor_memory(category);
-        measured[to_string(category)] = {{"current_bytes", m.current_bytes}, {"peak_bytes", m.peak_bytes}};
-      }
-      j["cuda"]["measured"] = measured;
-    }
+    if (device_category_counts_installed())
+      j["cuda"]["measured"] = by_category([](MemoryCategory c) { return device_tensor_memory(c); });
   }
   return j;
 }
