@@ -155,7 +155,8 @@ std::string takeaways(const std::vector<OffloadPair>& all) {
     if (p.on.model_copies_ms) h << "; the model adds " << fmt_fixed(*p.on.model_copies_ms, 1) << " ms of copies";
     h << ".";
     if (p.on.device_peak + p.on.host < p.off.device_peak + p.off.host)
-      h << " In all it holds less than without offload: the compute copy replaces parameters it kept anyway.";
+      h << " In all it holds " << fmt_fixed((p.off.device_peak + p.off.host - p.on.device_peak - p.on.host) / kMiB, 1)
+        << " MiB less than without offload.";
     else if (p.on.device_peak + p.on.host > 1.02 * (p.off.device_peak + p.off.host))
       h << " In all it holds " << fmt_fixed((p.on.device_peak + p.on.host - p.off.device_peak - p.off.host) / kMiB, 1)
         << " MiB more than without: the device keeps a compute copy of what the host holds.";

@@ -233,9 +233,10 @@ StateBytes ShardedEngine::state_bytes() const {
   // The scratch lives only through the optimizer step (optimizer.cpp), when no unit is gathered or reduced.
   b.buffers += std::max(unit_buffers_peak_bytes(traits_, transient, prefetch_), step_scratch);
   b.optimizer = optimizer_->state_bytes();
-  if (precision_.offload)  // the master shards, their fp32 gradients and the optimizer state, in host buffers
+  if (precision_.offload) {  // the master shards, their fp32 gradients and the optimizer state, in host buffers
     for (const auto& unit : units_) b.host += unit.shard_numel * (master_b + 4);
-  if (precision_.offload) b.host += b.optimizer;
+    b.host += b.optimizer;
+  }
   return b;
 }
 
