@@ -58,6 +58,12 @@ std::string fmt_fixed(double value, int decimals) {
   return buf;
 }
 
+std::string percent_change(double from, double to) {
+  if (!(from > 0)) return "–";
+  const double pct = 100.0 * (to - from) / from;
+  return (pct >= 0 ? "+" : "−") + fmt_fixed(std::fabs(pct), 0) + "%";
+}
+
 std::string fmt_grouped(double value, int decimals) {
   if (std::isnan(value)) return "–";
   std::string s = fmt_fixed(std::fabs(value), decimals);

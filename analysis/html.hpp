@@ -22,6 +22,8 @@ std::string svg_for_inline(const std::string& svg_text, const std::string& id_pr
 std::string fmt_grouped(double value, int decimals = 0);
 // Fixed decimals; "–" for NaN.
 std::string fmt_fixed(double value, int decimals);
+// The change from `from` to `to` in whole percent with its sign, as in "+12%" or "−7%"; "–" when from <= 0.
+std::string percent_change(double from, double to);
 // Parameter count with SI suffix: 4849920 -> "4.85 M".
 std::string fmt_params(std::int64_t params);
 

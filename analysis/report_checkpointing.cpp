@@ -126,12 +126,6 @@ LineChart pareto_chart(const std::vector<CheckpointingSeries>& all) {
   return c;
 }
 
-std::string percent_change(double from, double to) {
-  if (!(from > 0)) return "–";
-  const double pct = 100.0 * (to - from) / from;
-  return (pct >= 0 ? "+" : "−") + fmt_fixed(std::fabs(pct), 0) + "%";
-}
-
 std::string table(const std::vector<CheckpointingSeries>& all) {
   std::ostringstream h;
   h << "<table class=\"num\">\n<thead><tr><th>series</th><th>setting</th><th>activations (MiB)</th>"

@@ -83,12 +83,6 @@ std::vector<OffloadPair> offload_pairs(const Scenario& sc) {
   return out;
 }
 
-std::string percent_change(double from, double to) {
-  if (!(from > 0)) return "–";
-  const double pct = 100.0 * (to - from) / from;
-  return (pct >= 0 ? "+" : "−") + fmt_fixed(std::fabs(pct), 0) + "%";
-}
-
 std::string mib_or_dash(const std::optional<double>& bytes) { return bytes ? fmt_fixed(*bytes / kMiB, 1) : "–"; }
 
 BarChart memory_chart(const std::vector<OffloadPair>& all) {
