@@ -86,10 +86,11 @@ CommModel CommModel::from_json(const nlohmann::json& j, const std::string& sourc
   }
   if (j.contains("overlap_hidden")) {
     const nlohmann::json& hidden = j["overlap_hidden"];
-    if (!hidden.is_number() || !(hidden.get<double>() >= 0 && hidden.get<double>() <= 1))
+    if (!hidden.is_number() || !(hidden.get<double>() >= -1 && hidden.get<double>() <= 1))
       throw std::invalid_argument(source +
-                                  ": overlap_hidden: must be a number in [0, 1] (the fraction of a "
-                                  "collective that compute at once hides), got " +
+                                  ": overlap_hidden: must be a number in [-1, 1] (the fraction of a "
+                                  "collective that compute at once hides; below 0 when overlapping costs more than "
+                                  "taking turns), got " +
                                   hidden.dump());
     m.overlap_hidden = hidden.get<double>();
   }

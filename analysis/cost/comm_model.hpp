@@ -49,10 +49,11 @@ struct CollectiveCost {
 struct CommModel {
   std::string backend;                        // "gloo", "nccl"
   std::map<std::string, CollectiveCost> ops;  // key "<op>/<algorithm>": "all_reduce/backend", "reduce_scatter/ring"
-  // Optional, in [0, 1]: the fraction of a collective's time that compute running at once hides (comm-bench's
+  // Optional, in [-1, 1]: the fraction of a collective's time that compute running at once hides (comm-bench's
   // overlap line, lab/comm/bench.hpp). Absent = 1, the schedules' assumption that an overlapped collective costs the
   // rank nothing (a GPU's collectives run on their own engines). On CPU ranks that hold every core, the backend's
-  // thread copies and reduces on the cores the compute needs, and little is hidden (step_model.hpp).
+  // threads copy and reduce on the cores the compute needs, and little is hidden (step_model.hpp); below 0, running
+  // the two at once costs more than taking turns (they also contend for caches and memory bandwidth).
   std::optional<double> overlap_hidden;
   // The call overlap_hidden was measured at: an all_reduce/backend of overlap_bytes over overlap_ranks ranks.
   // Profiles written before these were recorded measured 4 MiB over 2 ranks (the line's call then).

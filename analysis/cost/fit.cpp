@@ -285,8 +285,8 @@ CommModel fit_comm_model(const nlohmann::json& comm_bench) {
   // The overlap line: how much of a collective compute running at once hid (lab/comm/bench.hpp).
   if (comm_bench.contains("overlap") && comm_bench["overlap"].is_object()) {
     const double hidden = number(comm_bench["overlap"], "hidden_fraction", "overlap");
-    if (!(hidden >= 0 && hidden <= 1))
-      throw std::invalid_argument("comm-bench document: overlap.hidden_fraction must be in [0, 1], got " +
+    if (!(hidden >= -1 && hidden <= 1))
+      throw std::invalid_argument("comm-bench document: overlap.hidden_fraction must be in [-1, 1], got " +
                                   std::to_string(hidden));
     model.overlap_hidden = hidden;
     const double bytes = number(comm_bench["overlap"], "bytes", "overlap");

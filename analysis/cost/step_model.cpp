@@ -167,14 +167,23 @@ StepPrediction predict_step(const Config& config, const CostPlan& plan, const Ma
   }
   // What the schedule overlapped is hidden only as far as the profile's overlap_hidden says (comm_model.hpp): the
   // rest costs the step its time, on the collective stream or as compute slowed by a backend thread on its cores.
+  // A negative overlap_hidden charges more than the overlapped time: running both at once was measured slower than
+  // taking turns.
   const double overlapped_ms = std::max(0.0, scheduled_ms - exposed);
   if (overlapped_ms > 0 && unhideable_ms > 0) {
     s.overlap_lost_ms = overlapped_ms * unhideable_ms / scheduled_ms;
-    char note[200];
-    std::snprintf(note, sizeof note,
-                  "%.1f of the %.1f ms the schedule overlaps count as exposed: the profile's overlap_hidden says "
-                  "compute hides only %.0f%% of a collective here",
-                  s.overlap_lost_ms, overlapped_ms, 100.0 * (1.0 - unhideable_ms / scheduled_ms));
+    const double hidden = 1.0 - unhideable_ms / scheduled_ms;
+    char note[240];
+    if (hidden >= 0)
+      std::snprintf(note, sizeof note,
+                    "%.1f of the %.1f ms the schedule overlaps count as exposed: the profile's overlap_hidden says "
+                    "compute hides only %.0f%% of a collective here",
+                    s.overlap_lost_ms, overlapped_ms, 100.0 * hidden);
+    else
+      std::snprintf(note, sizeof note,
+                    "the %.1f ms the schedule overlaps cost %.1f ms: the profile's overlap_hidden (%.2f) says a "
+                    "collective running beside compute here costs %.0f%% more than the two taking turns",
+                    overlapped_ms, s.overlap_lost_ms, hidden, -100.0 * hidden);
     s.notes.emplace_back(note);
   }
   s.exposed_comm_ms = exposed + s.overlap_lost_ms + after_backward_ms;

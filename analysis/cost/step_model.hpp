@@ -23,7 +23,9 @@
 // profile's comm models say how much of it compute really hides (CommModel::overlap_hidden, measured by comm-bench's
 // overlap line; absent = all of it). Of the time the schedule overlapped, the unhidden share (the time-weighted mean
 // of 1 - overlap_hidden over the scheduled calls) is added to the exposed communication as overlap_lost_ms. On CPU
-// ranks that hold every core, Gloo's thread reduces and copies on the compute's cores, and almost nothing is hidden.
+// ranks that hold every core, Gloo's threads reduce and copy on the compute's cores, and nothing is hidden: there
+// overlap_hidden can be negative (the two at once measured slower than in turn), and overlap_lost_ms then exceeds
+// the overlapped time.
 // Compute per unit is split from the compute model in proportion to the unit's FLOPs. A collective's time is
 // collective_time_us() of the profile's intra_node model, or inter_node when its group spans nodes (ranks
 // r, r+s, ..., r+(g-1)s with the plan's stride s: 1, F for hybrid's replica groups, K for the cross-node level of

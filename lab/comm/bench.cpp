@@ -196,7 +196,7 @@ comm_bench::OverlapFigure measure_overlap(const Placement& where, World& world, 
   o.compute_us = median(compute_us);
   o.together_us = median(together_us);
   const double hidden = (o.comm_us + o.compute_us - o.together_us) / std::min(o.comm_us, o.compute_us);
-  o.hidden_fraction = std::clamp(hidden, 0.0, 1.0);
+  o.hidden_fraction = std::clamp(hidden, -1.0, 1.0);  // below 0: overlapping cost more than taking turns
   return o;
 }
 

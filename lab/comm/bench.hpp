@@ -21,10 +21,11 @@
 // step), and all_reduce's busbw at 64 MiB as a percentage of it (target >= 80%) when 64 MiB was measured.
 // The overlap line (2 or more ranks in the group): an all_reduce of 4 MiB (backend) alone, square fp32 GEMMs alone
 // (as many as last about as long), and both at once — the all_reduce issued, the GEMMs run, then waited for, as DDP
-// overlaps a bucket with the backward. hidden = (comm + compute - together) / min(comm, compute), in [0, 1]: 1 when
-// the collective costs the rank nothing while it computes, 0 when the two take turns (on a CPU whose cores the
-// ranks' compute already holds, Gloo's thread copies and reduces on those cores). `dtlab calibrate` stores it as
-// the comm model's overlap_hidden, which the step model charges overlapped collectives by.
+// overlaps a bucket with the backward. hidden = (comm + compute - together) / min(comm, compute), in [-1, 1]: 1 when
+// the collective costs the rank nothing while it computes, 0 when running both at once costs what taking turns
+// would, below 0 when it costs more (on a CPU whose cores the ranks' compute already holds, Gloo's threads copy and
+// reduce on those cores, and the two contend for caches and memory besides). `dtlab calibrate` stores it as the comm
+// model's overlap_hidden, which the step model charges overlapped collectives by.
 // When the ranks span nodes (dtlab launch --nodes M, or --nodes here): the cluster, the inter-node point-to-point
 // rate (ranks 0 <-> first rank of node 1) against the set rate, and all_reduce at 64 MiB against the link bound
 // (every node must send 2(M-1)/M of the buffer over its link: time / bound, 1.0 = the physical limit).

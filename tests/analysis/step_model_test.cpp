@@ -237,6 +237,16 @@ TEST(StepModel, OverlapCountsOnlyAsFarAsTheProfileSaysComputeHidesIt) {
   EXPECT_NEAR(none.exposed_comm_ms, none.comm_ms, 1e-12);  // nothing hidden: the step pays every collective
   EXPECT_NEAR(none.step_ms, free.step_ms + overlapped, 1e-12);
   EXPECT_EQ(none.comm_ms, free.comm_ms);
+
+  // Below 0 (measured on CPU ranks whose cores Gloo's threads share): the overlapped calls cost more than their time.
+  p.comm.intra_node.overlap_hidden = -0.5;
+  const StepPrediction worse = predict_step(c, cost_plan(c, 0), p);
+  EXPECT_NEAR(worse.overlap_lost_ms, 1.5 * overlapped, 1e-12);
+  EXPECT_NEAR(worse.step_ms, free.step_ms + 1.5 * overlapped, 1e-12);
+  EXPECT_GT(worse.exposed_comm_ms, worse.comm_ms);
+  bool said = false;
+  for (const std::string& note : worse.notes) said = said || note.find("costs 50% more") != std::string::npos;
+  EXPECT_TRUE(said) << "a note says what the negative figure means";
 }
 
 TEST(StepModel, OverlapHiddenOfTheLevelACallCrossesIsTheOneCharged) {

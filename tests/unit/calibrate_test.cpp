@@ -15,7 +15,9 @@
 
 #include "analysis/cost/compute_model.hpp"
 #include "analysis/cost/profile.hpp"
+#include "analysis/cost/step_model.hpp"
 #include "lab/config.hpp"
+#include "strategies/cost_plan.hpp"
 #include "tests/analysis/test_util.hpp"
 
 namespace dtlab {
@@ -81,6 +83,30 @@ TEST(Calibrate, QuickWritesALoadableMeasuredProfile) {
   EXPECT_GT(record.at("compute").at("train_step").at("by_dtype").at("float32").at("fwd_bwd_ms").size(), 0u);
   EXPECT_GT(record.at("compute").at("elementwise").at("ms").get<double>(), 0.0);
   EXPECT_NE(read_text(log).find("train_efficiency"), std::string::npos) << "prints a summary";
+
+  // Step 6: overlap_hidden fitted to a training run of the strategy that overlaps the most. With the fitted figure
+  // (before its clamp to [-1, 1]) the step model reproduces that run's forward+backward+comm_wait. (A loaded
+  // machine can put the run below the model's all-hidden time: a figure above 1.)
+  const nlohmann::json& fit = record.at("overlap_fit");
+  const std::string strategy = fit.at("strategy");
+  EXPECT_NE(fit.at("command").get<std::string>().find(" train "), std::string::npos) << fit.dump();
+  EXPECT_NE(fit.at("command").get<std::string>().find("parallel.strategy=" + strategy), std::string::npos);
+  ASSERT_TRUE(p.comm.intra_node.overlap_hidden.has_value());
+  const double hidden = *p.comm.intra_node.overlap_hidden, unclamped = fit.at("overlap_hidden_unclamped");
+  EXPECT_DOUBLE_EQ(hidden, fit.at("overlap_hidden").get<double>());
+  EXPECT_DOUBLE_EQ(hidden, std::clamp(unclamped, -1.0, 1.0));
+  EXPECT_GT(fit.at("overlapped_ms").get<double>(), 0.0);
+  const Config fitted = load_config_text(
+      "", {"model.preset=small", "train.micro_batch=4", "train.global_batch=8", "parallel.strategy=" + strategy}, 2);
+  analysis::MachineProfile as_fitted = p;
+  as_fitted.comm.intra_node.overlap_hidden = unclamped;
+  const analysis::StepPrediction s = analysis::predict_step(fitted, cost_plan(fitted, 0), as_fitted);
+  const double measured_ms = fit.at("measured_ms");
+  if (unclamped <= 1.0) {
+    EXPECT_NEAR(s.compute_ms + s.exposed_comm_ms, measured_ms, 1e-6 * measured_ms) << fit.dump();
+  } else {  // above 1 the model hides all of the overlapped time and no more: the run came in under even that
+    EXPECT_LT(measured_ms, s.compute_ms + s.exposed_comm_ms) << fit.dump();
+  }
 
   // The compute model goes through the points it was fitted to: the step at micro-batch 4 always (unless the
   // efficiency hit its cap), and at micro-batch 1 when the fixed part came out inside its bounds.

@@ -69,7 +69,8 @@ struct LinkBound {
 
 // How much of a collective compute running at the same time hides (bench.hpp's overlap line): an all_reduce of
 // `bytes` alone, `gemms` GEMMs alone (about as long), then both at once (the all_reduce issued, the GEMMs run, then
-// waited for). hidden_fraction = (comm + compute - together) / min(comm, compute), clamped to [0, 1].
+// waited for). hidden_fraction = (comm + compute - together) / min(comm, compute), clamped to [-1, 1] (below 0:
+// the two at once took longer than one after the other).
 struct OverlapFigure {
   int64_t bytes = 0;
   int gemms = 0, gemm_size = 0;  // square fp32 GEMMs of gemm_size

@@ -140,11 +140,14 @@ class TableReporter final : public Reporter {
     }
     if (s.overlap) {
       const comm_bench::OverlapFigure& o = *s.overlap;
+      const std::string verdict =
+          o.hidden_fraction >= 0 ? format("compute hides %.0f%% of the collective", 100 * o.hidden_fraction)
+                                 : format("overlapping costs %.0f%% more than taking turns", -100 * o.hidden_fraction);
       line(
-          format("# Overlap              : all_reduce %lld MiB alone %.0f us, %d GEMM(s) %dx%d alone %.0f us, both at "
-                 "once %.0f us -> compute hides %.0f%% of the collective",
+          format("# Overlap              : all_reduce %lld MiB alone %.0f us, %d GEMM(s) %dx%d alone %.0f us, both "
+                 "at once %.0f us -> %s",
                  static_cast<long long>(o.bytes >> 20), o.comm_us, o.gemms, o.gemm_size, o.gemm_size, o.compute_us,
-                 o.together_us, 100 * o.hidden_fraction));
+                 o.together_us, verdict.c_str()));
     }
     if (s.cluster) cluster_lines(s);
     if (!with_model_) return;
