@@ -10,7 +10,7 @@
 //
 // Targets (issue 13, on this machine after `dtlab calibrate`), over every study given:
 //   params / grads / optimizer bytes exact, per run;
-//   peak memory within 10%, per run;
+//   peak memory within 10%, per run (the device side);
 //   step time within 10%: the median of |error| over the runs (per-run errors printed too); runs with more ranks
 //     than cores (context.cpu.cores) are printed but not counted: the model gives each rank a core;
 //   the ranking of strategies by step time right in >= 90% of the pairs (two runs of one scenario under different
@@ -28,6 +28,9 @@
 //   memory_bytes.{params,grads,optimizer,buffers}  vs memory.<category>_bytes of the rank predicted
 //   memory_bytes.activations + logits              vs memory.activations_bytes (peak minus the rest, so the
 //                                                     logits live at the peak are in it)
+//   memory_bytes.device_peak                       vs memory.device_side_peak_bytes (the device side, which
+//                                                     memory.limit caps; host memory is offload's buffers and an
+//                                                     async save's snapshot), when both are recorded; else
 //   memory_bytes.peak                              vs memory.tensor_peak_bytes
 //   step_ms                                        vs summary.step_ms_median
 // and, to say why a step time is off, its parts:

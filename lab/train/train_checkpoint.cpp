@@ -158,8 +158,10 @@ void CheckpointSaver::save(int64_t step, Strategy& strategy, const std::map<std:
   {
     // Every piece as the bytes the file takes: an async save's snapshot (alive until the background write is done),
     // a blocking save's contiguous copies of strided pieces (most pieces are contiguous already and copy nothing).
+    // The snapshot is host memory, as DCP's async save stages to the host: outside the device side and its cap.
     const int64_t before = cpu_tensor_memory().current_bytes;
     MemoryScope copies(MemoryCategory::buffers);
+    const HostMemoryScope snapshot_on_host(config_.checkpoint.async);
     for (StatePiece& p : pieces)
       if (p.written_here) {
         if (config_.checkpoint.async) {

@@ -105,6 +105,24 @@ TEST(CompareRun, PairsEveryCategoryAndStepTime) {
   EXPECT_EQ(c->notes, std::vector<std::string>{"a note"});
 }
 
+TEST(CompareRun, PeaksAreTheDeviceSideWhereBothSidesRecordedIt) {
+  // Host memory (offload's buffers, an async save's snapshot) is outside the device side that memory.limit caps.
+  json doc = with_memory(testing::minimal_result("ddp", 2));
+  doc["prediction"] = a_prediction();
+  doc["prediction"]["memory_bytes"]["device_peak"] = 6600;
+  const auto whole = compare_run(run_from(doc), "s");  // the run did not record its device side: the whole peak
+  ASSERT_TRUE(whole.has_value());
+  EXPECT_DOUBLE_EQ(whole->memory_bytes.at("peak").predicted, 8600);
+  EXPECT_DOUBLE_EQ(whole->memory_bytes.at("peak").measured, 9000);
+  doc["memory"]["ranks"][0]["device_side_peak_bytes"] = 6000;
+  const auto device = compare_run(run_from(doc), "s");
+  ASSERT_TRUE(device.has_value());
+  EXPECT_DOUBLE_EQ(device->memory_bytes.at("peak").predicted, 6600);
+  EXPECT_DOUBLE_EQ(device->memory_bytes.at("peak").measured, 6000);
+  doc["prediction"]["memory_bytes"].erase("device_peak");  // a prediction without it: the whole peak again
+  EXPECT_DOUBLE_EQ(compare_run(run_from(doc), "s")->memory_bytes.at("peak").predicted, 8600);
+}
+
 TEST(CompareRun, ComparesThePredictedRanksMemory) {
   json doc = with_memory(testing::minimal_result("ddp", 2));
   doc["prediction"] = a_prediction(/*rank=*/1);

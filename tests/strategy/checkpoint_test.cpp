@@ -11,6 +11,7 @@
 //   PyTorch: the cached venv's `safetensors` opens a sharded checkpoint and its parameters match a DDP run's.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -98,6 +99,14 @@ TEST_P(Resume, StoppingAndResumingGivesTheStraightRunBitForBit) {
   ASSERT_EQ(second.exit_code, 0) << second.output;
   EXPECT_NE(second.output.find("resumed from " + dir + "/ckpt/step_00000003: 3 of 6 steps done"), std::string::npos)
       << second.output;
+  if (std::count(c.overrides.begin(), c.overrides.end(), "checkpoint.async=true") > 0) {
+    // An async save's snapshot is host memory (as DCP stages it to the host): counted, but outside the device side.
+    std::ifstream in(dir + "/straight/result.json");
+    const nlohmann::json memory = nlohmann::json::parse(in).at("memory");
+    ASSERT_TRUE(memory.contains("host_measured")) << memory.dump();
+    EXPECT_GT(memory.at("host_measured").at("buffers").at("peak_bytes").get<int64_t>(), 0) << memory.dump();
+    EXPECT_EQ(memory.at("host_bytes"), 0) << "no offload: no host state";
+  }
 
   nlohmann::json resumed = steps_of(dir + "/first");
   for (const auto& s : steps_of(dir + "/second")) resumed.push_back(s);
