@@ -322,6 +322,8 @@ OverlapFit fit_overlap_in_training(const CalibrateOptions& options, const analys
   base_overrides.push_back("train.steps=" + std::to_string(options.quick ? 4 : 12));
   base_overrides.push_back("instrument.warmup_steps=2");
   base_overrides.push_back("instrument.profile=");  // this profile is the one being written
+  base_overrides.push_back("checkpoint.dir=");      // a config's checkpoints are not this run's to write
+  base_overrides.push_back("memory.limit=none");    // nor its cap: the run measures time
 
   OverlapFit fit;
   std::vector<std::string> overrides;
@@ -334,10 +336,13 @@ OverlapFit fit_overlap_in_training(const CalibrateOptions& options, const analys
       Config candidate = load_config(options.config_path, with, options.ranks);
       const analysis::StepPrediction s = analysis::predict_step(candidate, cost_plan(candidate, 0), nothing_hidden);
       if (s.overlap_lost_ms > predicted.overlap_lost_ms) {
-        fit.strategy = id, overrides = with, run = std::move(candidate), predicted = s;
+        fit.strategy = id;
+        overrides = with;
+        run = std::move(candidate);
+        predicted = s;
       }
     } catch (const std::exception&) {
-      continue;  // a strategy this config cannot run without more settings (hybrid's shard size, say)
+      continue;  // a strategy this config does not validate for (hybrid without a shard size, say): not a candidate
     }
   }
   if (!run)
