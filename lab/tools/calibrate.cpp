@@ -76,6 +76,17 @@ struct Companions {
   }
 };
 
+// The JSON document a child wrote at `path`; `missing` says which child when there is none.
+json read_json_file(const std::string& path, const std::string& missing) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("calibrate: " + missing + " " + path);
+  try {
+    return json::parse(in);
+  } catch (const json::exception& e) {
+    throw std::runtime_error("calibrate: " + path + ": not JSON: " + e.what());
+  }
+}
+
 // A CPU host runs any number of local ranks over the same loopback transport: all of them are intra-node.
 constexpr int kCpuRanksPerNode = 1024;
 
@@ -114,13 +125,7 @@ json run_comm_bench_child(int ranks, bool quick, const std::string& json_path,
     throw std::runtime_error("calibrate: `" + join(args) + "` exited with status " + std::to_string(status) +
                              (status == 127 ? " (could not execute)" : ""));
   }
-  std::ifstream in(json_path);
-  if (!in) throw std::runtime_error("calibrate: comm-bench exited 0 but wrote no " + json_path);
-  try {
-    return json::parse(in);
-  } catch (const json::exception& e) {
-    throw std::runtime_error("calibrate: " + json_path + ": not JSON: " + e.what());
-  }
+  return read_json_file(json_path, "comm-bench exited 0 but wrote no");
 }
 
 namespace {
@@ -305,16 +310,6 @@ struct OverlapFit {
   std::string command;
 };
 
-json read_json_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("calibrate: cannot read " + path);
-  try {
-    return json::parse(in);
-  } catch (const json::exception& e) {
-    throw std::runtime_error("calibrate: " + path + ": not JSON: " + e.what());
-  }
-}
-
 OverlapFit fit_overlap_in_training(const CalibrateOptions& options, const analysis::MachineProfile& profile) {
   analysis::MachineProfile nothing_hidden = profile;
   nothing_hidden.comm.intra_node.overlap_hidden = 0.0;  // so overlap_lost_ms is all of the overlapped time
@@ -370,7 +365,8 @@ OverlapFit fit_overlap_in_training(const CalibrateOptions& options, const analys
     throw std::runtime_error("calibrate: the overlap run `" + fit.command + "` exited with status " +
                              std::to_string(status) + " (its output is in " + scratch.string() + ")");
   }
-  const json result = read_json_file((scratch / "run" / "result.json").string());
+  const json result =
+      read_json_file((scratch / "run" / "result.json").string(), "the overlap run exited 0 but wrote no");
   const json& phases = result.at("summary").at("phases_ms");
   const auto median_of = [&](const char* phase) { return phases.at(phase).at("median").get<double>(); };
   fit.measured_ms = median_of("forward") + median_of("backward") + median_of("comm_wait");
