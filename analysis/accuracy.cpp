@@ -246,8 +246,11 @@ AccuracySummary evaluate_accuracy(const std::vector<Scenario>& scenarios, const 
         measured.emplace_back(p.rate_mbps, p.exposed_pct);
         if (p.predicted_exposed_pct) predicted.emplace_back(p.rate_mbps, *p.predicted_exposed_pct);
       }
-      CrossoverCheck check{sc.name, name, crossing_rate(measured, kCrossoverThresholdPct), {}};
+      CrossoverCheck check{sc.name, name, crossing_rate(measured, kCrossoverThresholdPct), {}, points.back()};
       if (predicted.size() == measured.size()) check.predicted = crossing_rate(predicted, kCrossoverThresholdPct);
+      for (const RunResult& r : sc.runs)
+        if (r.name.rfind(name + "@", 0) == 0 && r.cpu && r.cpu->cores > 0 && r.world_size > r.cpu->cores)
+          check.oversubscribed = true;
       s.crossovers.push_back(check);
     }
   }
@@ -490,14 +493,27 @@ std::optional<bool> print_crossover(const AccuracySummary& s, std::ostream& out,
   for (const CrossoverCheck& c : s.crossovers) {
     out << "  " << c.scenario << "/" << c.series << ": measured " << where(c.measured) << ", predicted "
         << where(c.predicted);
+    bool explain = c.measured.kind == Crossing::above_range;
     if (const auto f = c.factor()) {
       const bool within = *f <= kCrossoverFactorTarget && *f >= 1.0 / kCrossoverFactorTarget;
       ok = ok.value_or(true) && within;
+      explain = explain || !within;
       out << "   x" << fmt("%.2f", *f) << "   " << verdict(within);
     } else {
       out << "   not judged (not both inside the swept range)";
     }
     out << "\n";
+    // What the model lacks where the measured exposure stays high: the share left at the fastest rate.
+    const CrossoverPoint& p = c.fastest;
+    if (explain && p.predicted_exposed_pct && p.predicted_exposed_ms) {
+      out << "    at " << fmt("%.0f Mbit/s", p.rate_mbps) << " exposed communication is " << fmt("%.0f", p.exposed_pct)
+          << "% of the measured step (" << fmt("%.0f", p.exposed_ms) << " ms), predicted "
+          << fmt("%.0f", *p.predicted_exposed_pct) << "% (" << fmt("%.0f", *p.predicted_exposed_ms) << " ms)";
+      if (c.oversubscribed)
+        out << ": the ranks outnumber the cores, so a rank's wait also holds a peer that is not running, and the "
+               "model gives each rank a core";
+      out << "\n";
+    }
   }
   return ok;
 }

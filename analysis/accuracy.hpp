@@ -117,6 +117,8 @@ struct RankedPair {
 struct CrossoverCheck {
   std::string scenario, series;
   Crossing measured, predicted;
+  CrossoverPoint fastest;       // the series' run at its fastest rate: what is left of exposed communication there
+  bool oversubscribed = false;  // a run of the series had more ranks than the machine has cores
   // Both inside the swept range: predicted / measured rate. Nullopt otherwise (printed, not judged).
   std::optional<double> factor() const;
 };

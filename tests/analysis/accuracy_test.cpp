@@ -440,6 +440,25 @@ TEST(Accuracy, TheCrossoverRateIsJudgedPerSeries) {
   EXPECT_TRUE(contains(out.str(), "crossover/far: measured 1008 Mbit/s, predicted 353 Mbit/s   x0.35   MISSED"))
       << out.str();
   EXPECT_TRUE(contains(out.str(), "crossover rate")) << "counted among the missed targets: " << out.str();
+  // A missed series says what is left at its fastest rate (measured 20 of 400 ms, predicted 8 of 400 ms); a met one
+  // does not.
+  EXPECT_TRUE(contains(out.str(),
+                       "at 1600 Mbit/s exposed communication is 5% of the measured step (20 ms), "
+                       "predicted 2% (8 ms)\n"))
+      << out.str();
+  EXPECT_EQ(out.str().find("at 1600 Mbit/s exposed communication is 5% of the measured step (20 ms), predicted 5%"),
+            std::string::npos)
+      << out.str();
+
+  // With more ranks than cores, the line names the wait for a peer that is not running.
+  for (RunResult& r : sc.runs) {
+    r.world_size = 4;
+    r.cpu = RunResult::Cpu{};
+    r.cpu->cores = 2;
+  }
+  std::ostringstream crowded;
+  print_accuracy(evaluate_accuracy({sc}), crowded);
+  EXPECT_TRUE(contains(crowded.str(), "predicted 2% (8 ms): the ranks outnumber the cores")) << crowded.str();
 }
 
 }  // namespace
