@@ -19,7 +19,6 @@
 
 #include "analysis/cost/fit.hpp"
 #include "analysis/cost/profile.hpp"
-#include "analysis/cost/step_model.hpp"
 #include "analysis/cost/topology.hpp"
 #include "lab/atomic_file.hpp"
 #include "lab/cpu_features.hpp"
@@ -28,13 +27,20 @@
 #include "lab/process.hpp"
 #include "lab/results.hpp"
 #include "lab/stats.hpp"
+#include "lab/tools/calibrate_children.hpp"
+#include "lab/tools/calibrate_overlap.hpp"
 #include "lab/train/device.hpp"
-#include "strategies/catalog.hpp"
-#include "strategies/cost_plan.hpp"
 
 namespace dtlab {
 namespace {
 namespace fs = std::filesystem;
+using calibrate_children::calibration_overrides;
+using calibrate_children::join;
+using calibrate_children::read_json_file;
+using calibrate_children::run_child;
+using calibrate_children::self_exe;
+using calibrate_children::start_child;
+using calibrate_children::wait_child;
 using nlohmann::json;
 
 std::string host_name() {
@@ -42,23 +48,6 @@ std::string host_name() {
   ::gethostname(host, sizeof host - 1);
   return host[0] ? host : "localhost";
 }
-
-// Starts argv (argv[0] = program path) with inherited stdout/stderr; returns its pid.
-pid_t start_child(const std::vector<std::string>& args) {
-  try {
-    return spawn(ProcessSpec{.argv = args});
-  } catch (const ProcessError& e) {
-    throw std::runtime_error(std::string("calibrate: ") + e.what());
-  }
-}
-
-// Waits for a child; returns its exit status (128 + signal if killed).
-int wait_child(pid_t pid) { return wait_for_exit(pid); }
-
-int run_child(const std::vector<std::string>& args) { return wait_child(start_child(args)); }
-
-// This executable's path (children run the same dtlab).
-std::string self_exe() { return this_executable("calibrate").string(); }
 
 // The companion processes of the compute measurements: waited for normally; stopped (SIGTERM, then reaped) if the
 // measurement throws, so none outlives `dtlab calibrate`.
@@ -76,6 +65,29 @@ struct Companions {
   }
 };
 
+// A CPU host runs any number of local ranks over the same loopback transport: all of them are intra-node.
+constexpr int kCpuRanksPerNode = 1024;
+
+}  // namespace
+
+namespace calibrate_children {
+
+// Starts argv (argv[0] = program path) with inherited stdout/stderr; returns its pid.
+pid_t start_child(const std::vector<std::string>& args) {
+  try {
+    return spawn(ProcessSpec{.argv = args});
+  } catch (const ProcessError& e) {
+    throw std::runtime_error(std::string("calibrate: ") + e.what());
+  }
+}
+
+int wait_child(pid_t pid) { return wait_for_exit(pid); }
+
+int run_child(const std::vector<std::string>& args) { return wait_child(start_child(args)); }
+
+// This executable's path (children run the same dtlab).
+std::string self_exe() { return this_executable("calibrate").string(); }
+
 // The JSON document a child wrote at `path`; `missing` says which child when there is none.
 json read_json_file(const std::string& path, const std::string& missing) {
   std::ifstream in(path);
@@ -87,16 +99,24 @@ json read_json_file(const std::string& path, const std::string& missing) {
   }
 }
 
-// A CPU host runs any number of local ranks over the same loopback transport: all of them are intra-node.
-constexpr int kCpuRanksPerNode = 1024;
-
 std::string join(const std::vector<std::string>& parts) {
   std::string out;
   for (const std::string& p : parts) out += (out.empty() ? "" : " ") + p;
   return out;
 }
 
-}  // namespace
+// The overrides calibrate loads its config with: the user's, on `small` with micro-batch 4 when no config is given,
+// and synthetic tokens (timing does not depend on them; no data file needed).
+std::vector<std::string> calibration_overrides(const CalibrateOptions& options) {
+  std::vector<std::string> overrides = options.overrides;
+  if (options.config_path.empty())  // one micro-batch of 4 per rank, whatever the rank count
+    overrides.insert(overrides.begin(), {"model.preset=small", "train.micro_batch=4",
+                                         "train.global_batch=" + std::to_string(4 * options.ranks)});
+  overrides.push_back("data.source=synthetic");
+  return overrides;
+}
+
+}  // namespace calibrate_children
 
 json run_comm_bench_child(int ranks, bool quick, const std::string& json_path,
                           const std::vector<std::string>& cluster_args, const std::vector<std::string>& device_args) {
@@ -129,17 +149,6 @@ json run_comm_bench_child(int ranks, bool quick, const std::string& json_path,
 }
 
 namespace {
-
-// The overrides calibrate loads its config with: the user's, on `small` with micro-batch 4 when no config is given,
-// and synthetic tokens (timing does not depend on them; no data file needed).
-std::vector<std::string> calibration_overrides(const CalibrateOptions& options) {
-  std::vector<std::string> overrides = options.overrides;
-  if (options.config_path.empty())  // one micro-batch of 4 per rank, whatever the rank count
-    overrides.insert(overrides.begin(), {"model.preset=small", "train.micro_batch=4",
-                                         "train.global_batch=" + std::to_string(4 * options.ranks)});
-  overrides.push_back("data.source=synthetic");
-  return overrides;
-}
 
 // The config calibrate measures: the given one (or `small` with micro-batch 4) on synthetic tokens, at `ranks`
 // (every rank of the cluster with --nodes: they all share this machine's cores).
@@ -290,93 +299,6 @@ CommCalibration calibrate_comm(const CalibrateOptions& options, int ranks_per_no
   if (!options.intra_link.empty() && options.intra_link != "none")
     c.intra_link_bps = parse_link_rate(options.intra_link, "--intra-link").bits_per_s;
   return c;
-}
-
-// Step 6 (calibrate.hpp): what an overlapped collective costs a training step on a CPU host. comm-bench's overlap
-// line times one 4 MiB all_reduce beside cache-resident GEMMs. A training step's overlapped gathers and
-// reduce-scatters cost a CPU rank more than that: Gloo's threads copy and reduce on the cores the forward and
-// backward hold, and take their memory bandwidth and caches besides. So the comm model's overlap_hidden is fitted
-// to a short training run of the calibrated config instead, under the strategy of this build whose schedule
-// overlaps the most communication there (by the step model): the step model's forward+backward and exposed
-// communication without the overlapped calls (`base`) against the run's measured forward+backward + comm_wait
-// medians; what is left, over the time the schedule overlapped, is the share not hidden (clamped to [-1, 1]).
-struct OverlapFit {
-  std::string strategy;      // the strategy trained
-  double unclamped = 0;      // 1 - (measured - base) / overlapped
-  double hidden = 0;         // the same, clamped to [-1, 1]
-  double measured_ms = 0;    // forward + backward + comm_wait, phase medians of the run
-  double base_ms = 0;        // predicted compute + exposed communication, overlapped calls left out
-  double overlapped_ms = 0;  // what the strategy's schedule overlaps with compute
-  std::string command;
-};
-
-OverlapFit fit_overlap_in_training(const CalibrateOptions& options, const analysis::MachineProfile& profile) {
-  analysis::MachineProfile nothing_hidden = profile;
-  nothing_hidden.comm.intra_node.overlap_hidden = 0.0;  // so overlap_lost_ms is all of the overlapped time
-  std::vector<std::string> base_overrides = calibration_overrides(options);
-  base_overrides.push_back("train.steps=" + std::to_string(options.quick ? 4 : 12));
-  base_overrides.push_back("instrument.warmup_steps=2");
-  base_overrides.push_back("instrument.profile=");  // this profile is the one being written
-  base_overrides.push_back("checkpoint.dir=");      // a config's checkpoints are not this run's to write
-  base_overrides.push_back("memory.limit=none");    // nor its cap: the run measures time
-
-  OverlapFit fit;
-  std::vector<std::string> overrides;
-  std::optional<Config> run;
-  analysis::StepPrediction predicted;
-  for (const std::string& id : strategy_ids()) {
-    std::vector<std::string> with = base_overrides;
-    with.push_back("parallel.strategy=" + id);
-    try {
-      Config candidate = load_config(options.config_path, with, options.ranks);
-      const analysis::StepPrediction s = analysis::predict_step(candidate, cost_plan(candidate, 0), nothing_hidden);
-      if (s.overlap_lost_ms > predicted.overlap_lost_ms) {
-        fit.strategy = id;
-        overrides = with;
-        run = std::move(candidate);
-        predicted = s;
-      }
-    } catch (const std::exception&) {
-      continue;  // a strategy this config does not validate for (hybrid without a shard size, say): not a candidate
-    }
-  }
-  if (!run)
-    throw std::runtime_error(
-        "calibrate: no strategy of this build overlaps communication with compute at this "
-        "config: overlap_hidden cannot be fitted to a training run");
-
-  const fs::path scratch = fs::temp_directory_path() / ("dtlab-calibrate-overlap-" + std::to_string(::getpid()));
-  fs::remove_all(scratch);
-  fs::create_directories(scratch);
-  std::string config_path = options.config_path;
-  if (config_path.empty()) {  // `dtlab train` takes a file; the overrides carry the shape
-    config_path = (scratch / "config.yaml").string();
-    write_file_atomic(config_path, "model:\n  preset: small\n");
-  }
-  std::vector<std::string> args = {self_exe(), "launch", "-n",       std::to_string(options.ranks),
-                                   self_exe(), "train",  "--config", config_path};
-  args.insert(args.end(), overrides.begin(), overrides.end());
-  args.insert(args.end(), {"--out", (scratch / "run").string()});
-  fit.command = join(args);
-  std::printf("calibrate: %s\n", fit.command.c_str());
-  std::fflush(stdout);
-  const int status = run_child(args);
-  if (status != 0) {
-    throw std::runtime_error("calibrate: the overlap run `" + fit.command + "` exited with status " +
-                             std::to_string(status) + " (its output is in " + scratch.string() + ")");
-  }
-  const json result =
-      read_json_file((scratch / "run" / "result.json").string(), "the overlap run exited 0 but wrote no");
-  const json& phases = result.at("summary").at("phases_ms");
-  const auto median_of = [&](const char* phase) { return phases.at(phase).at("median").get<double>(); };
-  fit.measured_ms = median_of("forward") + median_of("backward") + median_of("comm_wait");
-
-  fit.overlapped_ms = predicted.overlap_lost_ms;
-  fit.base_ms = predicted.compute_ms + predicted.exposed_comm_ms - predicted.overlap_lost_ms;
-  fit.unclamped = 1.0 - (fit.measured_ms - fit.base_ms) / fit.overlapped_ms;
-  fit.hidden = std::clamp(fit.unclamped, -1.0, 1.0);
-  fs::remove_all(scratch);
-  return fit;
 }
 
 // The machine profile document (analysis/cost/profile.hpp's format) from what was measured.
@@ -560,31 +482,8 @@ int run_calibrate(const CalibrateOptions& given) {
   // Validate through the loader the predictions use, then write with its writer.
   analysis::MachineProfile validated = analysis::MachineProfile::from_json(profile, options.out_path);
   json overlap_record = nullptr;
-  if (!device.cuda() && options.nodes == 1) {  // step 6: a GPU's NCCL overlap and a cluster's levels keep the line
-    const OverlapFit fit = fit_overlap_in_training(options, validated);
-    char note[400];
-    std::snprintf(note, sizeof note,
-                  "comm.intra_node.overlap_hidden: fitted to a %d-rank %s run of this config (calibrate.hpp step 6): "
-                  "forward+backward+comm_wait measured %.1f ms against %.1f ms predicted without the %.1f ms the "
-                  "schedule overlaps (%.2f before the clamp to [-1, 1]); comm-bench's overlap line (%.2f) stays in "
-                  "comm_bench.json",
-                  options.ranks, fit.strategy.c_str(), fit.measured_ms, fit.base_ms, fit.overlapped_ms, fit.unclamped,
-                  validated.comm.intra_node.overlap_hidden.value_or(1.0));
-    for (std::string& n : validated.notes)
-      if (n.rfind("comm.*.overlap_hidden", 0) == 0) n = note;
-    validated.comm.intra_node.overlap_hidden = fit.hidden;
-    std::printf(
-        "calibrate: overlap under training (%s): measured %.1f ms, %.1f ms predicted without the %.1f ms "
-        "overlapped -> overlap_hidden %.2f\n",
-        fit.strategy.c_str(), fit.measured_ms, fit.base_ms, fit.overlapped_ms, fit.hidden);
-    overlap_record = {{"command", fit.command},
-                      {"strategy", fit.strategy},
-                      {"measured_ms", fit.measured_ms},
-                      {"base_ms", fit.base_ms},
-                      {"overlapped_ms", fit.overlapped_ms},
-                      {"overlap_hidden_unclamped", fit.unclamped},
-                      {"overlap_hidden", fit.hidden}};
-  }
+  if (!device.cuda() && options.nodes == 1)  // step 6: a GPU's NCCL overlap and a cluster's levels keep the line
+    overlap_record = apply_overlap_fit(fit_overlap_in_training(options, validated), options.ranks, validated);
   analysis::save_profile(validated, options.out_path);
   const json record = {{"profile", options.out_path}, {"host", host},
                        {"started_at", when},          {"command", options.command},

@@ -34,7 +34,8 @@
 //      the step model's compute and exposed communication without the overlapped calls, and overlapped what the
 //      schedule overlaps; clamped to [-1, 1]. Below 0, an overlapped collective costs the step more than its own
 //      time (Gloo's threads take cores, caches and memory bandwidth from the forward and backward). The run and
-//      its figures are in calibration.json (overlap_fit); the run's directory is removed.
+//      its figures are in calibration.json (overlap_fit); the run's directory is removed
+//      (lab/tools/calibrate_overlap.hpp).
 // On a GPU (train.device=cuda, or auto in a cuda build that sees one): steps 1-3 on the GPU (each timed part ends
 // with a device synchronize), step 4 copies pinned host memory to the GPU (and records the GPU's own copy rate), and
 // step 5 runs comm-bench on GPU buffers with the backend training would pick (NCCL with a GPU per rank, else Gloo
