@@ -509,9 +509,20 @@ std::optional<bool> print_crossover(const AccuracySummary& s, std::ostream& out,
       out << "    at " << fmt("%.0f Mbit/s", p.rate_mbps) << " exposed communication is " << fmt("%.0f", p.exposed_pct)
           << "% of the measured step (" << fmt("%.0f", p.exposed_ms) << " ms), predicted "
           << fmt("%.0f", *p.predicted_exposed_pct) << "% (" << fmt("%.0f", *p.predicted_exposed_ms) << " ms)";
-      if (c.oversubscribed)
+      if (p.least_wait)
+        out << "; the least wait of any rank, rank 0 waited " << fmt("%.0f", p.rank0_wait_ms) << " ms";
+      else if (c.oversubscribed)
         out << ": the ranks outnumber the cores, so a rank's wait also holds a peer that is not running, and the "
-               "model gives each rank a core";
+               "model gives each rank a core (these results lack the least wait of any rank, which leaves that out)";
+      // Measured over predicted by no more than what the model counts as hidden behind compute: the collectives
+      // beside compute hide less than the profile's overlap_hidden says.
+      const double over = p.exposed_ms - *p.predicted_exposed_ms;
+      const double hidden = p.predicted_comm_ms.value_or(0) - *p.predicted_exposed_ms;
+      if (over > 0 && over <= hidden)
+        out << "\n    the " << fmt("%.0f", over) << " ms measured over the prediction are within the "
+            << fmt("%.0f", hidden)
+            << " ms it counts as hidden behind compute: the overlapped collectives hide less here than the "
+               "profile's overlap_hidden says";
       out << "\n";
     }
   }

@@ -16,10 +16,17 @@ namespace dtlab::analysis {
 inline constexpr double kCrossoverThresholdPct = 10.0;
 
 // One run of a series: its link rate and its measured and predicted step and exposed communication.
+// Measured exposed communication is the least wait of any rank per step (summary.comm_wait_least_ms_median): the
+// rank that reaches the collectives last waits for the communication alone, while the others also wait for it, which
+// is compute, not communication (on an emulated cluster whose ranks outnumber the cores, a peer that is not running).
+// Results without that figure fall back to rank 0's wait (least_wait false).
 struct CrossoverPoint {
   double rate_mbps = 0;
-  double step_ms = 0, exposed_ms = 0, exposed_pct = 0;  // measured: median step, rank 0's median comm wait
+  double step_ms = 0, exposed_ms = 0, exposed_pct = 0;  // measured: median step, exposed communication (above)
+  double rank0_wait_ms = 0;                             // rank 0's median comm wait
+  bool least_wait = false;                              // exposed_ms is the least wait of any rank
   std::optional<double> predicted_step_ms, predicted_exposed_ms, predicted_exposed_pct;  // result.json prediction
+  std::optional<double> predicted_comm_ms;  // every collective back to back; minus the exposed: what compute hides
 };
 
 // The scenario's runs with a set inter-node rate, grouped by the run name before '@' and sorted by rate; series of

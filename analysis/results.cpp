@@ -345,6 +345,7 @@ RunResult parse_result(const json& doc, const std::string& source) {
   r.mfu_pct = sum.opt_num(k::kMfuPct);
   r.gemm_tflops = sum.opt_num(k::kGemmTflops);
   r.comm_wait_ms_median = sum.opt_num(k::kCommWaitMsMedian);
+  r.comm_wait_least_ms_median = sum.opt_num(k::kCommWaitLeastMsMedian);
 
   // "memory" is optional, and older results kept other keys there: read it only in this schema's shape.
   if (top.has(k::kMemory) && top.at(k::kMemory).is_object() && top.at(k::kMemory).contains(k::kParamsBytes)) {

@@ -99,6 +99,8 @@ struct RunResult {
   std::optional<double> mfu_pct;
   std::optional<double> gemm_tflops;
   std::optional<double> comm_wait_ms_median;  // exposed communication wait per step (distributed runs)
+  // per step the least wait of any rank (the last to reach the collectives), median over the steps; world > 1
+  std::optional<double> comm_wait_least_ms_median;
 
   // memory of rank 0 by category (bytes); absent in results without a "memory" section
   struct Memory {

@@ -92,6 +92,9 @@ inline constexpr const char* kStepMsMedian = "step_ms_median";
 inline constexpr const char* kStepMsMin = "step_ms_min";
 inline constexpr const char* kStepMsMax = "step_ms_max";
 inline constexpr const char* kCommWaitMsMedian = "comm_wait_ms_median";  // optional
+// optional (world > 1): per measured step the least comm wait of any rank, median over the steps. The rank that
+// reaches the collectives last waits for the communication only; the others wait for it too.
+inline constexpr const char* kCommWaitLeastMsMedian = "comm_wait_least_ms_median";
 inline constexpr const char* kFinalLoss = "final_loss";
 inline constexpr const char* kTflops = "tflops";  // model FLOPs rate (6N + 12Lhs per token), all ranks
 inline constexpr const char* kWallS = "wall_s";

@@ -24,7 +24,7 @@ namespace {
 struct PredictArgs {
   std::string config_path, profile_path, inter_link, intra_link;
   std::vector<std::string> overrides;
-  int world_size = 0, rank = 0, nodes = 1, ranks_per_node = 0, ranks_per_link = 0;
+  int world_size = 0, rank = 0, nodes = 1, ranks_per_node = 0, ranks_per_link = 0, host_ranks = 0;
 };
 
 // The topology of the flags, and the world size it implies (--nodes x --ranks-per-node, which --world-size must
@@ -77,10 +77,16 @@ Command add_predict_command(CLI::App& app) {
                    "ranks of a node sharing one inter-node link (1: a NIC per GPU; default: the profile's, or "
                    "the node's ranks when the profile has no inter_node model)")
       ->check(CLI::PositiveNumber);
+  predict
+      ->add_option("--host-ranks", args->host_ranks,
+                   "ranks sharing this machine's cores, as an emulated cluster's nodes do (the compute rate per "
+                   "rank follows cores / ranks); default: the node's ranks")
+      ->check(CLI::PositiveNumber);
   return {predict, [args] {
             const analysis::Topology topology = topology_of(*args);
             Config config = load_config(args->config_path, args->overrides, args->world_size);
             if (args->nodes > 1) config.ranks_per_node = args->ranks_per_node;
+            config.host_ranks = args->host_ranks;
             std::optional<analysis::MachineProfile> profile;
             if (!args->profile_path.empty())
               profile = analysis::on_topology(analysis::load_profile(args->profile_path), topology);

@@ -98,6 +98,25 @@ nlohmann::json every_rank(const nlohmann::json& mine, const std::vector<const ch
   return ranks;
 }
 
+// Per measured step the least comm wait of any rank, median over the steps: the wait of the rank that reached the
+// collectives last, which waited for the communication only (the others also waited for it, e.g. for a peer that
+// shares their core). One all-reduce of a [world x steps] table; collective, every rank calls it.
+double least_comm_wait_median(const std::vector<StepRecord>& steps, const RunTotals& totals, World& world) {
+  std::vector<double> mine;
+  for (const auto& r : steps)
+    if (r.step > totals.warmup_steps) mine.push_back(r.comm_wait_ms);
+  const size_t n = mine.size();
+  std::vector<double> table(n * static_cast<size_t>(world.world_size()), 0.0);
+  std::copy(mine.begin(), mine.end(), table.begin() + static_cast<std::ptrdiff_t>(n * world.rank()));
+  at::Tensor t = at::from_blob(table.data(), {static_cast<int64_t>(table.size())}, at::kDouble).clone();
+  world.comm().all_reduce(t, "metric").wait();
+  std::memcpy(table.data(), t.data_ptr<double>(), table.size() * sizeof(double));
+  std::vector<double> least(mine);
+  for (int r = 0; r < world.world_size(); ++r)
+    for (size_t i = 0; i < n; ++i) least[i] = std::min(least[i], table[static_cast<size_t>(r) * n + i]);
+  return median_or_zero(least);
+}
+
 // Every rank's memory figures (params, grads, optimizer, buffers, activations, tensor peak, host state and the
 // device-side peak, RSS, HWM).
 nlohmann::json memory_of_every_rank(const nlohmann::json& mine, World& world) {
@@ -244,6 +263,8 @@ void add_run_results(nlohmann::json& result, const std::vector<StepRecord>& step
   result[schema::kSteps] = nlohmann::json::array();
   for (const auto& r : steps) result[schema::kSteps].push_back(step_json(r, totals.dynamic_scaling));
   result[schema::kSummary] = run_summary(steps, totals, world.world_size());
+  if (world.world_size() > 1)
+    result[schema::kSummary][schema::kCommWaitLeastMsMedian] = least_comm_wait_median(steps, totals, world);
   result[schema::kMemory] = memory_report(strategy.state_bytes(), world.rank());
   result[schema::kMemory][schema::kRanks] = memory_of_every_rank(result[schema::kMemory], world);
   result[schema::kSummary][schema::kMemoryMaxAllocatedBytes] = result[schema::kMemory][schema::kTensorPeakBytes];

@@ -461,5 +461,50 @@ TEST(Accuracy, TheCrossoverRateIsJudgedPerSeries) {
   EXPECT_TRUE(contains(crowded.str(), "predicted 2% (8 ms): the ranks outnumber the cores")) << crowded.str();
 }
 
+// Measured exposed communication is the least wait of any rank per step where the results carry it: rank 0's wait
+// also holds the time it waited for a peer to reach the collective.
+TEST(Accuracy, TheCrossoverCountsTheLeastWaitOfAnyRank) {
+  Scenario sc;
+  sc.name = "crossover";
+  // Rank 0 waits 40%, 40%, 25% of the step at 100, 400, 1600 Mbit/s (never under 10%); the least wait of any rank is
+  // 40%, 20%, 5%: 10% is crossed at 400·4^(2/3) ≈ 1008 Mbit/s, where the prediction (the same shares) crosses too.
+  const std::vector<double> rank0 = {400, 200, 100}, least = {400, 100, 20}, rates = {100e6, 400e6, 1600e6};
+  const std::vector<double> steps = {1000, 500, 400};
+  // "slow": least wait 60 ms at 1600 Mbit/s (15%), predicted 20 ms exposed of 70 ms back to back; its 40 ms over
+  // the prediction are within the 50 ms the model counts as hidden.
+  for (const std::string series : {"even", "slow"})
+    for (size_t i = 0; i < rates.size(); ++i) {
+      RunResult r = swept(series + "@" + std::to_string(static_cast<int>(rates[i] / 1e6)) + "mbit", rates[i], steps[i],
+                          rank0[i], least[i]);
+      r.comm_wait_least_ms_median = series == "slow" && i == 2 ? 60.0 : least[i];
+      r.raw["prediction"]["comm"]["time_ms"] = least[i] + 50;
+      sc.runs.push_back(r);
+    }
+  const AccuracySummary s = evaluate_accuracy({sc});
+  ASSERT_EQ(s.crossovers.size(), 2u);
+  const CrossoverCheck& even = s.crossovers[0];
+  ASSERT_EQ(even.series, "even");
+  ASSERT_TRUE(even.factor().has_value());
+  EXPECT_NEAR(even.measured.rate_mbps, 400 * std::pow(4.0, 2.0 / 3.0), 1e-6);
+  EXPECT_NEAR(*even.factor(), 1.0, 1e-9);
+  std::ostringstream out;
+  print_accuracy(s, out);
+  EXPECT_TRUE(contains(out.str(), "crossover/even: measured 1008 Mbit/s, predicted 1008 Mbit/s   x1.00   met"))
+      << out.str();
+  EXPECT_TRUE(contains(out.str(),
+                       "crossover/slow: measured above the fastest rate (1600 Mbit/s), predicted 1008 Mbit/s   "
+                       "not judged"))
+      << out.str();
+  EXPECT_TRUE(contains(out.str(),
+                       "at 1600 Mbit/s exposed communication is 15% of the measured step (60 ms), predicted 5% (20 "
+                       "ms); the least wait of any rank, rank 0 waited 100 ms\n"
+                       "    the 40 ms measured over the prediction are within the 50 ms it counts as hidden"))
+      << out.str();
+
+  // Without the least wait, rank 0's wait counts: "even" never falls under 10%.
+  for (RunResult& r : sc.runs) r.comm_wait_least_ms_median.reset();
+  EXPECT_EQ(evaluate_accuracy({sc}).crossovers[0].measured.kind, Crossing::above_range);
+}
+
 }  // namespace
 }  // namespace dtlab::analysis

@@ -181,6 +181,32 @@ TEST(Cli, PredictProjectsAShapeTooLargeToTrainOnASpecProfile) {
   EXPECT_NE(job.output.find("projection"), std::string::npos) << job.output;
 }
 
+// --host-ranks: an emulated cluster's 4 ranks share this machine's 2 cores, so each rank computes on half a core
+// where the node's 2 ranks (the default) would each have one.
+TEST(Cli, PredictSharesTheCoresAmongTheHostRanks) {
+  const std::string profile = kSource + "/tests/analysis/fixtures/prediction/calibration/profile.json";
+  const auto compute_ms = [&](const std::vector<std::string>& extra) {
+    std::vector<std::string> args = {kBin + "dtlab",
+                                     "predict",
+                                     "--config",
+                                     kSource + "/scenarios/configs/sharding.yaml",
+                                     "train.global_batch=16",
+                                     "--nodes",
+                                     "2",
+                                     "--ranks-per-node",
+                                     "2",
+                                     "--profile",
+                                     profile};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const auto job = testing::run_job(args, 60);
+    EXPECT_EQ(job.exit_code, 0) << job.output;
+    return nlohmann::json::parse(job.output)["compute_ms"].get<double>();
+  };
+  const double node = compute_ms({});
+  EXPECT_DOUBLE_EQ(compute_ms({"--host-ranks", "2"}), node);
+  EXPECT_NEAR(compute_ms({"--host-ranks", "4"}), 2 * node, 1e-9 * node);
+}
+
 // dtlab advise --verify on tiny: the top 2 run as real jobs under memory.limit = the budget; advice.json holds the
 // advice and the verification, every run its result.json with the prediction beside the measurement, scenario.json
 // makes the directory a report input.

@@ -11,8 +11,10 @@
 //   - `dtlab trace merge` writes one trace holding every rank.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <set>
 #include <string>
@@ -128,6 +130,28 @@ TEST_P(Instrumented, RecordsPhasesTimelineAndTraces) {
     EXPECT_TRUE(summary.contains(key)) << key;
   for (const char* phase : {"data", "forward", "backward", "comm_wait", "optimizer", "other"})
     EXPECT_TRUE(summary.at("phases_ms").at(phase).contains("p95")) << phase;
+  // The least comm wait of any rank, per measured step, median over the steps: from every rank's steps.jsonl.
+  {
+    const int64_t measured = summary.at("measured_steps").get<int64_t>();
+    std::vector<double> least(static_cast<size_t>(measured), std::numeric_limits<double>::infinity());
+    for (int r = 0; r < c.world; ++r) {
+      std::ifstream lines(dir / ("rank" + std::to_string(r)) / "steps.jsonl");
+      std::string line;
+      while (std::getline(lines, line)) {
+        const auto step = nlohmann::json::parse(line);
+        const int64_t i = step.at("step").get<int64_t>() - (kSteps - measured) - 1;  // the last `measured` steps
+        if (i >= 0)
+          least[static_cast<size_t>(i)] =
+              std::min(least[static_cast<size_t>(i)], step.at("comm_wait_ms").get<double>());
+      }
+    }
+    std::sort(least.begin(), least.end());
+    const size_t n = least.size();
+    ASSERT_GT(n, 0u);
+    const double median = n % 2 ? least[n / 2] : 0.5 * (least[n / 2 - 1] + least[n / 2]);
+    EXPECT_NEAR(summary.at("comm_wait_least_ms_median").get<double>(), median, 1e-9);
+    EXPECT_LE(summary.at("comm_wait_least_ms_median").get<double>(), summary.at("comm_wait_ms_median").get<double>());
+  }
   EXPECT_TRUE(result.contains("prediction"));
 
   std::vector<nlohmann::json> traces;
