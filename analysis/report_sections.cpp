@@ -51,16 +51,21 @@ std::string mixed_precision_callout(const Scenario& sc) {
        "to step time depends on the CPU. ";
   const std::optional<RunResult::Cpu>& cpu = reduced.front()->cpu;
   if (cpu) {
-    h << "These runs ran on <strong>" << html_escape(cpu->model) << "</strong>, which "
-      << (cpu->native_bf16() ? std::string("has native bf16 (cpuid: ") + (cpu->avx512_bf16 ? "AVX-512 BF16" : "") +
-                                   (cpu->avx512_bf16 && cpu->amx_bf16 ? ", " : "") + (cpu->amx_bf16 ? "AMX-BF16" : "") +
-                                   "): its bf16 matrix multiplies have instructions of their own."
-                             : std::string("has no native bf16 (cpuid: no AVX-512 BF16, no AMX") +
-                                   (cpu->avx512f ? "; AVX-512F"
-                                    : cpu->avx2  ? "; AVX2"
-                                                 : "") +
-                                   "): bf16 matrix multiplies are converted to fp32 and back, so expect bf16 to cost "
-                                   "time.");
+    const std::string bf16_flags = std::string(cpu->avx512_bf16 ? "AVX-512 BF16" : "") +
+                                   (cpu->avx512_bf16 && cpu->amx_bf16 ? ", " : "") + (cpu->amx_bf16 ? "AMX-BF16" : "");
+    h << "These runs ran on <strong>" << html_escape(cpu->model) << "</strong>, which ";
+    if (cpu->native_bf16())
+      h << "has native bf16 (cpuid: " << bf16_flags << "): its bf16 matrix multiplies have instructions of their own.";
+    else if (!bf16_flags.empty())  // the flags are there, but the run's environment kept oneDNN below them
+      h << "has no native bf16 in these runs: the CPU has " << bf16_flags << " (cpuid), but <code>"
+        << html_escape(cpu->kernels_capped_by)
+        << "</code> kept oneDNN from those instructions, as on a CPU without them, so expect bf16 to cost time.";
+    else
+      h << "has no native bf16 (cpuid: no AVX-512 BF16, no AMX"
+        << (cpu->avx512f ? "; AVX-512F"
+            : cpu->avx2  ? "; AVX2"
+                         : "")
+        << "): bf16 matrix multiplies are converted to fp32 and back, so expect bf16 to cost time.";
   } else {
     h << "The CPU of these runs was not recorded (result.json written before context.cpu): read the times below "
          "without knowing whether bf16 was native.";

@@ -285,6 +285,7 @@ RunResult parse_result(const json& doc, const std::string& source) {
     c.avx512f = cpu.flag("avx512f");
     c.avx512_bf16 = cpu.flag("avx512_bf16");
     c.amx_bf16 = cpu.flag("amx_bf16");
+    c.kernels_capped_by = cpu.str_or("kernels_capped_by", "");
     r.cpu = c;
   }
   std::string config_strategy = "unknown";

@@ -73,7 +73,8 @@ struct RunResult {
     std::string model;
     int cores = 0;
     bool avx2 = false, avx512f = false, avx512_bf16 = false, amx_bf16 = false;
-    bool native_bf16() const { return avx512_bf16 || amx_bf16; }
+    std::string kernels_capped_by;  // "ONEDNN_MAX_CPU_ISA=AVX2" when the run kept oneDNN below bf16; "" otherwise
+    bool native_bf16() const { return (avx512_bf16 || amx_bf16) && kernels_capped_by.empty(); }
   };
   std::optional<Cpu> cpu;
 

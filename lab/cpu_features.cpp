@@ -2,7 +2,9 @@
 #include "lab/cpu_features.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <thread>
@@ -66,9 +68,26 @@ std::string CpuFeatures::bf16_summary() const {
   if (native_bf16())
     return model + " has native bf16 (" + flags +
            ", from cpuid): bf16 matrix multiplies have instructions of their own and can beat fp32.";
+  if (!flags.empty())
+    return model + " has " + flags + " (cpuid), but " + kernels_capped_by +
+           " keeps oneDNN from them: bf16 matrix multiplies run as on a CPU without native bf16, so bf16 saves memory "
+           "and bytes but costs time.";
   return model + " has no native bf16 (cpuid: no AVX-512 BF16, no AMX" + (avx512f ? "; AVX-512F" : "") +
          (avx2 ? (avx512f ? ", AVX2" : "; AVX2") : "") +
          "): bf16 matrix multiplies are converted to fp32 and back, so bf16 saves memory and bytes but costs time.";
+}
+
+std::string bf16_cap_of_isa_setting(const std::string& name, const char* value) {
+  if (value == nullptr) return "";
+  std::string isa = value;
+  std::transform(isa.begin(), isa.end(), isa.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  // oneDNN's names for the instruction sets below AVX512_CORE_BF16, the first with bf16 dot products.
+  static const char* const below_bf16[] = {"SSE41",           "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE",
+                                           "AVX512_CORE_VNNI"};
+  for (const char* level : below_bf16)
+    if (isa == level) return name + "=" + value;
+  return "";
 }
 
 CpuFeatures cpu_features() {
@@ -95,6 +114,8 @@ CpuFeatures cpu_features() {
     }
   }
 #endif
+  for (const char* name : {"ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"})
+    if (cpu.kernels_capped_by.empty()) cpu.kernels_capped_by = bf16_cap_of_isa_setting(name, std::getenv(name));
   if (cpu.model.empty()) cpu.model = model_from_proc_cpuinfo();
   if (cpu.model.empty()) cpu.model = "unknown CPU";
   return cpu;
@@ -107,6 +128,7 @@ nlohmann::json to_json(const CpuFeatures& cpu) {
           {"avx512f", cpu.avx512f},
           {"avx512_bf16", cpu.avx512_bf16},
           {"amx_bf16", cpu.amx_bf16},
+          {"kernels_capped_by", cpu.kernels_capped_by},
           {"native_bf16", cpu.native_bf16()}};
 }
 

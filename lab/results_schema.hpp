@@ -53,7 +53,8 @@ inline constexpr const char* kStrategyDoc = "strategy_doc";
 inline constexpr const char* kChooseWhen = "choose_when";
 inline constexpr const char* kBaseline = "baseline";
 // The CPU the run ran on, from cpuid (lab/cpu_features.hpp): {model, cores, avx2, avx512f, avx512_bf16, amx_bf16,
-// native_bf16}. Optional (results written before it have none): bf16 step times flip with native_bf16.
+// kernels_capped_by, native_bf16}. Optional (results written before it have none; kernels_capped_by is newer still):
+// bf16 step times flip with native_bf16.
 inline constexpr const char* kCpu = "cpu";
 // Where the model trained (train.device resolved; lab/train/device.hpp): "cpu" or "cuda:0 (NVIDIA H100 80GB HBM3)".
 // Optional: results written before it have none (they ran on the CPU).

@@ -75,11 +75,10 @@ int run_train(const TrainArgs& args, const std::string& command) {
         "and GPUs; this is a cpu build: use parallel.backend=gloo (or auto)");
   config.ranks_per_node = env.local_world_size;
   config.host_ranks = env.host_ranks;
-  // On GPUs, parallel.backend=auto is NCCL when every rank of the node has a GPU of its own, else Gloo (ranks sharing
-  // a GPU: NCCL refuses two ranks on one device). Recorded as chosen in result.json's config.
+  // parallel.backend=auto: comm::auto_backend's rule, recorded as chosen in result.json's config. On the CPU it stays
+  // auto, which the world runs over Gloo.
   if (config.parallel.backend == "auto" && resolve_train_device(config.train.device, env.local_rank).cuda())
-    config.parallel.backend =
-        comm::nccl_built() && cuda_device_count() >= env.local_world_size && env.world_size > 1 ? "nccl" : "gloo";
+    config.parallel.backend = comm::auto_backend(true, cuda_device_count(), env.local_world_size, env.world_size);
   TrainOptions options;
   options.out_dir = args.out_dir;
   options.command = command;

@@ -21,6 +21,7 @@
 #include "lab/comm/bench/reporter.hpp"
 #include "lab/comm/comm.hpp"
 #include "lab/comm/hierarchical.hpp"
+#include "lab/comm/nccl_backend.hpp"
 #include "lab/dist/dist_world.hpp"
 #include "lab/dist/rank_env.hpp"
 #include "lab/dtype_torch.hpp"
@@ -271,11 +272,12 @@ TrainDevice bench_device(const std::string& setting, int local_rank) {
   return resolve_train_device(setting, local_rank);
 }
 
-// --backend: gloo | nccl | auto (nccl for GPU buffers when every local rank has a GPU of its own, as
-// parallel.backend=auto picks it for training; else gloo). nccl needs GPU buffers and one GPU per local rank.
+// --backend: gloo | nccl | auto (comm::auto_backend's rule, as parallel.backend=auto picks it for training). nccl
+// needs GPU buffers and one GPU per local rank.
 std::string bench_backend(const std::string& setting, const TrainDevice& device, const RankEnv& env) {
   const bool own_gpus = device.cuda() && cuda_device_count() >= env.local_world_size;
-  if (setting == "auto") return own_gpus ? "nccl" : "gloo";
+  if (setting == "auto")
+    return comm::auto_backend(device.cuda(), cuda_device_count(), env.local_world_size, env.world_size);
   if (setting == "gloo") return setting;
   if (setting != "nccl")
     throw std::invalid_argument("comm-bench: --backend " + setting + " is not one of auto | gloo | nccl");

@@ -42,4 +42,8 @@ bool nccl_built() {
 #endif
 }
 
+const char* auto_backend(bool gpu_buffers, int gpus_visible, int local_world_size, int world_size) {
+  return nccl_built() && gpu_buffers && gpus_visible >= local_world_size && world_size > 1 ? "nccl" : "gloo";
+}
+
 }  // namespace dtlab::comm

@@ -129,10 +129,11 @@ json run_comm_bench_child(int ranks, bool quick, const std::string& json_path,
   //   the fitted β holds for the studies' largest calls (DDP's 17.5 MiB bucket of `small`); 64 MiB took three
   //   quarters of the cross-node sweep's time.
   std::vector<std::string> args = {self_exe(), "comm-bench", "--ranks", std::to_string(ranks)};
-  const std::string largest = !device_args.empty() ? "64M" : !cluster_args.empty() ? "16M" : "256M";
+  const bool fewer_calls = !device_args.empty() || !cluster_args.empty();
+  const std::string largest = !device_args.empty() ? "64M" : "16M";  // when fewer_calls
   const std::vector<std::string> sizes =
       quick ? std::vector<std::string>{"-b", "1K", "-e", "1M", "-f", "32", "-n", "3", "-w", "1", "-c", "0"}
-      : largest != "256M"
+      : fewer_calls
           ? std::vector<std::string>{"-b", "1K", "-e", largest, "-f", "4", "-n", "3", "-w", "1", "--repeats", "2"}
           : std::vector<std::string>{"-b", "1K", "-e", "256M", "-f", "4", "-n", "5", "-w", "2", "--repeats", "3"};
   args.insert(args.end(), sizes.begin(), sizes.end());

@@ -153,6 +153,42 @@ TEST(Report, GoldenFromFixtures) {
       << html;
 }
 
+// A run whose environment kept oneDNN below the bf16 instructions (ONEDNN_MAX_CPU_ISA=AVX2, the CI's stand-in for an
+// AVX2-only machine) has no native bf16 in effect, though cpuid has the flags: the note says both, and names the
+// setting. Without the setting, the same flags read as native bf16.
+TEST(Report, TheMixedPrecisionNoteNamesASettingThatKeptTheKernelsFromBf16) {
+  if (!gnuplot_available()) GTEST_SKIP() << "gnuplot not installed (apt-get install gnuplot-nox)";
+  TempDir tmp;
+  const fs::path results = tmp.path() / "results";
+  fs::copy(testing::fixtures_dir() + "/results", results, fs::copy_options::recursive);
+  const auto with_cpu = [&](const std::string& capped_by) {
+    for (const char* run : {"fp32", "bf16", "fp16"}) {
+      const fs::path file = results / "mixed_precision" / run / "result.json";
+      nlohmann::json doc = nlohmann::json::parse(read_text(file));
+      nlohmann::json& cpu = doc.at("context").at("cpu");
+      cpu["model"] = "Xeon with bf16";
+      cpu["avx512f"] = cpu["avx512_bf16"] = true;
+      cpu["kernels_capped_by"] = capped_by;
+      testing::write_text(file, doc.dump());
+    }
+    std::ostringstream log;
+    const fs::path out = tmp.path() / ("report" + std::to_string(capped_by.size()));
+    EXPECT_EQ(render_report({results.string()}, out.string(), log), 0) << log.str();
+    return read_text(out / "index.html");
+  };
+  const std::string capped = with_cpu("ONEDNN_MAX_CPU_ISA=AVX2");
+  EXPECT_TRUE(contains(capped,
+                       "These runs ran on <strong>Xeon with bf16</strong>, which has no native bf16 in these runs: the "
+                       "CPU has AVX-512 BF16 (cpuid), but <code>ONEDNN_MAX_CPU_ISA=AVX2</code> kept oneDNN from those "
+                       "instructions"))
+      << capped;
+  const std::string native = with_cpu("");
+  EXPECT_TRUE(contains(native,
+                       "These runs ran on <strong>Xeon with bf16</strong>, which has native bf16 (cpuid: "
+                       "AVX-512 BF16)"))
+      << native;
+}
+
 TEST(Report, EscapesEverythingFromFiles) {
   if (!gnuplot_available()) GTEST_SKIP() << "gnuplot not installed (apt-get install gnuplot-nox)";
   TempDir tmp;

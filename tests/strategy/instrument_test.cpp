@@ -135,15 +135,21 @@ TEST_P(Instrumented, RecordsPhasesTimelineAndTraces) {
     const int64_t measured = summary.at("measured_steps").get<int64_t>();
     std::vector<double> least(static_cast<size_t>(measured), std::numeric_limits<double>::infinity());
     for (int r = 0; r < c.world; ++r) {
-      std::ifstream lines(dir / ("rank" + std::to_string(r)) / "steps.jsonl");
+      const std::filesystem::path file = dir / ("rank" + std::to_string(r)) / "steps.jsonl";
+      std::ifstream lines(file);
+      ASSERT_TRUE(lines) << file << ": every rank writes its steps";
       std::string line;
+      int64_t measured_here = 0;  // every rank holds every measured step, or its wait is missing from the least
       while (std::getline(lines, line)) {
         const auto step = nlohmann::json::parse(line);
         const int64_t i = step.at("step").get<int64_t>() - (kSteps - measured) - 1;  // the last `measured` steps
-        if (i >= 0)
+        if (i >= 0) {
+          ++measured_here;
           least[static_cast<size_t>(i)] =
               std::min(least[static_cast<size_t>(i)], step.at("comm_wait_ms").get<double>());
+        }
       }
+      EXPECT_EQ(measured_here, measured) << file;
     }
     std::sort(least.begin(), least.end());
     const size_t n = least.size();

@@ -1,6 +1,7 @@
 // cpu_features_test.cpp: cpuid's answers against the kernel's (/proc/cpuinfo flags), and what the lab says of them.
 #include "lab/cpu_features.hpp"
 
+#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -56,6 +57,39 @@ TEST(CpuFeatures, TheBf16SentenceSaysWhichWayTheTimeGoes) {
   EXPECT_EQ(j.at("model"), "Some CPU");
   EXPECT_TRUE(j.at("native_bf16").get<bool>());
   EXPECT_FALSE(j.at("amx_bf16").get<bool>());
+}
+
+// oneDNN's max-ISA setting below AVX512_CORE_BF16 keeps the kernels from bf16 instructions the CPU has: the lab then
+// says bf16 is not native, and names the setting. At AVX512_CORE_BF16 and above, or unset, nothing is capped.
+TEST(CpuFeatures, AnIsaCapBelowBf16MeansNoNativeBf16) {
+  EXPECT_EQ(bf16_cap_of_isa_setting("ONEDNN_MAX_CPU_ISA", "AVX2"), "ONEDNN_MAX_CPU_ISA=AVX2");
+  EXPECT_EQ(bf16_cap_of_isa_setting("DNNL_MAX_CPU_ISA", "avx512_core_vnni"), "DNNL_MAX_CPU_ISA=avx512_core_vnni");
+  for (const char* allows : {"AVX512_CORE_BF16", "avx512_core_amx", "ALL", "DEFAULT", ""})
+    EXPECT_EQ(bf16_cap_of_isa_setting("ONEDNN_MAX_CPU_ISA", allows), "") << allows;
+  EXPECT_EQ(bf16_cap_of_isa_setting("ONEDNN_MAX_CPU_ISA", nullptr), "");
+
+  CpuFeatures capped;
+  capped.model = "Some CPU";
+  capped.avx2 = capped.avx512f = capped.amx_bf16 = true;
+  capped.kernels_capped_by = "ONEDNN_MAX_CPU_ISA=AVX2";
+  EXPECT_FALSE(capped.native_bf16());
+  EXPECT_NE(capped.bf16_summary().find("has AMX-BF16 (cpuid), but ONEDNN_MAX_CPU_ISA=AVX2 keeps oneDNN from them"),
+            std::string::npos)
+      << capped.bf16_summary();
+  EXPECT_EQ(to_json(capped).at("kernels_capped_by"), "ONEDNN_MAX_CPU_ISA=AVX2");
+  EXPECT_FALSE(to_json(capped).at("native_bf16").get<bool>());
+
+  // cpu_features() reads the setting from this process's environment (restored after).
+  const char* before = std::getenv("ONEDNN_MAX_CPU_ISA");
+  const std::string saved = before ? before : "";
+  ::setenv("ONEDNN_MAX_CPU_ISA", "avx2", 1);
+  const CpuFeatures here = cpu_features();
+  if (before)
+    ::setenv("ONEDNN_MAX_CPU_ISA", saved.c_str(), 1);
+  else
+    ::unsetenv("ONEDNN_MAX_CPU_ISA");
+  EXPECT_EQ(here.kernels_capped_by, "ONEDNN_MAX_CPU_ISA=avx2");
+  EXPECT_FALSE(here.native_bf16());
 }
 
 }  // namespace
