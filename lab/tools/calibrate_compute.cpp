@@ -44,7 +44,14 @@ struct Budget {
 Budget gemm_budget(bool quick) { return quick ? Budget{2, 0.0, 2.0} : Budget{5, 0.5, 10.0}; }
 Budget small_budget(bool quick) { return quick ? Budget{3, 0.0, 1.0} : Budget{10, 1.0, 10.0}; }
 int train_warmup_steps(bool quick) { return quick ? 1 : 2; }
-int train_timed_steps(bool quick) { return quick ? 2 : 6; }
+// Timed training steps: up to max_timed, but no more once at least min_timed have taken enough_seconds. A CPU without
+// native bf16 (AVX2 only) takes about 7 s per bf16 step of `small` (13 s with three companions), where six steps
+// would cost most of a minute per measurement; an fp32 step there takes 0.6-1.3 s, so fp32 keeps its six.
+struct TrainStepCount {
+  int min_timed, max_timed;
+  double enough_seconds;
+};
+TrainStepCount train_timed_steps(bool quick) { return quick ? TrainStepCount{2, 2, 0.0} : TrainStepCount{3, 6, 8.0}; }
 
 // Times fn() after one warm-up call; returns every repeat in milliseconds. On a GPU each repeat starts and ends
 // with a device synchronize: the time is the device's work, not the time to queue it.
@@ -147,8 +154,10 @@ TrainStepTimes measure_train_step(const Config& run, bool quick, const StrategyF
   strategy->wrap(model, run, world);
   const double loss_weight = 1.0 / static_cast<double>(sampler.global_target_count(0));
   TrainStepTimes t;
-  const int warmup = train_warmup_steps(quick), timed = train_timed_steps(quick);
-  for (int step = 0; step < warmup + timed; ++step) {
+  const int warmup = train_warmup_steps(quick);
+  const TrainStepCount timed = train_timed_steps(quick);
+  double timed_seconds = 0;
+  for (int step = 0; static_cast<int>(t.step_repeats.size()) < timed.max_timed; ++step) {
     Batch batch = sampler.batch(step, 0);
     synchronize(device);
     const auto t0 = Clock::now();
@@ -165,6 +174,8 @@ TrainStepTimes measure_train_step(const Config& run, bool quick, const StrategyF
     if (step >= warmup) {
       t.fwd_bwd_repeats.push_back(fb);
       t.step_repeats.push_back(1e3 * seconds_since(t0));
+      timed_seconds += t.step_repeats.back() / 1e3;
+      if (static_cast<int>(t.step_repeats.size()) >= timed.min_timed && timed_seconds >= timed.enough_seconds) break;
     }
   }
   t.fwd_bwd_ms = median_or_zero(t.fwd_bwd_repeats);
