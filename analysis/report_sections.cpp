@@ -37,6 +37,14 @@ std::string out_of_memory_table(const Scenario& sc) {
   return h.str();
 }
 
+// ", but N steps against M" when a run and its time twin differ in train.steps (a slow run stopped early), else "".
+std::string steps_differ(const RunResult& r, const RunResult& twin) {
+  const auto steps = [](const RunResult& run) { return json_number_at(run.config, {"train", "steps"}); };
+  if (steps(r) == steps(twin) || !steps(r) || !steps(twin)) return "";
+  return " but " + fmt_fixed(*steps(r), 0) + " steps against " + fmt_fixed(*steps(twin), 0) +
+         ", which changes no step's work";
+}
+
 // What bf16/fp16 did to time on the CPU these runs had: the CPU's bf16 support as cpuid reported it (result.json
 // context.cpu), and each reduced-precision run's step time against its fp32 twin's, measured here. The text follows
 // the data: a result against the CPU's expectation is said to be one.
@@ -72,20 +80,19 @@ std::string mixed_precision_callout(const Scenario& sc) {
   }
   h << "</p>\n<ul>\n";
   for (const RunResult* r : reduced) {
-    const RunResult* twin = fp32_twin(sc, *r);
+    const RunResult* twin = fp32_time_twin(sc, *r);
     if (!twin || twin->step_ms_median <= 0 || r->step_ms_median <= 0) {
       h << "  <li>" << html_escape(r->name) << " (" << html_escape(r->param_dtype())
-        << "): no fp32 run of this scenario differs from it only in precision, so its time has nothing to be "
-           "compared with here.</li>\n";
+        << "): no fp32 run of this scenario differs from it only in precision (and the number of steps), so its "
+           "time has nothing to be compared with here.</li>\n";
       continue;
     }
     const double ratio = r->step_ms_median / twin->step_ms_median;
     const bool slower = ratio > 1;
     h << "  <li><strong>" << html_escape(r->name) << "</strong> (" << html_escape(r->param_dtype())
       << "): " << fmt_fixed(r->step_ms_median, 0) << " ms per step against " << fmt_fixed(twin->step_ms_median, 0)
-      << " ms for " << html_escape(twin->name)
-      << " (fp32, otherwise the same): " << fmt_fixed(slower ? ratio : 1 / ratio, 2) << "× "
-      << (slower ? "slower" : "faster");
+      << " ms for " << html_escape(twin->name) << " (fp32, otherwise the same" << steps_differ(*r, *twin)
+      << "): " << fmt_fixed(slower ? ratio : 1 / ratio, 2) << "× " << (slower ? "slower" : "faster");
     if (cpu && slower && cpu->native_bf16())
       h << ", even though this CPU has native bf16 (probably the conversions and the fp32 work around the matrix "
            "multiplies, which bf16 does not speed up, at this size)";

@@ -203,16 +203,32 @@ std::optional<double> json_number_at(const json& j, std::initializer_list<const 
   return at->get<double>();
 }
 
-const RunResult* fp32_twin(const Scenario& sc, const RunResult& r) {
-  json mine = r.config;
-  mine.erase("precision");
+namespace {
+
+// `config` without its precision section and, when `any_length`, without train.steps.
+json config_for_twin(json config, bool any_length) {
+  config.erase("precision");
+  if (any_length && config.contains("train") && config["train"].is_object()) config["train"].erase("steps");
+  return config;
+}
+
+const RunResult* fp32_run_like(const Scenario& sc, const RunResult& r, bool any_length) {
+  const json mine = config_for_twin(r.config, any_length);
   for (const RunResult& other : sc.runs) {
     if (&other == &r || other.param_dtype() != "fp32") continue;
-    json theirs = other.config;
-    theirs.erase("precision");
-    if (theirs == mine && other.world_size == r.world_size && other.nodes == r.nodes) return &other;
+    if (config_for_twin(other.config, any_length) == mine && other.world_size == r.world_size && other.nodes == r.nodes)
+      return &other;
   }
   return nullptr;
+}
+
+}  // namespace
+
+const RunResult* fp32_twin(const Scenario& sc, const RunResult& r) { return fp32_run_like(sc, r, false); }
+
+const RunResult* fp32_time_twin(const Scenario& sc, const RunResult& r) {
+  const RunResult* same_length = fp32_run_like(sc, r, false);
+  return same_length ? same_length : fp32_run_like(sc, r, true);
 }
 
 namespace {

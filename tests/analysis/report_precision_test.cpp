@@ -30,6 +30,22 @@ TEST(Precision, EachReducedRunIsPairedWithTheFp32RunThatDiffersOnlyInPrecision) 
   EXPECT_EQ(fp32_twin(other, testing::run_named(other, "bf16")), nullptr) << "another learning rate is not a twin";
 }
 
+// A reduced-precision run that trains fewer steps (a slow bf16 run stopped early) has no twin for its losses but keeps
+// one for its step time; any other difference leaves it without either.
+TEST(Precision, AShorterRunIsTimedAgainstItsFp32TwinButNotComparedInLoss) {
+  Scenario sc = mixed_precision();
+  for (RunResult& r : sc.runs)
+    if (r.name == "bf16") r.config["train"]["steps"] = 3;
+  const RunResult& fp32 = testing::run_named(sc, "fp32");
+  const RunResult& bf16 = testing::run_named(sc, "bf16");
+  EXPECT_EQ(fp32_twin(sc, bf16), nullptr) << "another schedule length is not a twin for losses";
+  EXPECT_EQ(fp32_time_twin(sc, bf16), &fp32);
+  EXPECT_EQ(fp32_time_twin(sc, testing::run_named(sc, "fp16")), &fp32) << "the same-length twin, as before";
+  for (RunResult& r : sc.runs)
+    if (r.name == "bf16") r.config["train"]["lr"] = 0.5;
+  EXPECT_EQ(fp32_time_twin(sc, testing::run_named(sc, "bf16")), nullptr) << "another learning rate is not a twin";
+}
+
 // The part: takeaways with the largest loss difference computed from the steps, the loss-difference and loss-scale
 // charts, a table row per reduced-precision run.
 TEST(Precision, ThePartComparesLossesMemoryAndTimeAndDrawsTheLossScale) {
