@@ -19,7 +19,8 @@ constexpr double kBisquareTuning = 4.685;     // 95% efficiency for normal resid
 constexpr double kMinRelativeScale = 0.05;    // never treat residuals under ~5% as outliers
 constexpr double kSplitMustGainFactor = 0.5;  // a second line must halve the summed |relative residual|
 constexpr size_t kMinSizesPerRegime = 3;
-constexpr double kOneLineIsEnough = 0.01;  // mean |relative residual| below which no split is tried
+constexpr double kOneLineIsEnough = 0.01;        // mean |relative residual| below which no split is tried
+constexpr double kLargestSizesTolerance = 0.10;  // the fit must hold this well at the largest sizes (see below)
 
 void require_same_length(std::span<const double> x, std::span<const double> y, std::span<const double> w,
                          size_t minimum) {
@@ -57,6 +58,25 @@ double summed_relative_residual(std::span<const double> x, std::span<const doubl
 }
 
 size_t distinct_count(std::span<const double> x) { return std::set<double>(x.begin(), x.end()).size(); }
+
+// The largest |relative residual| of `r` over the points at or above `from_x`.
+double worst_relative_residual_from(std::span<const double> x, std::span<const double> y, const SizeRegimes& r,
+                                    double from_x) {
+  double worst = 0;
+  for (size_t i = 0; i < x.size(); ++i)
+    if (x[i] >= from_x) worst = std::max(worst, std::fabs(r.at(x[i]) - y[i]) / y[i]);
+  return worst;
+}
+
+// `r` with the points at or above `from_x` on a line of their own (the others keep `r`'s lines below it).
+SizeRegimes with_own_line_from(std::span<const double> x, std::span<const double> y, double from_x) {
+  std::vector<double> below_x, below_y, from_xs, from_y;
+  for (size_t i = 0; i < x.size(); ++i) {
+    (x[i] < from_x ? below_x : from_xs).push_back(x[i]);
+    (x[i] < from_x ? below_y : from_y).push_back(y[i]);
+  }
+  return {robust_relative_fit(below_x, below_y), from_x, robust_relative_fit(from_xs, from_y)};
+}
 
 // One op/algorithm's measured points.
 struct Series {
@@ -163,18 +183,23 @@ SizeRegimes fit_size_regimes(std::span<const double> x, std::span<const double> 
   if (sizes.size() < 2 * kMinSizesPerRegime || single <= kOneLineIsEnough * static_cast<double>(x.size())) return best;
   double best_residual = single;
   for (size_t split = kMinSizesPerRegime; split + kMinSizesPerRegime <= sizes.size(); ++split) {
-    const double from_x = sizes[split];
-    std::vector<double> below_x, below_y, from_xs, from_y;
-    for (size_t i = 0; i < x.size(); ++i) {
-      (x[i] < from_x ? below_x : from_xs).push_back(x[i]);
-      (x[i] < from_x ? below_y : from_y).push_back(y[i]);
-    }
-    SizeRegimes candidate{robust_relative_fit(below_x, below_y), from_x, robust_relative_fit(from_xs, from_y)};
+    const SizeRegimes candidate = with_own_line_from(x, y, sizes[split]);
     const double residual = summed_relative_residual(x, y, candidate);
     if (residual <= kSplitMustGainFactor * single && residual < best_residual) {
       best = candidate;
       best_residual = residual;
     }
+  }
+  // The fit must also hold at the largest sizes, where a training step's buckets and shards lie. Relative residuals
+  // weigh every size alike, so small sizes that scatter (a shaped link's per-call jitter) can pull one line off the
+  // large ones by half without a second line halving the summed residual. When the fit misses one of the
+  // kMinSizesPerRegime largest sizes by more than kLargestSizesTolerance, those sizes get a line of their own if
+  // it fits them better.
+  const double largest_from = sizes[sizes.size() - kMinSizesPerRegime];
+  const double worst = worst_relative_residual_from(x, y, best, largest_from);
+  if (worst > kLargestSizesTolerance && !(best.from_x > 0 && best.from_x >= largest_from)) {
+    const SizeRegimes own = with_own_line_from(x, y, largest_from);
+    if (worst_relative_residual_from(x, y, own, largest_from) < worst) best = own;
   }
   return best;
 }

@@ -18,7 +18,9 @@
 //   * clamps: a negative intercept is refitted through the origin (α = 0), a negative slope becomes 0.
 // Size regimes (fit_size_regimes): when one line misses by more than 1% on average and two lines split at one of
 // the measured sizes (>= 3 sizes each side) halve its summed |relative residual|, the key gets a large-message
-// regime (comm_model.hpp).
+// regime (comm_model.hpp). And when the fit still misses one of the 3 largest sizes by more than 10% (small sizes
+// that scatter can pull one line off the large ones), those 3 sizes get the large-message line if it fits them
+// better: a training step's collectives are that large.
 //
 // β and γ cannot be separated from one op at one world size. We resolve it this way, per regime:
 //   * all_gather/<alg> has no reduction: β = slope / ((p-1)/p);

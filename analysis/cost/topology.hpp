@@ -41,7 +41,8 @@ inline double wire_us_per_byte(double bits_per_s) { return 8.0 / bits_per_s * 1e
 
 // Raises every β of `model` (both size regimes) below `floor_us_per_byte` to it; returns how many it raised. A fit
 // of few sizes on a busy machine can find a slope near 0 (the per-call term took the time): on a link of known rate
-// the wire time is the least a byte costs.
+// the wire time is the least a byte costs. A reducing op's γ gives back what its β gains (down to 0), so its fitted
+// slope is kept where it can be.
 int floor_betas(CommModel& model, double floor_us_per_byte);
 
 }  // namespace dtlab::analysis

@@ -1,12 +1,16 @@
 // fit_test.cpp: the least-squares fit recovers known α, β, γ from synthetic comm-bench documents (exact data and
 // 2% multiplicative noise with a fixed seed; times from α-β-γ formulas written out in this file, not the model's),
-// and documents without rows fail with a clear message.
+// and documents without rows fail with a clear message; a real sweep across an emulated 1 Gbit/s link
+// (fixtures/comm_bench) keeps its reducing ops' measured large-message times once floored at the wire time.
 #include "analysis/cost/fit.hpp"
+#include "analysis/cost/comm_model.hpp"
+#include "analysis/cost/topology.hpp"
 #include "test_util.hpp"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <functional>
 #include <random>
 #include <stdexcept>
@@ -145,6 +149,49 @@ TEST(LinearFit, TwoSizeRegimesWhenOneLineCannotFit) {
   std::vector<double> straight;
   for (double xi : x) straight.push_back(30 + 1e-4 * xi);
   EXPECT_EQ(fit_size_regimes(x, straight).from_x, 0);
+}
+
+// A real sweep across an emulated 1 Gbit/s link (fixtures/comm_bench/inter_node_1gbit.json: the cluster calibration
+// of `make benchmark` on 2026-11-28, an EPYC with its kernels held to AVX2), fitted and floored at the link's wire
+// time as `dtlab calibrate` does. Its all_reduce/backend rows run at the wire rate, but the all-gather's β the fit
+// split them with was below it: γ took the rest of the slope, and raising β alone then predicted a 16 MiB
+// all-reduce at 211 ms against 139 ms measured, with the excess kept as γ at every faster link (the crossover
+// study's prediction at 16 Gbit/s was mostly that). The reducing ops must reproduce their large rows.
+TEST(CommFit, AReducingOpFlooredAtTheWireTimeKeepsItsMeasuredTime) {
+  const nlohmann::json doc = nlohmann::json::parse(
+      testing::read_text(std::filesystem::path(testing::fixtures_dir()) / "comm_bench/inter_node_1gbit.json"));
+  CommModel m = fit_comm_model(doc);
+  ASSERT_GT(floor_betas(m, wire_us_per_byte(1e9)), 0) << "the case under test: some fitted β below the wire time";
+  const int p = doc.at("group_size").get<int>();
+  int checked = 0;
+  for (const nlohmann::json& row : doc.at("results")) {
+    const double bytes = row.at("bytes").get<double>();
+    const std::string op = row.at("op"), algorithm = row.at("algorithm");
+    if (bytes < (1 << 20) || cost_shape(op, algorithm, 1, p).gamma == 0) continue;
+    if (op == "reduce_scatter" && algorithm == "ring") continue;  // its 1/4/16 MiB rows are not on one line
+    const double measured = row.at(fitted_placement(op)).at("time_us").get<double>();
+    const double predicted = collective_time_us(m, op, algorithm, static_cast<int64_t>(bytes), p);
+    EXPECT_NEAR(predicted / measured, 1.0, 0.10) << op << "/" << algorithm << " at " << bytes << " B";
+    ++checked;
+  }
+  EXPECT_EQ(checked, 9) << "all_reduce/backend, all_reduce/ring and reduce_scatter/backend at 1, 4 and 16 MiB";
+}
+
+// Flooring a reducing op's β at the wire time takes what the β adds out of γ, so the time the fit measured stays; γ
+// never goes below 0, and an op without γ just gets the floor.
+TEST(CommFit, FlooringBetaGivesTheAddedTimeBackFromGamma) {
+  CommModel m;
+  m.ops["all_reduce/backend"] = {766.0, 0.006, 0.0089};  // β below a 1 Gbit/s wire (0.008 us/B), γ took the rest
+  m.ops["reduce_scatter/ring"] = {234.0, 0.002, 0.001};  // more to add than γ holds
+  m.ops["all_gather/ring"] = {227.0, 0.005, 0.0};
+  const int64_t bytes = 16 << 20;
+  const double before = collective_time_us(m, "all_reduce", "backend", bytes, 2);
+  EXPECT_EQ(floor_betas(m, 0.008), 3);
+  EXPECT_NEAR(collective_time_us(m, "all_reduce", "backend", bytes, 2), before, 1e-6 * before);
+  EXPECT_DOUBLE_EQ(m.ops["all_reduce/backend"].beta_us_per_byte, 0.008);
+  EXPECT_NEAR(m.ops["all_reduce/backend"].gamma_us_per_byte, 0.0089 - 2 * 0.002, 1e-12);
+  EXPECT_EQ(m.ops["reduce_scatter/ring"].gamma_us_per_byte, 0.0);
+  EXPECT_DOUBLE_EQ(m.ops["all_gather/ring"].beta_us_per_byte, 0.008);
 }
 
 TEST(LinearFit, RejectsDegenerateInput) {
