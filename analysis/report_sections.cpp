@@ -37,7 +37,7 @@ std::string out_of_memory_table(const Scenario& sc) {
   return h.str();
 }
 
-// ", but N steps against M" when a run and its time twin differ in train.steps (a slow run stopped early), else "".
+// ", but N steps against M" when a run and its time twin differ in train.steps (a slow run trained fewer), else "".
 std::string steps_differ(const RunResult& r, const RunResult& twin) {
   const auto steps = [](const RunResult& run) { return json_number_at(run.config, {"train", "steps"}); };
   if (steps(r) == steps(twin) || !steps(r) || !steps(twin)) return "";

@@ -153,7 +153,7 @@ std::optional<double> json_number_at(const nlohmann::json& j, std::initializer_l
 const RunResult* fp32_twin(const Scenario& scenario, const RunResult& r);
 // The fp32 run a reduced-precision run's step time is compared with: fp32_twin when there is one, else the fp32 run
 // that also differs in train.steps. A step's work does not depend on how many steps follow it (only the learning
-// rate does), so a slow bf16 run can stop early and still be timed against its full-length fp32 twin.
+// rate does), so a slow bf16 run can train fewer steps and still be timed against its fp32 twin.
 const RunResult* fp32_time_twin(const Scenario& scenario, const RunResult& r);
 
 // The largest tensor peak over the ranks (memory.ranks[].tensor_peak_bytes), or rank 0's when the others are not

@@ -192,7 +192,7 @@ SizeRegimes fit_size_regimes(std::span<const double> x, std::span<const double> 
   }
   // The fit must also hold at the largest sizes, where a training step's buckets and shards lie. Relative residuals
   // weigh every size alike, so small sizes that scatter (a shaped link's per-call jitter) can pull one line off the
-  // large ones by half without a second line halving the summed residual. When the fit misses one of the
+  // large ones without a second line halving the summed residual. When the fit misses one of the
   // kMinSizesPerRegime largest sizes by more than kLargestSizesTolerance, those sizes get a line of their own if
   // it fits them better.
   const double largest_from = sizes[sizes.size() - kMinSizesPerRegime];
