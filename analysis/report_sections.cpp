@@ -39,10 +39,10 @@ std::string out_of_memory_table(const Scenario& sc) {
 
 // ", but N steps against M" when a run and its time twin differ in train.steps (a slow run trained fewer), else "".
 std::string steps_differ(const RunResult& r, const RunResult& twin) {
-  const auto steps = [](const RunResult& run) { return json_number_at(run.config, {"train", "steps"}); };
-  if (steps(r) == steps(twin) || !steps(r) || !steps(twin)) return "";
-  return " but " + fmt_fixed(*steps(r), 0) + " steps against " + fmt_fixed(*steps(twin), 0) +
-         ", which changes no step's work";
+  const std::optional<double> mine = json_number_at(r.config, {"train", "steps"});
+  const std::optional<double> theirs = json_number_at(twin.config, {"train", "steps"});
+  if (!mine || !theirs || *mine == *theirs) return "";
+  return " but " + fmt_fixed(*mine, 0) + " steps against " + fmt_fixed(*theirs, 0) + ", which changes no step's work";
 }
 
 // What bf16/fp16 did to time on the CPU these runs had: the CPU's bf16 support as cpuid reported it (result.json

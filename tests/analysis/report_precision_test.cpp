@@ -30,8 +30,8 @@ TEST(Precision, EachReducedRunIsPairedWithTheFp32RunThatDiffersOnlyInPrecision) 
   EXPECT_EQ(fp32_twin(other, testing::run_named(other, "bf16")), nullptr) << "another learning rate is not a twin";
 }
 
-// A reduced-precision run that trains fewer steps (a slow bf16 run stopped early) has no twin for its losses but keeps
-// one for its step time; any other difference leaves it without either.
+// A reduced-precision run that trains fewer steps (a slow bf16 run given a shorter schedule) has no twin for its losses
+// but keeps one for its step time; any other difference leaves it without either.
 TEST(Precision, AShorterRunIsTimedAgainstItsFp32TwinButNotComparedInLoss) {
   Scenario sc = mixed_precision();
   for (RunResult& r : sc.runs)

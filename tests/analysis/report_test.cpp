@@ -189,6 +189,27 @@ TEST(Report, TheMixedPrecisionNoteNamesASettingThatKeptTheKernelsFromBf16) {
       << native;
 }
 
+// A bf16 run that trains fewer steps than its fp32 twin is still timed against it, and the note says the lengths
+// differ.
+TEST(Report, TheMixedPrecisionNoteTimesAShorterBf16RunAgainstItsFp32Twin) {
+  if (!gnuplot_available()) GTEST_SKIP() << "gnuplot not installed (apt-get install gnuplot-nox)";
+  TempDir tmp;
+  const fs::path results = tmp.path() / "results";
+  fs::copy(testing::fixtures_dir() + "/results", results, fs::copy_options::recursive);
+  const fs::path file = results / "mixed_precision" / "bf16" / "result.json";
+  nlohmann::json doc = nlohmann::json::parse(read_text(file));
+  doc["config"]["train"]["steps"] = 3;
+  testing::write_text(file, doc.dump());
+  const nlohmann::json fp32 = nlohmann::json::parse(read_text(results / "mixed_precision" / "fp32" / "result.json"));
+  std::ostringstream log;
+  EXPECT_EQ(render_report({results.string()}, (tmp.path() / "report").string(), log), 0) << log.str();
+  const std::string html = read_text(tmp.path() / "report" / "index.html");
+  EXPECT_TRUE(contains(html, " ms for fp32 (fp32, otherwise the same but 3 steps against " +
+                                 std::to_string(fp32["config"]["train"]["steps"].get<int>()) +
+                                 ", which changes no step's work): "))
+      << html;
+}
+
 TEST(Report, EscapesEverythingFromFiles) {
   if (!gnuplot_available()) GTEST_SKIP() << "gnuplot not installed (apt-get install gnuplot-nox)";
   TempDir tmp;
