@@ -241,13 +241,14 @@ AccuracySummary evaluate_accuracy(const std::vector<Scenario>& scenarios, const 
   }
   for (const Scenario& sc : scenarios) {
     for (const auto& [name, points] : crossover_series(sc)) {
-      std::vector<std::pair<double, double>> measured, predicted;
-      for (const CrossoverPoint& p : points) {
-        measured.emplace_back(p.rate_mbps, p.exposed_pct);
-        if (p.predicted_exposed_pct) predicted.emplace_back(p.rate_mbps, *p.predicted_exposed_pct);
-      }
-      CrossoverCheck check{sc.name, name, crossing_rate(measured, kCrossoverThresholdPct), {}, points.back()};
-      if (predicted.size() == measured.size()) check.predicted = crossing_rate(predicted, kCrossoverThresholdPct);
+      const SeriesCrossings crossings = series_crossings(points);
+      CrossoverCheck check{sc.name,
+                           name,
+                           crossings.measured,
+                           crossings.predicted,
+                           points.back(),
+                           /*oversubscribed=*/false,
+                           crossings.measured_range};
       for (const RunResult& r : sc.runs)
         if (r.name.rfind(name + "@", 0) == 0 && r.cpu && r.cpu->cores > 0 && r.world_size > r.cpu->cores)
           check.oversubscribed = true;
@@ -491,8 +492,9 @@ std::optional<bool> print_crossover(const AccuracySummary& s, std::ostream& out,
   };
   std::optional<bool> ok;
   for (const CrossoverCheck& c : s.crossovers) {
-    out << "  " << c.scenario << "/" << c.series << ": measured " << where(c.measured) << ", predicted "
-        << where(c.predicted);
+    out << "  " << c.scenario << "/" << c.series << ": measured " << where(c.measured);
+    if (c.measured_range) out << " (steps: " << describe_crossing_range(*c.measured_range) << ")";
+    out << ", predicted " << where(c.predicted);
     bool explain = c.measured.kind == Crossing::above_range;
     if (const auto f = c.factor()) {
       const bool within = *f <= kCrossoverFactorTarget && *f >= 1.0 / kCrossoverFactorTarget;

@@ -119,6 +119,8 @@ struct CrossoverCheck {
   Crossing measured, predicted;
   CrossoverPoint fastest;       // the series' run at its fastest rate: what is left of exposed communication there
   bool oversubscribed = false;  // a run of the series had more ranks than the machine has cores
+  // Where the measured crossing lies by the steps' spread (SeriesCrossings::measured_range); printed, not judged.
+  std::optional<std::pair<Crossing, Crossing>> measured_range;
   // Both inside the swept range: predicted / measured rate. Nullopt otherwise (printed, not judged).
   std::optional<double> factor() const;
 };

@@ -27,6 +27,9 @@ struct CrossoverPoint {
   bool least_wait = false;                              // exposed_ms is the least wait of any rank
   std::optional<double> predicted_step_ms, predicted_exposed_ms, predicted_exposed_pct;  // result.json prediction
   std::optional<double> predicted_comm_ms;  // every collective back to back; minus the exposed: what compute hides
+  // The lowest and highest share of a single measured step (its least wait over its step time), where every measured
+  // step recorded its least wait (result.json steps[i].comm_wait_least_ms).
+  std::optional<double> exposed_pct_low, exposed_pct_high;
 };
 
 // The scenario's runs with a set inter-node rate, grouped by the run name before '@' and sorted by rate; series of
@@ -41,5 +44,19 @@ struct Crossing {
   double rate_mbps = 0;  // within: the interpolated rate; below/above: the slowest/fastest rate measured
 };
 Crossing crossing_rate(const std::vector<std::pair<double, double>>& rate_and_pct, double threshold_pct);
+
+// A series' crossings at kCrossoverThresholdPct: measured, predicted (kind none unless every run carries a
+// prediction) and, where every run has its steps' range, the crossings of the lowest and of the highest shares: the
+// range the measured crossing can take from the steps' spread. With n measured steps the median share lies between
+// the lowest and the highest step with probability 1 - 2^(1-n) (94% at 5 steps), whatever the steps' distribution.
+struct SeriesCrossings {
+  Crossing measured, predicted;
+  std::optional<std::pair<Crossing, Crossing>> measured_range;  // {from the lowest shares, from the highest}
+};
+SeriesCrossings series_crossings(const std::vector<CrossoverPoint>& points);
+
+// "700 Mbit/s – 1.9 Gbit/s" for a measured_range; an end outside the swept rates reads "under 100 Mbit/s" or
+// "over 16 Gbit/s".
+std::string describe_crossing_range(const std::pair<Crossing, Crossing>& range);
 
 }  // namespace dtlab::analysis

@@ -99,6 +99,7 @@ StepRecord parse_step(const Obj& o) {
   s.grad_norm = o.num_or_nan(k::kGradNorm);
   s.tokens_per_s = o.num_or_nan(k::kTokensPerS);
   s.comm_wait_ms = o.num_or_nan(k::kCommWaitMs);
+  s.comm_wait_least_ms = o.num_or_nan(k::kCommWaitLeastMs);
   s.loss_scale = o.num_or_nan(k::kLossScale);
   s.skipped = o.flag(k::kSkipped);
   return s;

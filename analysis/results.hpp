@@ -41,9 +41,11 @@ struct StepRecord {
   double grad_norm = 0;
   double step_ms = 0;
   double tokens_per_s = 0;
-  double comm_wait_ms = 0;  // optional; NaN when not recorded
-  double loss_scale = 0;    // optional (dynamic loss scaling: the step's scale); NaN when not recorded
-  bool skipped = false;     // dynamic loss scaling: non-finite gradients, the update was skipped
+  double comm_wait_ms = 0;        // optional; NaN when not recorded
+  double comm_wait_least_ms = 0;  // optional (result.json, measured steps of several ranks): the least wait of any
+                                  // rank this step; NaN when not recorded
+  double loss_scale = 0;          // optional (dynamic loss scaling: the step's scale); NaN when not recorded
+  bool skipped = false;           // dynamic loss scaling: non-finite gradients, the update was skipped
 };
 
 struct RunResult {

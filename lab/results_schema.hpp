@@ -85,8 +85,10 @@ inline constexpr const char* kGradNorm = "grad_norm";
 inline constexpr const char* kStepMs = "step_ms";
 inline constexpr const char* kTokensPerS = "tokens_per_s";
 inline constexpr const char* kCommWaitMs = "comm_wait_ms";  // optional: exposed communication wait of the step
-inline constexpr const char* kLossScale = "loss_scale";     // optional: dynamic loss scaling, the scale of the step
-inline constexpr const char* kSkipped = "skipped";          // optional: the step was skipped (non-finite gradients)
+// optional (world > 1, steps after the warm-up, result.json only): the least comm wait of any rank in this step
+inline constexpr const char* kCommWaitLeastMs = "comm_wait_least_ms";
+inline constexpr const char* kLossScale = "loss_scale";  // optional: dynamic loss scaling, the scale of the step
+inline constexpr const char* kSkipped = "skipped";       // optional: the step was skipped (non-finite gradients)
 
 // summary
 inline constexpr const char* kStepMsMedian = "step_ms_median";

@@ -98,10 +98,10 @@ nlohmann::json every_rank(const nlohmann::json& mine, const std::vector<const ch
   return ranks;
 }
 
-// Per measured step the least comm wait of any rank, median over the steps: the wait of the rank that reached the
-// collectives last, which waited for the communication only (the others also waited for it, e.g. for a peer that
-// shares their core). One all-reduce of a [world x steps] table; collective, every rank calls it.
-double least_comm_wait_median(const std::vector<StepRecord>& steps, const RunTotals& totals, World& world) {
+// Per measured step the least comm wait of any rank: the wait of the rank that reached the collectives last, which
+// waited for the communication only (the others also waited for it, e.g. for a peer that shares their core). One
+// all-reduce of a [world x steps] table; collective, every rank calls it. In the order of `steps`, measured ones only.
+std::vector<double> least_comm_waits(const std::vector<StepRecord>& steps, const RunTotals& totals, World& world) {
   std::vector<double> mine;
   for (const auto& r : steps)
     if (r.step > totals.warmup_steps) mine.push_back(r.comm_wait_ms);
@@ -114,7 +114,7 @@ double least_comm_wait_median(const std::vector<StepRecord>& steps, const RunTot
   std::vector<double> least(mine);
   for (int r = 0; r < world.world_size(); ++r)
     for (size_t i = 0; i < n; ++i) least[i] = std::min(least[i], table[static_cast<size_t>(r) * n + i]);
-  return median_or_zero(least);
+  return least;
 }
 
 // Every rank's memory figures (params, grads, optimizer, buffers, activations, tensor peak, host state and the
@@ -260,11 +260,18 @@ void CommRecordLog::add(const nlohmann::json& record) {
 void add_run_results(nlohmann::json& result, const std::vector<StepRecord>& steps, const RunTotals& totals,
                      const CommRecordLog& comm_log, const std::map<Comm*, size_t>& first_training_seq,
                      const Strategy& strategy, World& world) {
+  const std::vector<double> least_waits =
+      world.world_size() > 1 ? least_comm_waits(steps, totals, world) : std::vector<double>{};
   result[schema::kSteps] = nlohmann::json::array();
-  for (const auto& r : steps) result[schema::kSteps].push_back(step_json(r, totals.dynamic_scaling));
+  size_t measured = 0;
+  for (const auto& r : steps) {
+    nlohmann::json step = step_json(r, totals.dynamic_scaling);
+    if (r.step > totals.warmup_steps && measured < least_waits.size())
+      step[schema::kCommWaitLeastMs] = least_waits[measured++];
+    result[schema::kSteps].push_back(std::move(step));
+  }
   result[schema::kSummary] = run_summary(steps, totals, world.world_size());
-  if (world.world_size() > 1)
-    result[schema::kSummary][schema::kCommWaitLeastMsMedian] = least_comm_wait_median(steps, totals, world);
+  if (world.world_size() > 1) result[schema::kSummary][schema::kCommWaitLeastMsMedian] = median_or_zero(least_waits);
   result[schema::kMemory] = memory_report(strategy.state_bytes(), world.rank());
   result[schema::kMemory][schema::kRanks] = memory_of_every_rank(result[schema::kMemory], world);
   result[schema::kSummary][schema::kMemoryMaxAllocatedBytes] = result[schema::kMemory][schema::kTensorPeakBytes];

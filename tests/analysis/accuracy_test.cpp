@@ -461,6 +461,50 @@ TEST(Accuracy, TheCrossoverRateIsJudgedPerSeries) {
   EXPECT_TRUE(contains(crowded.str(), "predicted 2% (8 ms): the ranks outnumber the cores")) << crowded.str();
 }
 
+// Where every measured step recorded its least wait, the measured crossing comes with the range the steps' spread
+// allows: the crossing of each rate's least exposed step and of its most exposed one.
+TEST(Accuracy, TheMeasuredCrossingCarriesTheRangeOfItsSteps) {
+  Scenario sc;
+  sc.name = "crossover";
+  // Median shares 40%, 20%, 5% at 100, 400, 1600 Mbit/s (crossed at 400·4^(2/3) ≈ 1008 Mbit/s). The steps' shares
+  // span 30–50%, 8–30% and 2–12%: the lowest cross at 100·4^(20/22) ≈ 353 Mbit/s, the highest stay over 10% at
+  // 1600 Mbit/s.
+  const std::vector<double> rates = {100e6, 400e6, 1600e6}, steps = {1000, 500, 400}, least = {400, 100, 20};
+  const std::vector<std::vector<double>> step_least = {{300, 400, 500}, {40, 100, 150}, {8, 20, 48}};
+  for (size_t i = 0; i < rates.size(); ++i) {
+    RunResult r =
+        swept("s@" + std::to_string(static_cast<int>(rates[i] / 1e6)) + "mbit", rates[i], steps[i], least[i], least[i]);
+    r.comm_wait_least_ms_median = least[i];
+    for (size_t k = 0; k < step_least[i].size(); ++k) {
+      StepRecord step;
+      step.step = static_cast<std::int64_t>(k + 1);
+      step.step_ms = steps[i];
+      step.comm_wait_least_ms = step_least[i][k];
+      r.steps.push_back(step);
+    }
+    sc.runs.push_back(r);
+  }
+  const AccuracySummary s = evaluate_accuracy({sc});
+  ASSERT_EQ(s.crossovers.size(), 1u);
+  const CrossoverCheck& c = s.crossovers[0];
+  EXPECT_NEAR(c.measured.rate_mbps, 400 * std::pow(4.0, 2.0 / 3.0), 1e-6);
+  ASSERT_TRUE(c.measured_range.has_value());
+  EXPECT_EQ(c.measured_range->first.kind, Crossing::within);
+  EXPECT_NEAR(c.measured_range->first.rate_mbps, 100 * std::pow(4.0, 20.0 / 22.0), 1e-6);
+  EXPECT_EQ(c.measured_range->second.kind, Crossing::above_range);
+  std::ostringstream out;
+  print_accuracy(s, out);
+  EXPECT_TRUE(contains(out.str(),
+                       "crossover/s: measured 1008 Mbit/s (steps: 353 Mbit/s – over 1.6 Gbit/s), "
+                       "predicted 1008 Mbit/s   x1.00   met"))
+      << out.str();
+
+  // One run without its steps' least waits (an older result): no range.
+  sc.runs[1].steps[0].comm_wait_least_ms = std::nan("");
+  sc.runs[1].steps.resize(1);
+  EXPECT_FALSE(evaluate_accuracy({sc}).crossovers[0].measured_range.has_value());
+}
+
 // Measured exposed communication is the least wait of any rank per step where the results carry it: rank 0's wait
 // also holds the time it waited for a peer to reach the collective.
 TEST(Accuracy, TheCrossoverCountsTheLeastWaitOfAnyRank) {

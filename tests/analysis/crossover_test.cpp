@@ -5,6 +5,8 @@
 #include <cmath>
 #include <filesystem>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "analysis/crossover.hpp"
 #include "analysis/plot.hpp"
@@ -43,6 +45,36 @@ TEST(Crossover, SeriesAreRunNamesBeforeTheAtSortedByRate) {
   EXPECT_DOUBLE_EQ(ddp[1].exposed_pct, 10);
   ASSERT_TRUE(ddp[0].predicted_exposed_pct.has_value());
   EXPECT_NEAR(*ddp[0].predicted_exposed_pct, 100.0 * 500 / 950, 1e-12);
+}
+
+// Each measured step's share is its least wait over its step time; a point keeps the lowest and the highest.
+StepRecord step_with_least(std::int64_t n, double step_ms, double least_ms) {
+  StepRecord s;
+  s.step = n;
+  s.step_ms = step_ms;
+  s.comm_wait_least_ms = least_ms;
+  return s;
+}
+
+TEST(Crossover, EachPointKeepsItsStepsLowestAndHighestShare) {
+  Scenario sc;
+  for (const auto& [name, bps] : {std::pair{"ddp@200mbit", 200e6}, std::pair{"ddp@1gbit", 1e9}}) {
+    RunResult r = swept_run(name, bps, 500, 80, 500, 40);
+    r.comm_wait_least_ms_median = 50;
+    r.steps = {step_with_least(1, 400, std::nan("")), step_with_least(2, 400, 20), step_with_least(3, 500, 100),
+               step_with_least(4, 600, 60)};  // step 1: a warm-up step, no least wait: 5%, 20%, 10%
+    sc.runs.push_back(r);
+  }
+  const auto points = crossover_series(sc).at("ddp");
+  ASSERT_TRUE(points[1].exposed_pct_low.has_value());
+  EXPECT_DOUBLE_EQ(*points[1].exposed_pct_low, 5);
+  EXPECT_DOUBLE_EQ(*points[1].exposed_pct_high, 20);
+  EXPECT_DOUBLE_EQ(points[1].exposed_pct, 10) << "the point itself stays the median least wait";
+  EXPECT_TRUE(series_crossings(points).measured_range.has_value());
+  // Without the run's least wait the share is rank 0's, and the steps give no range for it.
+  sc.runs[0].comm_wait_least_ms_median.reset();
+  EXPECT_FALSE(crossover_series(sc).at("ddp")[0].exposed_pct_low.has_value());
+  EXPECT_FALSE(series_crossings(crossover_series(sc).at("ddp")).measured_range.has_value());
 }
 
 TEST(Crossover, TheRateIsInterpolatedInLogRate) {
@@ -84,6 +116,20 @@ TEST(Crossover, ThePartDrawsBothChartsAndTabulatesTheCrossings) {
                       "class=\"num\">5%</td><td>at 1.0 Gbit/s</td><td>at 353 Mbit/s</td></tr>"),
             std::string::npos)
       << html;
+  EXPECT_EQ(html.find("(steps: "), std::string::npos) << "runs without their steps' least waits give no range";
+
+  // With each step's least wait: 30–50%, 8–30%, 2–12% of the steps, the table gives the range they allow.
+  const std::vector<std::vector<double>> step_least = {{300, 400, 500}, {40, 100, 150}, {8, 20, 48}};
+  for (size_t i = 0; i < sc.runs.size(); ++i) {
+    RunResult& r = sc.runs[i];
+    r.comm_wait_least_ms_median = r.comm_wait_ms_median;
+    for (size_t k = 0; k < 3; ++k)
+      r.steps.push_back(step_with_least(static_cast<std::int64_t>(k + 1), r.step_ms_median, step_least[i][k]));
+  }
+  const std::string with_steps = crossover_part(ctx);
+  EXPECT_NE(with_steps.find("<td>at 1.0 Gbit/s (steps: 353 Mbit/s – over 1.6 Gbit/s)</td>"), std::string::npos)
+      << with_steps;
+  EXPECT_NE(with_steps.find("whatever the steps' distribution"), std::string::npos) << "the range is explained";
   Scenario loopback;
   loopback.runs.push_back(RunResult{});
   SectionContext none{loopback, "none", tmp.path(), tmp.path().string(), log, problems};

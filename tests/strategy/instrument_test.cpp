@@ -151,6 +151,16 @@ TEST_P(Instrumented, RecordsPhasesTimelineAndTraces) {
       }
       EXPECT_EQ(measured_here, measured) << file;
     }
+    // result.json's measured steps carry their own least wait; the warm-up steps none.
+    for (const auto& step : result.at("steps")) {
+      const int64_t i = step.at("step").get<int64_t>() - (kSteps - measured) - 1;
+      if (i < 0) {
+        EXPECT_FALSE(step.contains("comm_wait_least_ms")) << step.dump();
+      } else {
+        ASSERT_TRUE(step.contains("comm_wait_least_ms")) << step.dump();
+        EXPECT_DOUBLE_EQ(step.at("comm_wait_least_ms").get<double>(), least[static_cast<size_t>(i)]) << step.dump();
+      }
+    }
     std::sort(least.begin(), least.end());
     const size_t n = least.size();
     ASSERT_GT(n, 0u);
