@@ -27,15 +27,16 @@
 //      comm.intra_node (comm_bench.json; a 2-rank loopback run when K = 1) and `--group cross` (1 KiB-64 MiB: the
 //      slow link) -> comm.inter_node (comm_bench_inter.json), both levels fitted alike:
 //        dtlab calibrate --out p.json --nodes 2 --ranks 2 --inter-link 1gbit
-//   6. on a CPU host (one node): a short training run (`dtlab launch -n N dtlab train`, 12 steps, 4 with --quick)
-//      of the config under the strategy of this build that the step model says overlaps the most communication
-//      with compute there (FULL_SHARD at `small`) -> comm.intra_node.overlap_hidden, replacing comm-bench's line:
-//      1 - (measured - base) / overlapped, where measured is the run's forward+backward+comm_wait medians, base
-//      the step model's compute and exposed communication without the overlapped calls, and overlapped what the
-//      schedule overlaps; clamped to [-1, 1]. Below 0, an overlapped collective costs the step more than its own
-//      time (Gloo's threads take cores, caches and memory bandwidth from the forward and backward). The run and
-//      its figures are in calibration.json (overlap_fit); the run's directory is removed
-//      (lab/tools/calibrate_overlap.hpp).
+//   6. on a CPU host (one node): pairs of short training runs (`dtlab launch -n N dtlab train`, 12 steps; 3 pairs,
+//      1 of 4 steps with --quick), run in turn: the strategy of this build that the step model says overlaps the
+//      most communication with compute at the config (FULL_SHARD at `small`), and the one that overlaps the least
+//      (DDP, the whole model in one bucket) -> comm.intra_node.overlap_hidden, replacing comm-bench's line. Per
+//      pair: 1 - ((M_o - M_r) - (B_o - B_r)) / (O_o - O_r), where M is a run's forward+backward+comm_wait medians,
+//      B the step model's compute and exposed communication without the overlapped calls, and O what the schedule
+//      overlaps; the median over the pairs, clamped to [-1, 1]. The pair's difference cancels a compute rate that
+//      drifted since steps 1-3. Below 0, an overlapped collective costs the step more than its own time (Gloo's
+//      threads take cores, caches and memory bandwidth from the forward and backward). The runs and their figures
+//      are in calibration.json (overlap_fit); their directories are removed (lab/tools/calibrate_overlap.hpp).
 // On a GPU (train.device=cuda, or auto in a cuda build that sees one): steps 1-3 on the GPU (each timed part ends
 // with a device synchronize), step 4 copies pinned host memory to the GPU (and records the GPU's own copy rate), and
 // step 5 runs comm-bench on GPU buffers with the backend training would pick (NCCL with a GPU per rank, else Gloo

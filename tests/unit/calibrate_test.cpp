@@ -2,6 +2,7 @@
 // training step and AdamW, and writes a profile that analysis/cost/profile.hpp's loader accepts with positive
 // rates. Also the thread rule and the refusals. (~15-30 s: a quick calibration on 2 ranks.)
 #include "lab/tools/calibrate.hpp"
+#include "lab/tools/calibrate_overlap.hpp"
 
 #include <gtest/gtest.h>
 
@@ -9,6 +10,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -84,29 +88,52 @@ TEST(Calibrate, QuickWritesALoadableMeasuredProfile) {
   EXPECT_GT(record.at("compute").at("elementwise").at("ms").get<double>(), 0.0);
   EXPECT_NE(read_text(log).find("train_efficiency"), std::string::npos) << "prints a summary";
 
-  // Step 6: overlap_hidden fitted to a training run of the strategy that overlaps the most. With the fitted figure
-  // (before its clamp to [-1, 1]) the step model reproduces that run's forward+backward+comm_wait. (A loaded
-  // machine can put the run below the model's all-hidden time: a figure above 1.)
+  // Step 6: overlap_hidden fitted to pairs of training runs, the strategy that overlaps the most against the one
+  // that overlaps the least. With each pair's figure (before the clamp to [-1, 1]) the step model's difference
+  // between the two runs, each predicted from its recorded command, is the pair's measured difference. (A loaded
+  // machine can put the pair's difference below the model's all-hidden one: a figure above 1.)
   const nlohmann::json& fit = record.at("overlap_fit");
-  const std::string strategy = fit.at("strategy");
-  EXPECT_NE(fit.at("command").get<std::string>().find(" train "), std::string::npos) << fit.dump();
-  EXPECT_NE(fit.at("command").get<std::string>().find("parallel.strategy=" + strategy), std::string::npos);
   ASSERT_TRUE(p.comm.intra_node.overlap_hidden.has_value());
   const double hidden = *p.comm.intra_node.overlap_hidden, unclamped = fit.at("overlap_hidden_unclamped");
   EXPECT_DOUBLE_EQ(hidden, fit.at("overlap_hidden").get<double>());
   EXPECT_DOUBLE_EQ(hidden, std::clamp(unclamped, -1.0, 1.0));
-  EXPECT_GT(fit.at("overlapped_ms").get<double>(), 0.0);
-  const Config fitted = load_config_text(
-      "", {"model.preset=small", "train.micro_batch=4", "train.global_batch=8", "parallel.strategy=" + strategy}, 2);
-  analysis::MachineProfile as_fitted = p;
-  as_fitted.comm.intra_node.overlap_hidden = unclamped;
-  const analysis::StepPrediction s = analysis::predict_step(fitted, cost_plan(fitted, 0), as_fitted);
-  const double measured_ms = fit.at("measured_ms");
-  if (unclamped <= 1.0) {
-    EXPECT_NEAR(s.compute_ms + s.exposed_comm_ms, measured_ms, 1e-6 * measured_ms) << fit.dump();
-  } else {  // above 1 the model hides all of the overlapped time and no more: the run came in under even that
-    EXPECT_LT(measured_ms, s.compute_ms + s.exposed_comm_ms) << fit.dump();
+  const auto config_of = [](const nlohmann::json& run) {  // the run's overrides, from `... --config F k=v ... --out D`
+    std::istringstream words(run.at("command").get<std::string>());
+    std::vector<std::string> overrides;
+    bool in_overrides = false;
+    for (std::string w; words >> w;) {
+      if (w == "--out") break;
+      if (in_overrides) overrides.push_back(w);
+      if (w == "--config") words >> w, in_overrides = true;
+    }
+    EXPECT_FALSE(overrides.empty()) << run.dump();
+    return load_config_text("", overrides, 2);
+  };
+  const Config overlapping = config_of(fit.at("overlapping")), reference = config_of(fit.at("reference"));
+  EXPECT_EQ(overlapping.parallel.strategy, fit.at("overlapping").at("strategy").get<std::string>());
+  EXPECT_EQ(reference.parallel.strategy, fit.at("reference").at("strategy").get<std::string>());
+  EXPECT_GT(fit.at("overlapping").at("overlapped_ms").get<double>(),
+            fit.at("reference").at("overlapped_ms").get<double>());
+  ASSERT_EQ(fit.at("pairs").size(), 1u) << "--quick runs one pair";
+  std::vector<double> figures;
+  for (const nlohmann::json& pair : fit.at("pairs")) {
+    const double figure = pair.at("overlap_hidden_unclamped");
+    figures.push_back(figure);
+    analysis::MachineProfile as_fitted = p;
+    as_fitted.comm.intra_node.overlap_hidden = figure;
+    const auto predicted_ms = [&](const Config& c) {
+      const analysis::StepPrediction s = analysis::predict_step(c, cost_plan(c, 0), as_fitted);
+      return s.compute_ms + s.exposed_comm_ms;
+    };
+    const double measured = pair.at("overlapping_ms").get<double>() - pair.at("reference_ms").get<double>();
+    const double predicted = predicted_ms(overlapping) - predicted_ms(reference);
+    if (figure <= 1.0) {
+      EXPECT_NEAR(predicted, measured, 1e-6 * predicted_ms(overlapping)) << pair.dump();
+    } else {  // above 1 the model hides all of the overlapped time and no more: the pair differed by less even so
+      EXPECT_LT(measured, predicted) << pair.dump();
+    }
   }
+  EXPECT_DOUBLE_EQ(unclamped, figures.front());
 
   // The compute model goes through the points it was fitted to: the step at micro-batch 4 always (unless the
   // efficiency hit its cap), and at micro-batch 1 when the fixed part came out inside its bounds.
@@ -163,6 +190,18 @@ TEST(Calibrate, ABf16ConfigTimesItsTrainingStep) {
   std::ifstream in(tmp.path() / "calibration.json");
   const nlohmann::json record = nlohmann::json::parse(in);
   EXPECT_GT(record["compute"]["train_step"]["by_dtype"]["bfloat16"]["fwd_bwd_ms"].size(), 0u);
+}
+
+// A pair's figure: the runs' measured difference against the model's (base difference plus the overlapped time not
+// hidden). The overlapping run's base is 10 ms under the reference's, and it overlaps 30 ms more.
+TEST(Calibrate, AnOverlapPairSolvesForTheShareHidden) {
+  const OverlapRunPlan overlapping{.strategy = "fsdp_full_shard", .overrides = {}, .base_ms = 500, .overlapped_ms = 31};
+  const OverlapRunPlan reference{.strategy = "ddp", .overrides = {}, .base_ms = 510, .overlapped_ms = 1};
+  EXPECT_DOUBLE_EQ(overlap_hidden_of_pair(overlapping, reference, 500, 510), 1.0) << "10 ms faster: all hidden";
+  EXPECT_DOUBLE_EQ(overlap_hidden_of_pair(overlapping, reference, 530, 510), 0.0) << "20 ms slower: none hidden";
+  EXPECT_DOUBLE_EQ(overlap_hidden_of_pair(overlapping, reference, 545, 510), -0.5) << "15 ms more than none hidden";
+  EXPECT_DOUBLE_EQ(overlap_hidden_of_pair(overlapping, reference, 1030, 1010), 0.0) << "a drift both runs share";
+  EXPECT_THROW(overlap_hidden_of_pair(overlapping, overlapping, 530, 510), std::invalid_argument);
 }
 
 TEST(Calibrate, RefusesOneRankAndPredictionOnlyShapes) {
