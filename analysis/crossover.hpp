@@ -19,7 +19,9 @@ inline constexpr double kCrossoverThresholdPct = 10.0;
 // Measured exposed communication is the least wait of any rank per step (summary.comm_wait_least_ms_median): the
 // rank that reaches the collectives last waits for the communication alone, while the others also wait for it, which
 // is compute, not communication (on an emulated cluster whose ranks outnumber the cores, a peer that is not running).
-// Results without that figure fall back to rank 0's wait (least_wait false).
+// Results without that figure fall back to rank 0's wait (least_wait false). Predicted exposed communication is the
+// prediction's comm.exposed_ms less its overlap_lost_in_node_ms: on a CPU host the overlapped calls inside a node
+// slow the compute they share cores with (forward and backward take longer), and no rank waits for that.
 struct CrossoverPoint {
   double rate_mbps = 0;
   double step_ms = 0, exposed_ms = 0, exposed_pct = 0;  // measured: median step, exposed communication (above)

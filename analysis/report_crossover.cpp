@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "analysis/crossover.hpp"
@@ -61,6 +62,8 @@ std::map<std::string, std::vector<CrossoverPoint>> crossover_series(const Scenar
     p.exposed_pct = 100.0 * p.exposed_ms / p.step_ms;
     p.predicted_step_ms = json_number_at(r.raw, {"prediction", "step_ms"});
     p.predicted_exposed_ms = json_number_at(r.raw, {"prediction", "comm", "exposed_ms"});
+    const std::optional<double> lost_in_node = json_number_at(r.raw, {"prediction", "comm", "overlap_lost_in_node_ms"});
+    if (p.predicted_exposed_ms && lost_in_node) *p.predicted_exposed_ms -= *lost_in_node;  // no rank waits for it
     p.predicted_comm_ms = json_number_at(r.raw, {"prediction", "comm", "time_ms"});
     if (p.predicted_step_ms && p.predicted_exposed_ms && *p.predicted_step_ms > 0)
       p.predicted_exposed_pct = 100.0 * *p.predicted_exposed_ms / *p.predicted_step_ms;

@@ -131,6 +131,7 @@ nlohmann::json predict(const dtlab::Config& config, const MachineProfile* profil
                  {"time_ms", step.comm_ms},
                  {"exposed_ms", step.exposed_comm_ms},
                  {"overlap_lost_ms", step.overlap_lost_ms},
+                 {"overlap_lost_in_node_ms", step.overlap_lost_in_node_ms},
                  {"by_op", by_op}};
     j["compute_ms"] = step.compute_ms;
     j["optimizer_ms"] = step.optimizer_ms;
@@ -148,11 +149,9 @@ nlohmann::json predict(const dtlab::Config& config, const MachineProfile* profil
       row.bytes_per_step += c.bytes * c.count;
     }
     for (const auto& [key, row] : rows) by_op.push_back(op_row_json(row, null));
-    j["comm"] = {{"bytes_per_step", plan.step_bytes()},
-                 {"time_ms", null},
-                 {"exposed_ms", null},
-                 {"overlap_lost_ms", null},
-                 {"by_op", by_op}};
+    j["comm"] = {
+        {"bytes_per_step", plan.step_bytes()}, {"time_ms", null}, {"exposed_ms", null}, {"overlap_lost_ms", null},
+        {"overlap_lost_in_node_ms", null},     {"by_op", by_op}};
     for (const char* key : {"compute_ms", "optimizer_ms", "offload_ms", "step_ms", "tokens_per_s"}) j[key] = null;
     notes.push_back("no machine profile: memory and bytes only (pass --profile, e.g. analysis/profiles/h100_sxm.json)");
   }

@@ -107,9 +107,10 @@ StepPrediction predict_step(const Config& config, const CostPlan& plan, const Ma
   const StrategySpec& spec = strategy_spec(plan.strategy);
   std::map<std::tuple<std::string, std::string, std::string, int>, OpTime> rows;
   std::vector<double> call_ms(plan.collectives.size(), 0.0);
-  double after_backward_ms = 0;  // synchronous after backward: replica all-reduces and the 8-byte all-reduces
-  double scheduled_ms = 0;       // the calls the strategy's schedule places (it may overlap them with compute)
-  double unhideable_ms = 0;      // Σ (1 - overlap_hidden of the call's level) × time over those calls
+  double after_backward_ms = 0;      // synchronous after backward: replica all-reduces and the 8-byte all-reduces
+  double scheduled_ms = 0;           // the calls the strategy's schedule places (it may overlap them with compute)
+  double unhideable_ms = 0;          // Σ (1 - overlap_hidden of the call's level) × time over those calls
+  double unhideable_in_node_ms = 0;  // the same over the calls inside a node
   bool any_inter = false, spans_without_model = false;
   for (size_t i = 0; i < plan.collectives.size(); ++i) {
     const PlannedCollective& c = plan.collectives[i];
@@ -130,7 +131,9 @@ StepPrediction predict_step(const Config& config, const CostPlan& plan, const Ma
     } else {
       const CommModel& level = inter ? *profile.comm.inter_node : profile.comm.intra_node;
       scheduled_ms += ms * static_cast<double>(c.count);
-      unhideable_ms += (1.0 - level.overlap_hidden.value_or(1.0)) * ms * static_cast<double>(c.count);
+      const double unhideable = (1.0 - level.overlap_hidden.value_or(1.0)) * ms * static_cast<double>(c.count);
+      unhideable_ms += unhideable;
+      if (!inter) unhideable_in_node_ms += unhideable;
     }
   }
   for (auto& [key, row] : rows) s.by_op.push_back(row);
@@ -172,6 +175,7 @@ StepPrediction predict_step(const Config& config, const CostPlan& plan, const Ma
   const double overlapped_ms = std::max(0.0, scheduled_ms - exposed);
   if (overlapped_ms > 0 && unhideable_ms > 0) {
     s.overlap_lost_ms = overlapped_ms * unhideable_ms / scheduled_ms;
+    s.overlap_lost_in_node_ms = overlapped_ms * unhideable_in_node_ms / scheduled_ms;
     const double hidden = 1.0 - unhideable_ms / scheduled_ms;
     char note[240];
     if (hidden >= 0)

@@ -59,10 +59,13 @@ struct StepPrediction {
   double comm_ms = 0;          // all collectives of the step back to back
   double exposed_comm_ms = 0;  // the part of the step spent waiting for communication (overlap_lost_ms included)
   double overlap_lost_ms = 0;  // overlapped by the schedule but not hidden: (1 - overlap_hidden) of it
-  double optimizer_ms = 0;     // optimizer update and the other elementwise passes over parameters and gradients
-  double offload_ms = 0;       // host <-> device copies of parallel.offload (synchronous)
-  double step_ms = 0;          // compute + exposed + optimizer + offload
-  double tokens_per_s = 0;     // global_batch × seq_len / step
+  // Of overlap_lost_ms, the part charged to calls inside a node (the intra_node level). On a CPU host that is compute
+  // slowed by the backend's threads on the ranks' cores: it lengthens forward and backward, and no rank waits for it.
+  double overlap_lost_in_node_ms = 0;
+  double optimizer_ms = 0;  // optimizer update and the other elementwise passes over parameters and gradients
+  double offload_ms = 0;    // host <-> device copies of parallel.offload (synchronous)
+  double step_ms = 0;       // compute + exposed + optimizer + offload
+  double tokens_per_s = 0;  // global_batch × seq_len / step
   std::vector<OpTime> by_op;
   std::vector<std::string> notes;
 };

@@ -47,6 +47,20 @@ TEST(Crossover, SeriesAreRunNamesBeforeTheAtSortedByRate) {
   EXPECT_NEAR(*ddp[0].predicted_exposed_pct, 100.0 * 500 / 950, 1e-12);
 }
 
+// The overlap a CPU rank loses to the calls inside its node slows its compute, and no rank waits for it: the
+// predicted exposed share leaves it out, as the measured one (the least wait) does. Older predictions have no such key.
+TEST(Crossover, ThePredictedExposedLeavesOutTheOverlapLostInsideANode) {
+  Scenario sc;
+  sc.runs.push_back(swept_run("fsdp_hybrid@1gbit", 1e9, 1000, 100, 1000, 250));
+  sc.runs.push_back(swept_run("fsdp_hybrid@4gbit", 4e9, 1000, 50, 1000, 130));
+  sc.runs[0].raw["prediction"]["comm"]["overlap_lost_in_node_ms"] = 70.0;
+  const auto points = crossover_series(sc).at("fsdp_hybrid");
+  ASSERT_TRUE(points[0].predicted_exposed_ms.has_value());
+  EXPECT_DOUBLE_EQ(*points[0].predicted_exposed_ms, 180);
+  EXPECT_DOUBLE_EQ(*points[0].predicted_exposed_pct, 18);
+  EXPECT_DOUBLE_EQ(*points[1].predicted_exposed_ms, 130) << "without the key, the prediction's exposed_ms";
+}
+
 // Each measured step's share is its least wait over its step time; a point keeps the lowest and the highest.
 StepRecord step_with_least(std::int64_t n, double step_ms, double least_ms) {
   StepRecord s;

@@ -237,6 +237,9 @@ TEST(StepModel, OverlapCountsOnlyAsFarAsTheProfileSaysComputeHidesIt) {
   EXPECT_NEAR(none.exposed_comm_ms, none.comm_ms, 1e-12);  // nothing hidden: the step pays every collective
   EXPECT_NEAR(none.step_ms, free.step_ms + overlapped, 1e-12);
   EXPECT_EQ(none.comm_ms, free.comm_ms);
+  // Every bucket's all-reduce is inside the one node: all of the lost overlap is the in-node part.
+  EXPECT_DOUBLE_EQ(half.overlap_lost_in_node_ms, half.overlap_lost_ms);
+  EXPECT_DOUBLE_EQ(all.overlap_lost_in_node_ms, 0.0);
 
   // Below 0 (measured on CPU ranks whose cores Gloo's threads share): the overlapped calls cost more than their time.
   p.comm.intra_node.overlap_hidden = -0.5;
@@ -261,7 +264,29 @@ TEST(StepModel, OverlapHiddenOfTheLevelACallCrossesIsTheOneCharged) {
   p.comm.intra_node.overlap_hidden = 0.0;
   EXPECT_EQ(predict_step(c, cost_plan(c, 0), p).exposed_comm_ms, free.exposed_comm_ms);
   p.comm.inter_node->overlap_hidden = 0.0;
-  EXPECT_NEAR(predict_step(c, cost_plan(c, 0), p).exposed_comm_ms, free.comm_ms, 1e-12);
+  const StepPrediction none = predict_step(c, cost_plan(c, 0), p);
+  EXPECT_NEAR(none.exposed_comm_ms, free.comm_ms, 1e-12);
+  ASSERT_GT(none.overlap_lost_ms, 0.0);
+  EXPECT_EQ(none.overlap_lost_in_node_ms, 0.0) << "the calls span nodes: none of the loss is inside a node";
+}
+
+TEST(StepModel, TheLostOverlapInsideANodeIsTheIntraLevelsShare) {
+  // HYBRID over 2 nodes of 2 ranks: the shard group's gathers and reduce-scatters stay inside a node, the replica
+  // all-reduce crosses nodes (it runs after backward, so nothing of it is overlapped). With nothing hidden inside a
+  // node and everything across, all of the lost overlap is the in-node part; with the reverse, none of it is.
+  const Config c = tiny({"parallel.strategy=fsdp_hybrid", "parallel.shard_size=2"}, 4);
+  MachineProfile p = synthetic(1e-3);
+  p.compute.matmul_tflops = {{"float32", 1e-3}};
+  p.comm.ranks_per_node = 2;
+  p.comm.inter_node = testing::distinct_comm(1e-3);
+  p.comm.intra_node.overlap_hidden = 0.0;
+  p.comm.inter_node->overlap_hidden = 1.0;
+  const StepPrediction in_node = predict_step(c, cost_plan(c, 0), p);
+  ASSERT_GT(in_node.overlap_lost_ms, 0.0);
+  EXPECT_DOUBLE_EQ(in_node.overlap_lost_in_node_ms, in_node.overlap_lost_ms);
+  p.comm.intra_node.overlap_hidden = 0.5;
+  const StepPrediction half = predict_step(c, cost_plan(c, 0), p);
+  EXPECT_NEAR(half.overlap_lost_in_node_ms, 0.5 * in_node.overlap_lost_in_node_ms, 1e-12);
 }
 
 TEST(StepModel, Zero1ReduceScattersHideBehindTheUnitBeforeGathersAreExposed) {
