@@ -252,14 +252,21 @@ TEST(StepModel, OverlapCountsOnlyAsFarAsTheProfileSaysComputeHidesIt) {
   EXPECT_TRUE(said) << "a note says what the negative figure means";
 }
 
+// A profile with both levels (the inter-node one distinct) and `ranks_per_node` ranks on a node, its compute slow
+// enough that the schedules overlap something.
+MachineProfile two_level_profile(int ranks_per_node) {
+  MachineProfile p = synthetic(1e-3);
+  p.compute.matmul_tflops = {{"float32", 1e-3}};
+  p.comm.ranks_per_node = ranks_per_node;
+  p.comm.inter_node = testing::distinct_comm(1e-3);
+  return p;
+}
+
 TEST(StepModel, OverlapHiddenOfTheLevelACallCrossesIsTheOneCharged) {
   // One node per rank: the bucket all-reduces span nodes, so the inter-node model's overlap_hidden applies, not the
   // intra-node one's.
   const Config c = tiny({"parallel.strategy=ddp", "parallel.bucket_cap_mb=0.01"}, 2);
-  MachineProfile p = synthetic(1e-3);
-  p.compute.matmul_tflops = {{"float32", 1e-3}};
-  p.comm.ranks_per_node = 1;
-  p.comm.inter_node = testing::distinct_comm(1e-3);
+  MachineProfile p = two_level_profile(1);
   const StepPrediction free = predict_step(c, cost_plan(c, 0), p);
   p.comm.intra_node.overlap_hidden = 0.0;
   EXPECT_EQ(predict_step(c, cost_plan(c, 0), p).exposed_comm_ms, free.exposed_comm_ms);
@@ -273,12 +280,9 @@ TEST(StepModel, OverlapHiddenOfTheLevelACallCrossesIsTheOneCharged) {
 TEST(StepModel, TheLostOverlapInsideANodeIsTheIntraLevelsShare) {
   // HYBRID over 2 nodes of 2 ranks: the shard group's gathers and reduce-scatters stay inside a node, the replica
   // all-reduce crosses nodes (it runs after backward, so nothing of it is overlapped). With nothing hidden inside a
-  // node and everything across, all of the lost overlap is the in-node part; with the reverse, none of it is.
+  // node, all of the lost overlap is the in-node part; with half hidden, half as much is lost.
   const Config c = tiny({"parallel.strategy=fsdp_hybrid", "parallel.shard_size=2"}, 4);
-  MachineProfile p = synthetic(1e-3);
-  p.compute.matmul_tflops = {{"float32", 1e-3}};
-  p.comm.ranks_per_node = 2;
-  p.comm.inter_node = testing::distinct_comm(1e-3);
+  MachineProfile p = two_level_profile(2);
   p.comm.intra_node.overlap_hidden = 0.0;
   p.comm.inter_node->overlap_hidden = 1.0;
   const StepPrediction in_node = predict_step(c, cost_plan(c, 0), p);
