@@ -75,7 +75,8 @@ TEST(Predict, KeysAreExactlyTheDocumentedOnes) {
     EXPECT_EQ(keys_of(j), sorted(prediction_keys()));
     EXPECT_EQ(keys_of(j["memory_bytes"]), sorted({"params", "grads", "optimizer", "buffers", "activations", "logits",
                                                   "peak", "host", "device_peak"}));
-    EXPECT_EQ(keys_of(j["comm"]), sorted({"bytes_per_step", "time_ms", "exposed_ms", "overlap_lost_ms", "by_op"}));
+    EXPECT_EQ(keys_of(j["comm"]), sorted({"bytes_per_step", "time_ms", "exposed_ms", "overlap_lost_ms",
+                                          "overlap_lost_in_node_ms", "by_op"}));
     ASSERT_FALSE(j["comm"]["by_op"].empty());
     EXPECT_EQ(keys_of(j["comm"]["by_op"][0]),
               sorted({"op", "algorithm", "dtype", "group_size", "count", "bytes_per_step", "time_ms"}));
