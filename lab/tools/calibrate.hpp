@@ -9,7 +9,8 @@
 //      head), per dtype float32 | bfloat16 | float16, weighted as the model weights them (n_layers blocks + one
 //      head) -> compute.matmul_tflops.<dtype>
 //   2. a short training step of the same shape with the single strategy (warm-up steps excluded), at the config's
-//      micro-batch B and at micro-batch 1: the line t(T) = fixed + T·k through the two forward + backward times
+//      micro-batch B and at micro-batch 1 (and at half the width, below), one step of each in turn so that all see
+//      the same machine: the line t(T) = fixed + T·k through the two forward + backward medians
 //      -> compute.gemm_overhead_us (fixed / linear layers), and the model FLOP rate of the part that grows with
 //      the tokens (6N + 12·L·h·s per token) over the matmul rate of the config's dtype
 //      -> compute.train_efficiency; for an fp32 config the same in bf16 -> compute.train_efficiency_by_dtype;

@@ -44,9 +44,10 @@ struct Budget {
 Budget gemm_budget(bool quick) { return quick ? Budget{2, 0.0, 2.0} : Budget{5, 0.5, 10.0}; }
 Budget small_budget(bool quick) { return quick ? Budget{3, 0.0, 1.0} : Budget{10, 1.0, 10.0}; }
 int train_warmup_steps(bool quick) { return quick ? 1 : 2; }
-// Timed training steps: up to max_timed, but no more once at least min_timed have taken enough_seconds. A CPU without
-// native bf16 (AVX2 only) takes about 7 s per bf16 step of `small` (13 s with three companions), where six steps
-// would cost most of a minute per measurement; an fp32 step there takes 0.6-1.3 s, so fp32 keeps its six.
+// Timed training steps of configurations timed in turn: up to max_timed rounds (one step of each), but no more once at
+// least min_timed rounds have taken enough_seconds per configuration. A CPU without native bf16 (AVX2 only) takes about
+// 7 s per bf16 step of `small` (13 s with three companions), where six steps would cost most of a minute per
+// measurement; an fp32 step there takes 0.6-1.3 s, so fp32 keeps its six.
 struct TrainStepCount {
   int min_timed, max_timed;
   double enough_seconds;
@@ -136,51 +137,84 @@ double measure_adamw_ms(const TrainConfig& train, int64_t n, bool quick, const T
   return median_or_zero(repeats);
 }
 
-// Median forward+backward and whole-step times of the single strategy on one micro-batch of `run`, on `device` as
-// the trainer runs it (the model made on the host, then moved; batches copied through pinned memory; each timed part
-// ends with a device synchronize).
+// One configuration of the single strategy, ready to train on one micro-batch as the trainer runs it on `device` (the
+// model made on the host, then moved; batches copied through pinned memory; each timed part ends with a device
+// synchronize).
+class StepRunner {
+ public:
+  StepRunner(const Config& run, const StrategyFactory& make_strategy, const TrainDevice& device)
+      : device_(device),
+        strategy_(make_strategy(std::string(kReferenceStrategy))),
+        model_(std::make_shared<GPT>(run.model, run.train.seed)),
+        source_(make_token_source(run.data, run.model.vocab_size)),
+        sampler_(*source_, run.model.seq_len, run.train.global_batch, run.train.micro_batch, 1, 0, 1, run.data.seed) {
+    if (device_.cuda()) model_->to(device_.device);
+    strategy_->wrap(model_, run, world_);
+    loss_weight_ = 1.0 / static_cast<double>(sampler_.global_target_count(0));
+  }
+
+  // Trains one step; returns its forward+backward and whole-step times in ms.
+  std::pair<double, double> step() {
+    Batch batch = sampler_.batch(step_++, 0);
+    synchronize(device_);
+    const auto t0 = Clock::now();
+    batch.inputs = to_device(batch.inputs, device_);
+    batch.targets = to_device(batch.targets, device_);
+    strategy_->zero_grad();
+    strategy_->forward_backward(batch, loss_weight_, true);
+    strategy_->finish_gradients();
+    synchronize(device_);
+    const double fwd_bwd = 1e3 * seconds_since(t0);
+    strategy_->scale_gradients(1.0 / (std::sqrt(strategy_->grad_sum_of_squares()) + 1.0));  // as clipping does
+    strategy_->optimizer_step(1e-4);
+    synchronize(device_);
+    return {fwd_bwd, 1e3 * seconds_since(t0)};
+  }
+
+ private:
+  TrainDevice device_;
+  SingleProcessWorld world_;
+  std::unique_ptr<Strategy> strategy_;
+  std::shared_ptr<GPT> model_;
+  std::unique_ptr<TokenSource> source_;
+  Sampler sampler_;
+  double loss_weight_ = 0;
+  int64_t step_ = 0;
+};
+
+// Median forward+backward and whole-step times of the single strategy on one micro-batch of each of `runs`, their
+// steps taken in turn (one of each per round, after the warm-up steps of each). The fixed part of a micro-step is a
+// difference between two of these medians: timed in turn, both see the same machine, where timed one after the other
+// a minute of load or frequency change fell on one alone (the fourteenth session's micro-batch-1 step came out 13%
+// below every other calibration's, and the fixed part 7 times smaller).
 struct TrainStepTimes {
   double fwd_bwd_ms = 0, step_ms = 0;
   std::vector<double> fwd_bwd_repeats, step_repeats;
 };
-TrainStepTimes measure_train_step(const Config& run, bool quick, const StrategyFactory& make_strategy,
-                                  const TrainDevice& device) {
-  auto strategy = make_strategy(std::string(kReferenceStrategy));
-  SingleProcessWorld world;
-  auto model = std::make_shared<GPT>(run.model, run.train.seed);
-  if (device.cuda()) model->to(device.device);
-  auto source = make_token_source(run.data, run.model.vocab_size);
-  Sampler sampler(*source, run.model.seq_len, run.train.global_batch, run.train.micro_batch, 1, 0, 1, run.data.seed);
-  strategy->wrap(model, run, world);
-  const double loss_weight = 1.0 / static_cast<double>(sampler.global_target_count(0));
-  TrainStepTimes t;
-  const int warmup = train_warmup_steps(quick);
+std::vector<TrainStepTimes> measure_train_steps_in_turn(const std::vector<Config>& runs, bool quick,
+                                                        const StrategyFactory& make_strategy,
+                                                        const TrainDevice& device) {
+  std::vector<std::unique_ptr<StepRunner>> runners;
+  for (const Config& run : runs) runners.push_back(std::make_unique<StepRunner>(run, make_strategy, device));
+  for (int step = 0; step < train_warmup_steps(quick); ++step)
+    for (auto& runner : runners) runner->step();
+  std::vector<TrainStepTimes> times(runs.size());
   const TrainStepCount timed = train_timed_steps(quick);
   double timed_seconds = 0;
-  for (int step = 0; static_cast<int>(t.step_repeats.size()) < timed.max_timed; ++step) {
-    Batch batch = sampler.batch(step, 0);
-    synchronize(device);
-    const auto t0 = Clock::now();
-    batch.inputs = to_device(batch.inputs, device);
-    batch.targets = to_device(batch.targets, device);
-    strategy->zero_grad();
-    strategy->forward_backward(batch, loss_weight, true);
-    strategy->finish_gradients();
-    synchronize(device);
-    const double fb = 1e3 * seconds_since(t0);
-    strategy->scale_gradients(1.0 / (std::sqrt(strategy->grad_sum_of_squares()) + 1.0));  // as clipping does
-    strategy->optimizer_step(1e-4);
-    synchronize(device);
-    if (step >= warmup) {
-      t.fwd_bwd_repeats.push_back(fb);
-      t.step_repeats.push_back(1e3 * seconds_since(t0));
-      timed_seconds += t.step_repeats.back() / 1e3;
-      if (static_cast<int>(t.step_repeats.size()) >= timed.min_timed && timed_seconds >= timed.enough_seconds) break;
+  for (int round = 1; round <= timed.max_timed; ++round) {
+    for (size_t i = 0; i < runners.size(); ++i) {
+      const auto [fwd_bwd, whole] = runners[i]->step();
+      times[i].fwd_bwd_repeats.push_back(fwd_bwd);
+      times[i].step_repeats.push_back(whole);
+      timed_seconds += whole / 1e3;
     }
+    if (round >= timed.min_timed && timed_seconds >= timed.enough_seconds * static_cast<double>(runs.size())) break;
   }
-  t.fwd_bwd_ms = median_or_zero(t.fwd_bwd_repeats);
-  t.step_ms = median_or_zero(t.step_repeats);
-  return t;
+  for (TrainStepTimes& t : times) {
+    t.fwd_bwd_ms = median_or_zero(t.fwd_bwd_repeats);
+    t.step_ms = median_or_zero(t.step_repeats);
+  }
+  return times;
 }
 
 }  // namespace
@@ -236,14 +270,32 @@ ComputeCalibration calibrate_compute(const Config& config, int threads, bool qui
   for (const std::string& dtype : step_dtypes) {
     Config run = single;
     run.precision.param_dtype = dtype;
-    const TrainStepTimes times = measure_train_step(run, quick, make_strategy, device);
+    // The config's micro-batch, then micro-batch 1 (when the config's is larger), then half the width (d_model and
+    // ffn_hidden halved; the layers, heads and tokens kept: a narrow model's GEMMs run below a wide one's, and the
+    // studies train both) when the model accepts that shape (heads divide the width, an even head size for RoPE).
+    std::vector<Config> runs = {run};
+    if (batch > 1) {
+      Config one = run;
+      one.train.micro_batch = one.train.global_batch = 1;
+      runs.push_back(one);
+    }
+    Config narrow = run;
+    narrow.model.d_model /= 2;
+    narrow.model.ffn_hidden = std::max<int64_t>(1, narrow.model.ffn_hidden / 2);
+    bool narrow_valid = true;
+    try {
+      validate(narrow);
+    } catch (const ConfigError&) {
+      narrow_valid = false;
+    }
+    if (narrow_valid) runs.push_back(narrow);
+    const std::vector<TrainStepTimes> measured = measure_train_steps_in_turn(runs, quick, make_strategy, device);
+    const TrainStepTimes& times = measured.front();
     const std::string name = profile_dtype(dtype);
     double overhead_ms = 0;
     json one_row = nullptr;
     if (batch > 1) {
-      Config one = run;
-      one.train.micro_batch = one.train.global_batch = 1;
-      const TrainStepTimes small = measure_train_step(one, quick, make_strategy, device);
+      const TrainStepTimes& small = measured[1];
       overhead_ms = std::max(
           0.0, (static_cast<double>(batch) * small.fwd_bwd_ms - times.fwd_bwd_ms) / static_cast<double>(batch - 1));
       // The tokens always cost something, at both sizes (a noisy pair could put micro-batch 1 above B's time).
@@ -260,22 +312,12 @@ ComputeCalibration calibrate_compute(const Config& config, int threads, bool qui
                            {"model_tflops", model_tflops},
                            {"micro_batch_1", one_row},
                            {"overhead_ms_per_micro_step", overhead_ms},
-                           {"efficiency_uncapped", raw_efficiency}};
-    // The same at half the width (d_model and ffn_hidden halved; the layers, heads and tokens kept): a narrow model's
-    // GEMMs run below a wide one's, and the studies train both. Its fixed part is the one just measured (the same
-    // linear layers at the same micro-batch sizes).
+                           {"efficiency_uncapped", raw_efficiency},
+                           {"timed_in_turn", runs.size()}};
+    // The narrow model's fixed part is the one just measured (the same linear layers at the same micro-batch sizes).
     c.train_efficiency_by_width[name][run.model.d_model] = c.train_efficiency_by_dtype[name];
-    Config narrow = run;
-    narrow.model.d_model /= 2;
-    narrow.model.ffn_hidden = std::max<int64_t>(1, narrow.model.ffn_hidden / 2);
-    bool narrow_valid = true;  // a shape the model accepts (heads divide the width, an even head size for RoPE)
-    try {
-      validate(narrow);
-    } catch (const ConfigError&) {
-      narrow_valid = false;
-    }
     if (narrow_valid) {
-      const TrainStepTimes narrow_times = measure_train_step(narrow, quick, make_strategy, device);
+      const TrainStepTimes& narrow_times = measured.back();
       const double narrow_flops = model_counts(narrow.model).flops_per_token * static_cast<double>(c.tokens);
       const double narrow_growing_ms = std::max(1e-3, narrow_times.fwd_bwd_ms - overhead_ms);
       const double narrow_efficiency = narrow_flops / (narrow_growing_ms / 1e3) / 1e12 / c.matmul_tflops.at(name);

@@ -54,6 +54,7 @@ std::vector<OverlapRunPlan> candidate_runs(const CalibrateOptions& options, cons
       run.strategy = config.parallel.strategy;
       run.overlapped_ms = s.overlap_lost_ms;
       run.base_ms = s.compute_ms + s.exposed_comm_ms - s.overlap_lost_ms;
+      run.compute_ms = s.compute_ms;
     } catch (const std::exception&) {
       continue;  // a strategy this config does not validate for: not a candidate
     }
@@ -62,9 +63,9 @@ std::vector<OverlapRunPlan> candidate_runs(const CalibrateOptions& options, cons
   return runs;
 }
 
-// Trains one run into `out`; returns its forward + backward + comm_wait medians.
-double train_and_measure(const CalibrateOptions& options, const std::string& config_path, const OverlapRunPlan& run,
-                         const fs::path& out, std::string& command) {
+// Trains one run into `out`; returns its forward, backward and comm_wait medians.
+OverlapRunPhases train_and_measure(const CalibrateOptions& options, const std::string& config_path,
+                                   const OverlapRunPlan& run, const fs::path& out, std::string& command) {
   std::vector<std::string> args = {self_exe(), "launch", "-n",       std::to_string(options.ranks),
                                    self_exe(), "train",  "--config", config_path};
   args.insert(args.end(), run.overrides.begin(), run.overrides.end());
@@ -80,7 +81,7 @@ double train_and_measure(const CalibrateOptions& options, const std::string& con
   const json result = read_json_file((out / "result.json").string(), "the overlap run exited 0 but wrote no");
   const json& phases = result.at("summary").at("phases_ms");
   const auto median_of = [&](const char* phase) { return phases.at(phase).at("median").get<double>(); };
-  return median_of("forward") + median_of("backward") + median_of("comm_wait");
+  return {median_of("forward"), median_of("backward"), median_of("comm_wait")};
 }
 
 }  // namespace
@@ -129,10 +130,12 @@ OverlapFit fit_overlap_in_training(const CalibrateOptions& options, const analys
   for (int i = 0; i < pairs; ++i) {  // in turn, so the two runs of a pair share the machine's state of the moment
     const std::string n = std::to_string(i);
     OverlapPair pair;
-    pair.reference_ms =
+    pair.reference_phases =
         train_and_measure(options, config_path, fit.reference, scratch / ("reference_" + n), fit.reference_command);
-    pair.overlapping_ms =
+    pair.overlapping_phases =
         train_and_measure(options, config_path, fit.overlapping, scratch / ("overlapping_" + n), fit.command);
+    pair.reference_ms = pair.reference_phases.sum();
+    pair.overlapping_ms = pair.overlapping_phases.sum();
     pair.unclamped = overlap_hidden_of_pair(fit.overlapping, fit.reference, pair.overlapping_ms, pair.reference_ms);
     figures.push_back(pair.unclamped);
     fit.pairs.push_back(pair);
@@ -168,12 +171,18 @@ json apply_overlap_fit(const OverlapFit& fit, int ranks, analysis::MachineProfil
     return json{{"strategy", run.strategy},
                 {"command", command},
                 {"base_ms", run.base_ms},
+                {"compute_ms", run.compute_ms},
                 {"overlapped_ms", run.overlapped_ms}};
+  };
+  const auto phases_record = [](const OverlapRunPhases& p) {
+    return json{{"forward", p.forward}, {"backward", p.backward}, {"comm_wait", p.comm_wait}};
   };
   json pairs = json::array();
   for (const OverlapPair& pair : fit.pairs)
     pairs.push_back({{"overlapping_ms", pair.overlapping_ms},
                      {"reference_ms", pair.reference_ms},
+                     {"overlapping_phases_ms", phases_record(pair.overlapping_phases)},
+                     {"reference_phases_ms", phases_record(pair.reference_phases)},
                      {"overlap_hidden_unclamped", pair.unclamped}});
   return {{"overlapping", run_record(fit.overlapping, fit.command)},
           {"reference", run_record(fit.reference, fit.reference_command)},

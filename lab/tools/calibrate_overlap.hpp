@@ -30,13 +30,21 @@ struct OverlapRunPlan {
   std::string strategy;                // parallel.strategy of the run
   std::vector<std::string> overrides;  // every override the run is launched with
   double base_ms = 0;                  // predicted compute + exposed communication, overlapped calls left out
+  double compute_ms = 0;               // of which compute (forward + backward)
   double overlapped_ms = 0;            // what the schedule overlaps with compute
+};
+
+// A run's phase medians (ms) of the timed steps.
+struct OverlapRunPhases {
+  double forward = 0, backward = 0, comm_wait = 0;
+  double sum() const { return forward + backward + comm_wait; }
 };
 
 // One pair's measurements (forward + backward + comm_wait, phase medians of each run) and the figure it gives.
 struct OverlapPair {
   double overlapping_ms = 0;
   double reference_ms = 0;
+  OverlapRunPhases overlapping_phases, reference_phases;  // the parts of the two sums, kept in calibration.json
   double unclamped = 0;  // 1 - ((overlapping - reference) - (base difference)) / (overlapped difference)
 };
 

@@ -125,6 +125,13 @@ TEST(Calibrate, QuickWritesALoadableMeasuredProfile) {
       return s.compute_ms + s.exposed_comm_ms;
     };
     const double measured = pair.at("overlapping_ms").get<double>() - pair.at("reference_ms").get<double>();
+    for (const char* run : {"overlapping", "reference"}) {  // the parts recorded beside each sum are its parts
+      const nlohmann::json& phases = pair.at(std::string(run) + "_phases_ms");
+      EXPECT_NEAR(phases.at("forward").get<double>() + phases.at("backward").get<double>() +
+                      phases.at("comm_wait").get<double>(),
+                  pair.at(std::string(run) + "_ms").get<double>(), 1e-9)
+          << run;
+    }
     const double predicted = predicted_ms(overlapping) - predicted_ms(reference);
     if (figure <= 1.0) {
       EXPECT_NEAR(predicted, measured, 1e-6 * predicted_ms(overlapping)) << pair.dump();
