@@ -511,9 +511,13 @@ std::optional<bool> print_crossover(const AccuracySummary& s, std::ostream& out,
       out << "    at " << fmt("%.0f Mbit/s", p.rate_mbps) << " exposed communication is " << fmt("%.0f", p.exposed_pct)
           << "% of the measured step (" << fmt("%.0f", p.exposed_ms) << " ms), predicted "
           << fmt("%.0f", *p.predicted_exposed_pct) << "% (" << fmt("%.0f", *p.predicted_exposed_ms) << " ms)";
-      if (p.least_wait)
+      if (p.least_wait) {
         out << "; the least wait of any rank, rank 0 waited " << fmt("%.0f", p.rank0_wait_ms) << " ms";
-      else if (c.oversubscribed)
+        if (c.oversubscribed)
+          out << ". The ranks outnumber the cores: even the rank that reaches a collective last waits while peers "
+                 "that are not running take their turns in it, a floor under the wait that the model lacks (it gives "
+                 "each rank a core)";
+      } else if (c.oversubscribed)
         out << ": the ranks outnumber the cores, so a rank's wait also holds a peer that is not running, and the "
                "model gives each rank a core (these results lack the least wait of any rank, which leaves that out)";
       // Measured over predicted by no more than what the model counts as hidden behind compute: the collectives

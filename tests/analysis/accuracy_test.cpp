@@ -545,6 +545,23 @@ TEST(Accuracy, TheCrossoverCountsTheLeastWaitOfAnyRank) {
                        "    the 40 ms measured over the prediction are within the 50 ms it counts as hidden"))
       << out.str();
 
+  // With more ranks than cores, the line names the floor that peers taking turns on the cores put under even the
+  // least wait.
+  const std::vector<RunResult> alone = sc.runs;
+  for (RunResult& r : sc.runs) {
+    r.world_size = 4;
+    r.cpu = RunResult::Cpu{};
+    r.cpu->cores = 2;
+  }
+  std::ostringstream crowded;
+  print_accuracy(evaluate_accuracy({sc}), crowded);
+  EXPECT_TRUE(contains(crowded.str(),
+                       "rank 0 waited 100 ms. The ranks outnumber the cores: even the rank that "
+                       "reaches a collective last waits"))
+      << crowded.str();
+  EXPECT_FALSE(contains(out.str(), "The ranks outnumber the cores")) << "2 ranks on their own cores: " << out.str();
+  sc.runs = alone;
+
   // Without the least wait, rank 0's wait counts: "even" never falls under 10%.
   for (RunResult& r : sc.runs) r.comm_wait_least_ms_median.reset();
   EXPECT_EQ(evaluate_accuracy({sc}).crossovers[0].measured.kind, Crossing::above_range);
