@@ -375,7 +375,7 @@ json profile_document(const CalibrateOptions& options, const Config& config, con
                   std::to_string(compute.tokens) + " rows, median over repeats");
   notes.push_back("train_efficiency: forward+backward model FLOP rate of one " + compute.train_dtype +
                   " micro-batch over the matmul rate (optimizer excluded: memory_GBps covers it), its fixed part "
-                  "(gemm_overhead_us) taken out; by dtype for bf16");
+                  "(gemm_overhead_us) taken out; by dtype for bf16 and fp16 (an fp32 config times all three)");
   notes.push_back("train_efficiency_by_width: the same at d_model=" + std::to_string(config.model.d_model) +
                   " and at half of it (ffn_hidden halved too), against the same matmul rate; the compute model "
                   "interpolates between the widths on log2(d_model)");

@@ -13,7 +13,7 @@
 //      the same machine: the line t(T) = fixed + T·k through the two forward + backward medians
 //      -> compute.gemm_overhead_us (fixed / linear layers), and the model FLOP rate of the part that grows with
 //      the tokens (6N + 12·L·h·s per token) over the matmul rate of the config's dtype
-//      -> compute.train_efficiency; for an fp32 config the same in bf16 -> compute.train_efficiency_by_dtype;
+//      -> compute.train_efficiency; for an fp32 config the same in bf16 and fp16 -> compute.train_efficiency_by_dtype;
 //      each dtype's step again at half the width (d_model, ffn_hidden) -> compute.train_efficiency_by_width
 //   3. the rest of that step (gradient norm, scaling, AdamW): the step model's elementwise_bytes() of it over its
 //      measured time -> compute.memory_GBps, so the predicted optimizer time reproduces the measured one (the
@@ -98,7 +98,7 @@ struct ComputeCalibration {
   double step_ms = 0;                           // median whole step: + gradient norm and optimizer
   double model_tflops = 0;                      // model FLOPs of fwd + bwd / fwd_bwd_ms
   double train_efficiency = 0;  // the rate of the token-growing part / matmul_tflops[train_dtype], capped at 1
-  std::map<std::string, double> train_efficiency_by_dtype;  // the config's dtype, and bfloat16 for an fp32 config
+  std::map<std::string, double> train_efficiency_by_dtype;  // the config's dtype; bf16 and fp16 too for an fp32 one
   // The same dtypes by model width: the config's d_model and half of it (steps at micro-batch B, the fixed part out)
   std::map<std::string, std::map<int64_t, double>> train_efficiency_by_width;
   std::map<std::string, double> gemm_overhead_us;  // same dtypes: fixed µs per linear layer per micro-step

@@ -56,11 +56,13 @@ TEST(Calibrate, QuickWritesALoadableMeasuredProfile) {
   EXPECT_GT(p.compute.train_efficiency, 0.0);
   EXPECT_LE(p.compute.train_efficiency, 1.0);
   EXPECT_GT(p.compute.memory_GBps, 0.0);
-  ASSERT_TRUE(p.compute.train_efficiency_by_dtype.count("bfloat16")) << "an fp32 config also measures a bf16 step";
-  EXPECT_GT(p.compute.train_efficiency_by_dtype.at("bfloat16"), 0.0);
+  for (const char* dtype : {"bfloat16", "float16"}) {
+    ASSERT_TRUE(p.compute.train_efficiency_by_dtype.count(dtype)) << "an fp32 config also measures a step in " << dtype;
+    EXPECT_GT(p.compute.train_efficiency_by_dtype.at(dtype), 0.0) << dtype;
+  }
   EXPECT_DOUBLE_EQ(p.compute.train_efficiency_by_dtype.at("float32"), p.compute.train_efficiency);
   // Each dtype's step at the config's width and at half of it.
-  for (const char* dtype : {"float32", "bfloat16"}) {
+  for (const char* dtype : {"float32", "bfloat16", "float16"}) {
     ASSERT_TRUE(p.compute.train_efficiency_by_width.count(dtype)) << dtype;
     ASSERT_EQ(p.compute.train_efficiency_by_width.at(dtype).size(), 2u) << dtype;
     const auto& widths = p.compute.train_efficiency_by_width.at(dtype);
@@ -142,7 +144,8 @@ TEST(Calibrate, QuickWritesALoadableMeasuredProfile) {
 
   // The compute model goes through the points it was fitted to: the step at micro-batch 4 always (unless the
   // efficiency hit its cap), and at micro-batch 1 when the fixed part came out inside its bounds.
-  for (const auto& dtypes : {std::pair{"float32", "fp32"}, std::pair{"bfloat16", "bf16"}}) {
+  for (const auto& dtypes :
+       {std::pair{"float32", "fp32"}, std::pair{"bfloat16", "bf16"}, std::pair{"float16", "fp16"}}) {
     const std::string dtype = dtypes.first, config_dtype = dtypes.second;
     ASSERT_TRUE(p.compute.gemm_overhead_us.count(dtype)) << dtype;
     EXPECT_GE(p.compute.gemm_overhead_us.at(dtype), 0.0) << dtype;
