@@ -402,6 +402,16 @@ TEST(Accuracy, AMissedStepTimeNamesThePartTheModelLacks) {
       << out.str();
 }
 
+// The same runs as if on 4 ranks sharing 2 cores (more ranks than cores).
+std::vector<RunResult> on_four_ranks_and_two_cores(std::vector<RunResult> runs) {
+  for (RunResult& r : runs) {
+    r.world_size = 4;
+    r.cpu = RunResult::Cpu{};
+    r.cpu->cores = 2;
+  }
+  return runs;
+}
+
 RunResult swept(const std::string& name, double bps, double step_ms, double wait_ms, double predicted_exposed) {
   RunResult r;
   r.name = name;
@@ -451,11 +461,7 @@ TEST(Accuracy, TheCrossoverRateIsJudgedPerSeries) {
       << out.str();
 
   // With more ranks than cores, the line names the wait for a peer that is not running.
-  for (RunResult& r : sc.runs) {
-    r.world_size = 4;
-    r.cpu = RunResult::Cpu{};
-    r.cpu->cores = 2;
-  }
+  sc.runs = on_four_ranks_and_two_cores(sc.runs);
   std::ostringstream crowded;
   print_accuracy(evaluate_accuracy({sc}), crowded);
   EXPECT_TRUE(contains(crowded.str(), "predicted 2% (8 ms): the ranks outnumber the cores")) << crowded.str();
@@ -547,20 +553,15 @@ TEST(Accuracy, TheCrossoverCountsTheLeastWaitOfAnyRank) {
 
   // With more ranks than cores, the line names the floor that peers taking turns on the cores put under even the
   // least wait.
-  const std::vector<RunResult> alone = sc.runs;
-  for (RunResult& r : sc.runs) {
-    r.world_size = 4;
-    r.cpu = RunResult::Cpu{};
-    r.cpu->cores = 2;
-  }
+  Scenario crowded_scenario = sc;
+  crowded_scenario.runs = on_four_ranks_and_two_cores(sc.runs);
   std::ostringstream crowded;
-  print_accuracy(evaluate_accuracy({sc}), crowded);
+  print_accuracy(evaluate_accuracy({crowded_scenario}), crowded);
   EXPECT_TRUE(contains(crowded.str(),
                        "rank 0 waited 100 ms. The ranks outnumber the cores: even the rank that "
                        "reaches a collective last waits"))
       << crowded.str();
   EXPECT_FALSE(contains(out.str(), "The ranks outnumber the cores")) << "2 ranks on their own cores: " << out.str();
-  sc.runs = alone;
 
   // Without the least wait, rank 0's wait counts: "even" never falls under 10%.
   for (RunResult& r : sc.runs) r.comm_wait_least_ms_median.reset();
