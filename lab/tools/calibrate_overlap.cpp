@@ -130,13 +130,12 @@ OverlapFit fit_overlap_in_training(const CalibrateOptions& options, const analys
   for (int i = 0; i < pairs; ++i) {  // in turn, so the two runs of a pair share the machine's state of the moment
     const std::string n = std::to_string(i);
     OverlapPair pair;
-    pair.reference_phases =
+    pair.reference =
         train_and_measure(options, config_path, fit.reference, scratch / ("reference_" + n), fit.reference_command);
-    pair.overlapping_phases =
+    pair.overlapping =
         train_and_measure(options, config_path, fit.overlapping, scratch / ("overlapping_" + n), fit.command);
-    pair.reference_ms = pair.reference_phases.sum();
-    pair.overlapping_ms = pair.overlapping_phases.sum();
-    pair.unclamped = overlap_hidden_of_pair(fit.overlapping, fit.reference, pair.overlapping_ms, pair.reference_ms);
+    pair.unclamped =
+        overlap_hidden_of_pair(fit.overlapping, fit.reference, pair.overlapping.sum(), pair.reference.sum());
     figures.push_back(pair.unclamped);
     fit.pairs.push_back(pair);
   }
@@ -179,10 +178,10 @@ json apply_overlap_fit(const OverlapFit& fit, int ranks, analysis::MachineProfil
   };
   json pairs = json::array();
   for (const OverlapPair& pair : fit.pairs)
-    pairs.push_back({{"overlapping_ms", pair.overlapping_ms},
-                     {"reference_ms", pair.reference_ms},
-                     {"overlapping_phases_ms", phases_record(pair.overlapping_phases)},
-                     {"reference_phases_ms", phases_record(pair.reference_phases)},
+    pairs.push_back({{"overlapping_ms", pair.overlapping.sum()},
+                     {"reference_ms", pair.reference.sum()},
+                     {"overlapping_phases_ms", phases_record(pair.overlapping)},
+                     {"reference_phases_ms", phases_record(pair.reference)},
                      {"overlap_hidden_unclamped", pair.unclamped}});
   return {{"overlapping", run_record(fit.overlapping, fit.command)},
           {"reference", run_record(fit.reference, fit.reference_command)},

@@ -40,11 +40,9 @@ struct OverlapRunPhases {
   double sum() const { return forward + backward + comm_wait; }
 };
 
-// One pair's measurements (forward + backward + comm_wait, phase medians of each run) and the figure it gives.
+// One pair's measurements (phase medians of each run; the fit uses their sums) and the figure it gives.
 struct OverlapPair {
-  double overlapping_ms = 0;
-  double reference_ms = 0;
-  OverlapRunPhases overlapping_phases, reference_phases;  // the parts of the two sums, kept in calibration.json
+  OverlapRunPhases overlapping, reference;
   double unclamped = 0;  // 1 - ((overlapping - reference) - (base difference)) / (overlapped difference)
 };
 
