@@ -182,15 +182,17 @@ class StepRunner {
   int64_t step_ = 0;
 };
 
-// Median forward+backward and whole-step times of the single strategy on one micro-batch of each of `runs`, their
-// steps taken in turn (one of each per round, after the warm-up steps of each). The fixed part of a micro-step is a
-// difference between two of these medians: timed in turn, both see the same machine, where timed one after the other
-// a minute of load or frequency change fell on one alone (the fourteenth session's micro-batch-1 step came out 13%
-// below every other calibration's, and the fixed part 7 times smaller).
+// Median forward+backward and whole-step times (ms) and their repeats.
 struct TrainStepTimes {
   double fwd_bwd_ms = 0, step_ms = 0;
   std::vector<double> fwd_bwd_repeats, step_repeats;
 };
+
+// Median forward+backward and whole-step times of the single strategy on one micro-batch of each of `runs`, their
+// steps taken in turn (one of each per round, after the warm-up steps of each). The fixed part of a micro-step is a
+// difference between two of these medians: timed in turn, both see the same machine. Timed one block after the
+// other, the fixed part came out between 57 and 412 µs per linear layer in three sessions' calibrations; timed
+// in turn, 0 (docs/performance.md, fifteenth session).
 std::vector<TrainStepTimes> measure_train_steps_in_turn(const std::vector<Config>& runs, bool quick,
                                                         const StrategyFactory& make_strategy,
                                                         const TrainDevice& device) {
