@@ -10,7 +10,8 @@
 //    "source": "dtlab calibrate on <host> ..." | "<datasheet citation>",
 //    "device": "cpu" | "H100 SXM" | ...,
 //    "compute": {"matmul_tflops": {"float32": .., "bfloat16": .., "float16": ..},   // dense GEMM rate per rank
-//                "train_efficiency": 0.45,      // achieved fraction of the matmul rate in a training step
+//                "train_efficiency": 0.45,      // a training step's FLOP rate over the matmul rate, (0, 4]:
+//                                               //   above 1 where the step beats the GEMMs (bf16 held to AVX2)
 //                "train_efficiency_by_dtype": {"bfloat16": 0.2},  // optional: per dtype, wins for that dtype
 //                "train_efficiency_by_width": {"float32": {"128": 0.4, "256": 0.6}},  // optional: per dtype and width
 //                "gemm_overhead_us": {"bfloat16": 900},  // optional: fixed time per linear layer per micro-step
@@ -51,7 +52,7 @@ struct ProfileError : std::runtime_error {
 
 struct ComputeRates {
   std::map<std::string, double> matmul_tflops;  // key: float32 | bfloat16 | float16
-  double train_efficiency = 1.0;                // (0, 1]: training-step FLOP rate / matmul rate
+  double train_efficiency = 1.0;                // (0, 4]: training-step FLOP rate / matmul rate
   // Optional, per dtype (float32 | bfloat16 | float16): a training step in that dtype over that dtype's matmul
   // rate. Wins over train_efficiency for its dtype: on CPUs a bf16 GEMM speeds up far more than a bf16 step.
   std::map<std::string, double> train_efficiency_by_dtype;

@@ -97,7 +97,7 @@ struct ComputeCalibration {
   double fwd_bwd_ms = 0;                        // median forward + backward of one micro-batch
   double step_ms = 0;                           // median whole step: + gradient norm and optimizer
   double model_tflops = 0;                      // model FLOPs of fwd + bwd / fwd_bwd_ms
-  double train_efficiency = 0;  // the rate of the token-growing part / matmul_tflops[train_dtype], capped at 1
+  double train_efficiency = 0;  // the rate of the token-growing part / matmul_tflops[train_dtype] (may pass 1)
   std::map<std::string, double> train_efficiency_by_dtype;  // the config's dtype; bf16 and fp16 too for an fp32 one
   // The same dtypes by model width: the config's d_model and half of it (steps at micro-batch B, the fixed part out)
   std::map<std::string, std::map<int64_t, double>> train_efficiency_by_width;

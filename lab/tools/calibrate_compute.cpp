@@ -308,14 +308,14 @@ ComputeCalibration calibrate_compute(const Config& config, int threads, bool qui
     }
     const double model_tflops = step_flops / (times.fwd_bwd_ms / 1e3) / 1e12;
     const double growing_tflops = step_flops / ((times.fwd_bwd_ms - overhead_ms) / 1e3) / 1e12;
-    const double raw_efficiency = growing_tflops / c.matmul_tflops.at(name);
-    c.train_efficiency_by_dtype[name] = std::min(1.0, raw_efficiency);
+    const double efficiency = growing_tflops / c.matmul_tflops.at(name);
+    c.train_efficiency_by_dtype[name] = efficiency;
     train_details[name] = {{"fwd_bwd_ms", times.fwd_bwd_repeats},
                            {"step_ms", times.step_repeats},
                            {"model_tflops", model_tflops},
                            {"micro_batch_1", one_row},
                            {"overhead_ms_per_micro_step", overhead_ms},
-                           {"efficiency_uncapped", raw_efficiency},
+                           {"efficiency", efficiency},
                            {"timed_in_turn", runs.size()}};
     // The narrow model's fixed part is the one just measured (the same linear layers at the same micro-batch sizes).
     c.train_efficiency_by_width[name][run.model.d_model] = c.train_efficiency_by_dtype[name];
@@ -324,11 +324,11 @@ ComputeCalibration calibrate_compute(const Config& config, int threads, bool qui
       const double narrow_flops = model_counts(narrow.model).flops_per_token * static_cast<double>(c.tokens);
       const double narrow_growing_ms = std::max(1e-3, narrow_times.fwd_bwd_ms - overhead_ms);
       const double narrow_efficiency = narrow_flops / (narrow_growing_ms / 1e3) / 1e12 / c.matmul_tflops.at(name);
-      c.train_efficiency_by_width[name][narrow.model.d_model] = std::min(1.0, narrow_efficiency);
+      c.train_efficiency_by_width[name][narrow.model.d_model] = narrow_efficiency;
       train_details[name]["half_width"] = {{"d_model", narrow.model.d_model},
                                            {"ffn_hidden", narrow.model.ffn_hidden},
                                            {"fwd_bwd_ms", narrow_times.fwd_bwd_repeats},
-                                           {"efficiency_uncapped", narrow_efficiency}};
+                                           {"efficiency", narrow_efficiency}};
     }
     if (dtype != config.precision.param_dtype) continue;
     c.fwd_bwd_ms = times.fwd_bwd_ms;
