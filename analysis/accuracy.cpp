@@ -27,6 +27,7 @@ constexpr const char* kPredictionNotes = "notes";
 constexpr const char* kComputeMs = "compute_ms";
 constexpr const char* kOptimizerMs = "optimizer_ms";
 constexpr const char* kExposedMs = "exposed_ms";
+constexpr const char* kOverlapLostInNodeMs = "overlap_lost_in_node_ms";
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
@@ -149,9 +150,12 @@ std::optional<RunComparison> compare_run(const RunResult& run, const std::string
     StepParts predicted;
     predicted.compute_ms = opt_number(p, kComputeMs, source, "prediction.").value_or(predicted.compute_ms);
     predicted.optimizer_ms = opt_number(p, kOptimizerMs, source, "prediction.").value_or(predicted.optimizer_ms);
-    if (p.contains(schema::kComm))
-      predicted.exposed_comm_ms =
-          opt_number(p.at(schema::kComm), kExposedMs, source, "prediction.comm.").value_or(predicted.exposed_comm_ms);
+    if (p.contains(schema::kComm)) {
+      const json& comm = p.at(schema::kComm);
+      predicted.exposed_comm_ms = opt_number(comm, kExposedMs, source, "prediction.comm.").value_or(std::numeric_limits<double>::quiet_NaN());
+      predicted.compute_slowed_ms = opt_number(comm, kOverlapLostInNodeMs, source, "prediction.comm.").value_or(0.0);
+      predicted.exposed_comm_ms -= predicted.compute_slowed_ms;
+    }
     c.predicted_parts = predicted;
     c.measured_parts = measured_step_parts(raw, source);
   }
@@ -356,7 +360,7 @@ void print_what_the_model_lacks(const AccuracySummary& s, std::ostream& out) {
     if (s.study != "all" && c.scenario != s.study) continue;
     const StepParts& pp = *c.predicted_parts;
     const StepParts& mp = *c.measured_parts;
-    const double predicted[] = {pp.compute_ms, pp.exposed_comm_ms, pp.optimizer_ms};
+    const double predicted[] = {pp.forward_backward_ms(), pp.exposed_comm_ms, pp.optimizer_ms};
     const double measured[] = {mp.compute_ms, mp.exposed_comm_ms, mp.optimizer_ms};
     bool complete = true;
     for (int i = 0; i < 3; ++i) complete = complete && !std::isnan(predicted[i]) && !std::isnan(measured[i]);
@@ -411,8 +415,9 @@ std::optional<bool> print_step_time(const AccuracySummary& s, std::size_t width,
     if (std::abs(err) > kStepTimeTargetPct && c.predicted_parts) {  // where the difference comes from
       const auto part = [](double ms) { return std::isnan(ms) ? std::string("?") : fmt("%.1f", ms); };
       const StepParts& pp = *c.predicted_parts;
-      out << "    " << pad("", width) << "why: predicted compute " << part(pp.compute_ms) << " + exposed comm "
-          << part(pp.exposed_comm_ms) << " + optimizer " << part(pp.optimizer_ms) << " ms";
+      out << "    " << pad("", width) << "why: predicted compute " << part(pp.compute_ms);
+      if (pp.compute_slowed_ms > 0) out << " + " << part(pp.compute_slowed_ms) << " slowed by the node's overlapped calls";
+      out << " + comm wait " << part(pp.exposed_comm_ms) << " + optimizer " << part(pp.optimizer_ms) << " ms";
       if (c.measured_parts) {
         const StepParts& mp = *c.measured_parts;
         out << "; measured forward+backward " << part(mp.compute_ms) << " + comm wait " << part(mp.exposed_comm_ms)

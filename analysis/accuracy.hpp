@@ -74,10 +74,15 @@ struct PredictedMeasured {
 };
 
 // A step split the way both the step model and the trainer's phases split it (ms; NaN when not known).
+// A prediction's comm.exposed_ms counts overlapped calls inside a node that slow the compute they share cores with
+// (comm.overlap_lost_in_node_ms): no rank waits for that time, it lengthens forward and backward. The predicted parts
+// move it from the wait to compute_slowed_ms, so that each part compares with the measured phase it shows up in.
 struct StepParts {
   double compute_ms = std::numeric_limits<double>::quiet_NaN();       // forward + backward (recompute included)
+  double compute_slowed_ms = 0;  // predicted only: forward + backward lengthened by the node's overlapped calls
   double exposed_comm_ms = std::numeric_limits<double>::quiet_NaN();  // waiting for collectives
   double optimizer_ms = std::numeric_limits<double>::quiet_NaN();
+  double forward_backward_ms() const { return compute_ms + compute_slowed_ms; }
 };
 
 // One run's prediction next to its measurement.

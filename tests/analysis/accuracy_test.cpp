@@ -291,9 +291,24 @@ TEST(Accuracy, AStepTimeOutsideTheBoundIsBrokenDown) {
   print_accuracy(s, out);
   EXPECT_TRUE(contains(out.str(), "error  +156.1%   outside")) << out.str();
   EXPECT_TRUE(contains(out.str(),
-                       "why: predicted compute 1010.0 + exposed comm 29.0 + optimizer 11.0 ms; measured "
+                       "why: predicted compute 1010.0 + comm wait 29.0 + optimizer 11.0 ms; measured "
                        "forward+backward 370.0 + comm wait 35.0 + optimizer 3.5 ms (phase medians)"))
       << out.str();
+
+  // Overlapped calls inside a node slow the compute beside them (a CPU host): the step model counts that time in
+  // comm.exposed_ms, but it shows up in forward and backward, so the breakdown sets it beside compute, not the wait.
+  doc["prediction"]["comm"]["overlap_lost_in_node_ms"] = 9.0;
+  const auto slowed = compare_run(run_from(doc), "sharding");
+  ASSERT_TRUE(slowed && slowed->predicted_parts);
+  EXPECT_DOUBLE_EQ(slowed->predicted_parts->exposed_comm_ms, 20.0);
+  EXPECT_DOUBLE_EQ(slowed->predicted_parts->forward_backward_ms(), 1019.0);
+  s.runs = {*slowed};
+  std::ostringstream slowed_out;
+  print_accuracy(s, slowed_out);
+  EXPECT_TRUE(contains(slowed_out.str(),
+                       "why: predicted compute 1010.0 + 9.0 slowed by the node's overlapped calls + comm wait 20.0 + "
+                       "optimizer 11.0 ms; measured forward+backward 370.0"))
+      << slowed_out.str();
 }
 
 TEST(Accuracy, WithoutPredictionsNothingIsJudged) {
