@@ -152,7 +152,8 @@ std::optional<RunComparison> compare_run(const RunResult& run, const std::string
     predicted.optimizer_ms = opt_number(p, kOptimizerMs, source, "prediction.").value_or(predicted.optimizer_ms);
     if (p.contains(schema::kComm)) {
       const json& comm = p.at(schema::kComm);
-      predicted.exposed_comm_ms = opt_number(comm, kExposedMs, source, "prediction.comm.").value_or(std::numeric_limits<double>::quiet_NaN());
+      predicted.exposed_comm_ms =
+          opt_number(comm, kExposedMs, source, "prediction.comm.").value_or(std::numeric_limits<double>::quiet_NaN());
       predicted.compute_slowed_ms = opt_number(comm, kOverlapLostInNodeMs, source, "prediction.comm.").value_or(0.0);
       predicted.exposed_comm_ms -= predicted.compute_slowed_ms;
     }
@@ -416,7 +417,8 @@ std::optional<bool> print_step_time(const AccuracySummary& s, std::size_t width,
       const auto part = [](double ms) { return std::isnan(ms) ? std::string("?") : fmt("%.1f", ms); };
       const StepParts& pp = *c.predicted_parts;
       out << "    " << pad("", width) << "why: predicted compute " << part(pp.compute_ms);
-      if (pp.compute_slowed_ms > 0) out << " + " << part(pp.compute_slowed_ms) << " slowed by the node's overlapped calls";
+      if (pp.compute_slowed_ms > 0)
+        out << " + " << part(pp.compute_slowed_ms) << " slowed by the node's overlapped calls";
       out << " + comm wait " << part(pp.exposed_comm_ms) << " + optimizer " << part(pp.optimizer_ms) << " ms";
       if (c.measured_parts) {
         const StepParts& mp = *c.measured_parts;
