@@ -78,7 +78,7 @@ struct PredictedMeasured {
 // (comm.overlap_lost_in_node_ms): no rank waits for that time, it lengthens forward and backward. The predicted parts
 // move it from the wait to compute_slowed_ms, so that each part compares with the measured phase it shows up in.
 struct StepParts {
-  double compute_ms = std::numeric_limits<double>::quiet_NaN();       // forward + backward (recompute included)
+  double compute_ms = std::numeric_limits<double>::quiet_NaN();  // forward + backward (recompute included)
   double compute_slowed_ms = 0;  // predicted only: forward + backward lengthened by the node's overlapped calls
   double exposed_comm_ms = std::numeric_limits<double>::quiet_NaN();  // waiting for collectives
   double optimizer_ms = std::numeric_limits<double>::quiet_NaN();
