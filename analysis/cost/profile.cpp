@@ -66,12 +66,7 @@ class Reader {
   std::string origin_, path_;
 };
 
-// A training step's efficiency: the rate of its FLOPs that grow with the tokens over the matmul rate of the dtype
-// (GEMMs at the model's shapes). It may pass 1: not all of a step's FLOPs are such GEMMs (attention's run in other
-// kernels), and where those beat the dtype's GEMMs so does the step (with kernels held to AVX2, bf16 and fp16 steps
-// at d_model 128 ran 1.35-1.41x their GEMM rate). Past kMaxTrainEfficiency the GEMMs did not time the step's kernels.
-constexpr double kMaxTrainEfficiency = 4.0;
-
+// A training step's efficiency, (0, kMaxTrainEfficiency] (profile.hpp).
 double efficiency_at(const Reader& r, const std::string& key) {
   const double e = r.positive(key);
   if (e > kMaxTrainEfficiency) {

@@ -50,6 +50,13 @@ struct ProfileError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A training step's efficiency is the rate of its FLOPs that grow with the tokens over the matmul rate of its dtype
+// (GEMMs at the model's shapes). It may pass 1: not all of a step's FLOPs are such GEMMs (attention's run in other
+// kernels), and where those beat the dtype's GEMMs so does the step (with kernels held to AVX2, bf16 and fp16 steps
+// at d_model 128 ran 1.35-1.41x their GEMM rate). The loader refuses more: past it the GEMMs did not time the
+// kernels the step runs.
+inline constexpr double kMaxTrainEfficiency = 4.0;
+
 struct ComputeRates {
   std::map<std::string, double> matmul_tflops;  // key: float32 | bfloat16 | float16
   double train_efficiency = 1.0;                // (0, 4]: training-step FLOP rate / matmul rate
