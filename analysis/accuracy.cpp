@@ -497,6 +497,16 @@ std::optional<bool> print_crossover(const AccuracySummary& s, std::ostream& out,
     }
     return std::string("not predicted");
   };
+  // Whether a crossing lies between the crossings of the lowest and of the highest step shares (an end outside the
+  // swept rates is open).
+  const auto inside = [](const Crossing& x, const std::pair<Crossing, Crossing>& range) {
+    if (x.kind != Crossing::within) return false;
+    const bool above_low = range.first.kind == Crossing::below_range ||
+                           (range.first.kind == Crossing::within && x.rate_mbps >= range.first.rate_mbps);
+    const bool below_high = range.second.kind == Crossing::above_range ||
+                            (range.second.kind == Crossing::within && x.rate_mbps <= range.second.rate_mbps);
+    return above_low && below_high;
+  };
   std::optional<bool> ok;
   for (const CrossoverCheck& c : s.crossovers) {
     out << "  " << c.scenario << "/" << c.series << ": measured " << where(c.measured);
@@ -508,6 +518,10 @@ std::optional<bool> print_crossover(const AccuracySummary& s, std::ostream& out,
       ok = ok.value_or(true) && within;
       explain = explain || !within;
       out << "   x" << fmt("%.2f", *f) << "   " << verdict(within);
+      if (!within && c.measured_range && inside(c.predicted, *c.measured_range))
+        out << "\n    the prediction lies inside the range the measured steps' spread gives the crossing: the "
+               "steps do not pin the crossing down to within x"
+            << fmt("%.1f", kCrossoverFactorTarget);
     } else {
       out << "   not judged (not both inside the swept range)";
     }

@@ -520,6 +520,23 @@ TEST(Accuracy, TheMeasuredCrossingCarriesTheRangeOfItsSteps) {
                        "predicted 1008 Mbit/s   x1.00   met"))
       << out.str();
 
+  // A prediction that misses but lies inside that range: the steps cannot place the crossing within the target's
+  // factor, and the report says so. Predicted 30%, 10%, 2.5%: crossed at 400 Mbit/s (x0.40), inside 353 Mbit/s –
+  // over 1.6 Gbit/s. Predicted 20%, 5%, 1.25%: crossed at 100·4^(2/3) ≈ 252 Mbit/s, below the range: no such line.
+  const std::string inside_line = "the prediction lies inside the range the measured steps' spread gives the crossing";
+  for (const auto& [predicted_exposed, inside] :
+       std::vector<std::pair<std::vector<double>, bool>>{{{300, 50, 10}, true}, {{200, 25, 5}, false}}) {
+    Scenario missed = sc;
+    for (size_t i = 0; i < rates.size(); ++i)
+      missed.runs[i].raw["prediction"]["comm"]["exposed_ms"] = predicted_exposed[i];
+    std::ostringstream missed_out;
+    print_accuracy(evaluate_accuracy({missed}), missed_out);
+    EXPECT_TRUE(contains(missed_out.str(), "MISSED")) << missed_out.str();
+    EXPECT_EQ(contains(missed_out.str(), inside_line + ": the steps do not pin the crossing down to within x1.5"),
+              inside)
+        << missed_out.str();
+  }
+
   // One run without its steps' least waits (an older result): no range.
   sc.runs[1].steps[0].comm_wait_least_ms = std::nan("");
   sc.runs[1].steps.resize(1);
