@@ -29,6 +29,13 @@ std::string pct7(double v) {
   return buf;
 }
 
+// The accuracy report of `s`, as `dtlab report --accuracy` prints it.
+std::string printed(const AccuracySummary& s) {
+  std::ostringstream out;
+  print_accuracy(s, out);
+  return out.str();
+}
+
 json with_memory(json doc) {
   json rank0 = {
       {"rank", 0},          {"params_bytes", 1000},      {"grads_bytes", 1000},      {"optimizer_bytes", 2000},
@@ -303,12 +310,11 @@ TEST(Accuracy, AStepTimeOutsideTheBoundIsBrokenDown) {
   EXPECT_DOUBLE_EQ(slowed->predicted_parts->exposed_comm_ms, 20.0);
   EXPECT_DOUBLE_EQ(slowed->predicted_parts->forward_backward_ms(), 1019.0);
   s.runs = {*slowed};
-  std::ostringstream slowed_out;
-  print_accuracy(s, slowed_out);
-  EXPECT_TRUE(contains(slowed_out.str(),
+  const std::string slowed_text = printed(s);
+  EXPECT_TRUE(contains(slowed_text,
                        "why: predicted compute 1010.0 + 9.0 slowed by the node's overlapped calls + comm wait 20.0 + "
                        "optimizer 11.0 ms; measured forward+backward 370.0"))
-      << slowed_out.str();
+      << slowed_text;
 }
 
 TEST(Accuracy, WithoutPredictionsNothingIsJudged) {
@@ -529,12 +535,9 @@ TEST(Accuracy, TheMeasuredCrossingCarriesTheRangeOfItsSteps) {
     Scenario missed = sc;
     for (size_t i = 0; i < rates.size(); ++i)
       missed.runs[i].raw["prediction"]["comm"]["exposed_ms"] = predicted_exposed[i];
-    std::ostringstream missed_out;
-    print_accuracy(evaluate_accuracy({missed}), missed_out);
-    EXPECT_TRUE(contains(missed_out.str(), "MISSED")) << missed_out.str();
-    EXPECT_EQ(contains(missed_out.str(), inside_line + ": the steps do not pin the crossing down to within x1.5"),
-              inside)
-        << missed_out.str();
+    const std::string text = printed(evaluate_accuracy({missed}));
+    EXPECT_TRUE(contains(text, "MISSED")) << text;
+    EXPECT_EQ(contains(text, inside_line + ": the steps do not pin the crossing down to within x1.5"), inside) << text;
   }
 
   // One run without its steps' least waits (an older result): no range.
