@@ -61,9 +61,10 @@ inline constexpr double kRankingNoisePct = 10.0;
 // The predicted crossover link rate must be within this factor of the measured one.
 inline constexpr double kCrossoverFactorTarget = 1.5;
 
-// The memory categories compared, in display order.
+// The memory categories compared, in display order; the last, kPeak, is the one the peak target judges.
+inline constexpr const char* kPeak = "peak";
 inline constexpr std::array<const char*, 6> kMemoryCategories = {"params",  "grads",       "optimizer",
-                                                                 "buffers", "activations", "peak"};
+                                                                 "buffers", "activations", kPeak};
 
 struct PredictedMeasured {
   double predicted = 0;
