@@ -15,7 +15,7 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-set(DTLAB_EXPORTED_LIBRARIES dtlab_stats dtlab_process dtlab_core dtlab_launch dtlab_catalog dtlab_cost_plans
+set(DTLAB_EXPORTED_LIBRARIES dtlab_stats dtlab_mesh dtlab_process dtlab_core dtlab_launch dtlab_catalog dtlab_cost_plans
     dtlab_analysis dtlab_cost_models)
 foreach(library IN LISTS DTLAB_EXPORTED_LIBRARIES)
   target_compile_features(${library} INTERFACE cxx_std_20)  # the headers need C++20 (std::span, ...): consumers too

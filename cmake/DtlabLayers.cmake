@@ -66,7 +66,7 @@ function(dtlab_forbid_links)
 endfunction()
 
 # The project's rules.
-set(DTLAB_TORCH_FREE_TARGETS dtlab_stats dtlab_process dtlab_core dtlab_launch dtlab_catalog dtlab_cost_plans dtlab_cost_models
+set(DTLAB_TORCH_FREE_TARGETS dtlab_stats dtlab_mesh dtlab_process dtlab_core dtlab_launch dtlab_catalog dtlab_cost_plans dtlab_cost_models
     dtlab_analysis dtlab-report
     dtlab_scenario_runner analysis_tests config_tests layers_tests process_tests study_tests)
 set(DTLAB_RUNTIME_TARGETS dtlab_lab dtlab_gloo dtlab_strategies)

@@ -89,6 +89,12 @@ struct ParallelConfig {
   bool offload = false;
   std::string activation_checkpointing = "none";  // none | full | selective
   int64_t checkpoint_every = 1;                   // full: checkpoint blocks 0, k, 2k, ... (1 = every block)
+  // Model-parallel degrees of the device mesh (lab/mesh.hpp); the ranks left, world / (pp * cp * tp), are the
+  // data-parallel ones `strategy` runs over. Each is 1 until its dimension is built (validation says "not yet").
+  int64_t pp = 1;  // pipeline stages
+  int64_t cp = 1;  // context parallel: ranks that split one sequence
+  int64_t tp = 1;  // tensor parallel: ranks that split each layer's weights
+  int64_t ep = 1;  // expert parallel: borrowed from dp_shard * cp * tp (MoE only)
 };
 
 struct PrecisionConfig {
@@ -147,6 +153,10 @@ struct Config {
   // compute model then takes the node's ranks. CPU threads per rank are cores / host_ranks.
   int64_t host_ranks = 0;
 };
+
+// Ranks that see different data: world_size / (parallel.pp * parallel.cp * parallel.tp), the data-parallel degree
+// of the mesh. The loss and gradients are averaged over them; the batch rule divides by it.
+int64_t data_parallel_size(const Config& config);
 
 // Loads `path` (may be empty: defaults only), applies overrides in order ("section.key=value", value
 // parsed as YAML scalar), applies the model preset, derives train.accumulation and validates.

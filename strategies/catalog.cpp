@@ -45,10 +45,20 @@ const StrategySpec& strategy_spec(std::string_view id) {
                               "' is not available in this build (available: " + known + ")");
 }
 
-int64_t data_parallel_size(const Config& config) {
-  const StrategySpec* spec = find_strategy_spec(config.parallel.strategy);
-  return spec != nullptr && spec->data_parallel_size != nullptr ? spec->data_parallel_size(config) : config.world_size;
+ParallelDims parallel_dims(const Config& config) {
+  const ParallelConfig& p = config.parallel;
+  const int64_t dp = data_parallel_size(config);
+  const StrategySpec* spec = find_strategy_spec(p.strategy);
+  const int64_t shard = spec != nullptr && spec->dp_shard_size != nullptr ? spec->dp_shard_size(config, dp) : 1;
+  return ParallelDims{.pp = p.pp,
+                      .dp_replicate = shard >= 1 && dp % shard == 0 ? dp / shard : 0,
+                      .dp_shard = shard,
+                      .cp = p.cp,
+                      .tp = p.tp,
+                      .ep = p.ep};
 }
+
+DeviceMesh device_mesh(const Config& config) { return DeviceMesh(parallel_dims(config), config.world_size); }
 
 CostPlan cost_plan(const Config& config, int rank) {
   const StrategySpec& spec = strategy_spec(config.parallel.strategy);

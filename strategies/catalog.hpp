@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "lab/mesh.hpp"
 #include "strategies/spec.hpp"
 
 namespace dtlab {
@@ -28,8 +29,10 @@ std::vector<std::string> strategy_ids();
 const StrategySpec& strategy_spec(std::string_view id);
 // nullptr when no strategy of this build has that id.
 const StrategySpec* find_strategy_spec(std::string_view id);
-// Ranks that see different data under config.parallel.strategy (spec.data_parallel_size, else world_size; an
-// unknown strategy counts as world_size, config validation reports it).
-int64_t data_parallel_size(const Config& config);
+// The degrees of the job's mesh: the config's model-parallel ones (parallel.pp, cp, tp, ep) and the data-parallel
+// ranks split by the strategy into dp_replicate x dp_shard (spec.dp_shard_size; an unknown strategy replicates).
+ParallelDims parallel_dims(const Config& config);
+// The mesh of config.world_size ranks. Throws MeshError naming the degrees and the rule they break.
+DeviceMesh device_mesh(const Config& config);
 
 }  // namespace dtlab

@@ -32,6 +32,7 @@ const StrategySpec fsdp_full_shard_spec{
     .check = &check,
     .plan = &plan,
     .exposed_comm_ms = &exposed,
+    .dp_shard_size = &sharded_dp_shard_size<ShardingMode::full_shard>,
     .hooks_unit_outputs = true,
 };
 

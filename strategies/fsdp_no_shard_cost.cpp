@@ -50,6 +50,7 @@ const StrategySpec fsdp_no_shard_spec{
     .check = &check,
     .plan = &plan,
     .exposed_comm_ms = &exposed,
+    .dp_shard_size = &sharded_dp_shard_size<ShardingMode::no_shard>,
     .hooks_unit_outputs = true,
 };
 

@@ -31,6 +31,7 @@ const StrategySpec fsdp_shard_grad_op_spec{
     .check = &check,
     .plan = &plan,
     .exposed_comm_ms = &exposed,
+    .dp_shard_size = &sharded_dp_shard_size<ShardingMode::shard_grad_op>,
     .hooks_unit_outputs = true,
 };
 

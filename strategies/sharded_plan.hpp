@@ -3,6 +3,7 @@
 // (strategies/sharded/sharding.hpp), so the plan and the engine name one schedule.
 #pragma once
 
+#include <cstdint>
 #include <string_view>
 
 #include "lab/config.hpp"
@@ -20,5 +21,12 @@ CostPlan sharded_cost_plan(ShardingMode mode, std::string_view id, const Config&
 // embeddings split across units, hierarchical collectives where `mode` has no two-level form or with Gloo's backend
 // reduce-scatter. Throws std::invalid_argument naming the keys and the way out.
 void check_sharded(ShardingMode mode, std::string_view id, const Config& config);
+
+// The sharded strategies' spec.dp_shard_size: `Mode`'s shard group over the data-parallel ranks (the world for
+// FULL_SHARD, SHARD_GRAD_OP and ZeRO-1; parallel.shard_size or the node for HYBRID; 1 for NO_SHARD).
+template <ShardingMode Mode>
+int64_t sharded_dp_shard_size(const Config& config, int64_t data_parallel) {
+  return shard_group_size(Mode, data_parallel, config.parallel.shard_size, config.ranks_per_node);
+}
 
 }  // namespace dtlab

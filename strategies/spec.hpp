@@ -41,9 +41,10 @@ struct StrategySpec {
   // run synchronously after backward (8-byte all-reduces, phase after-backward), which the step model adds for
   // every strategy. nullptr: no schedule is modelled, every call counts as exposed (and the prediction says so).
   double (*exposed_comm_ms)(const ScheduleInput& in) = nullptr;
-  // Ranks that see different data (the loss and gradients are averaged over them). nullptr: every rank, i.e.
-  // world_size. Tensor- or pipeline-parallel strategies return world / (tp * pp).
-  int64_t (*data_parallel_size)(const Config& config) = nullptr;
+  // How the strategy lays out the `data_parallel` ranks (lab/config.hpp data_parallel_size) on the mesh: the size of
+  // the dp_shard dimension it shards state over; the rest, data_parallel / dp_shard, replicate (dp_replicate).
+  // nullptr: 1, every data-parallel rank a replica (ddp). strategies/catalog.hpp device_mesh() reads it.
+  int64_t (*dp_shard_size)(const Config& config, int64_t data_parallel) = nullptr;
   // The strategy hooks every unit's output in backward (sharded units), which keeps one more activation gradient
   // alive at the peak (analysis/cost/memory_model.hpp activation_peak).
   bool hooks_unit_outputs = false;

@@ -57,6 +57,7 @@ const StrategySpec zero1_spec{
     .check = &check,
     .plan = &plan,
     .exposed_comm_ms = &exposed,
+    .dp_shard_size = &sharded_dp_shard_size<ShardingMode::zero1>,
     .hooks_unit_outputs = true,
 };
 

@@ -6,7 +6,6 @@
 #include <string>
 
 #include "lab/config/config_internal.hpp"
-#include "strategies/catalog.hpp"
 
 namespace dtlab {
 namespace config_internal {
@@ -18,6 +17,13 @@ std::optional<int64_t> checked_product(int64_t a, int64_t b) {
   return product;
 }
 
+// pp * cp * tp, or nullopt when it overflows or a degree is below 1 (the single-key rules report that).
+std::optional<int64_t> model_parallel_degree(const ParallelConfig& p) {
+  if (p.pp < 1 || p.cp < 1 || p.tp < 1) return std::nullopt;
+  const auto pc = checked_product(p.pp, p.cp);
+  return pc ? checked_product(*pc, p.tp) : std::nullopt;
+}
+
 std::string show(const std::optional<int64_t>& x) { return x ? std::to_string(*x) : "(overflows int64)"; }
 
 std::string divisors_hint(int64_t n) {
@@ -26,6 +32,36 @@ std::string divisors_hint(int64_t n) {
   for (int64_t d = 1; d <= n; ++d)
     if (n % d == 0) divisors.push_back(std::to_string(d));
   return "; choose one of " + join(divisors, ", ");
+}
+
+// The mesh's model-parallel degrees: their product divides the world (the rest is data parallel), and each
+// dimension is accepted once it is built. The data-parallel split (dp_replicate x dp_shard) and ep's divisibility
+// are the strategy's and the mesh's (strategies/catalog.hpp device_mesh).
+void check_mesh_rules(const Config& c) {
+  const ParallelConfig& p = c.parallel;
+  const auto n = [](int64_t x) { return std::to_string(x); };
+  const auto model_parallel = model_parallel_degree(p);
+  if (!model_parallel || c.world_size % *model_parallel != 0) {
+    const std::string key = p.tp > 1 ? "parallel.tp" : p.pp > 1 ? "parallel.pp" : "parallel.cp";
+    throw Problem{key, "parallel.pp(" + n(p.pp) + ") * parallel.cp(" + n(p.cp) + ") * parallel.tp(" + n(p.tp) +
+                           ") = " + show(model_parallel) + " does not divide world_size(" + n(c.world_size) +
+                           "); the ranks left over are the data-parallel ones, so choose degrees whose product "
+                           "divides the world"};
+  }
+  // Not built yet: each line goes when its dimension lands (docs/architecture.md, "adding a parallel dimension").
+  const struct {
+    const char* key;
+    int64_t value;
+    const char* what;
+  } unbuilt[] = {{"parallel.tp", p.tp, "tensor parallelism"},
+                 {"parallel.pp", p.pp, "pipeline parallelism"},
+                 {"parallel.cp", p.cp, "context parallelism"},
+                 {"parallel.ep", p.ep, "expert parallelism"}};
+  for (const auto& u : unbuilt)
+    if (u.value != 1)
+      throw Problem{u.key, std::string(u.key) + "=" + n(u.value) + ": " + u.what +
+                               " is not built yet; the mesh accepts only " + u.key +
+                               "=1 in this version (the data-parallel strategies run over every rank)"};
 }
 
 // Rules relating two or more keys. REQUIRES: every single-key rule holds (no zero divisors).
@@ -64,7 +100,8 @@ void check_cross_rules(const Config& c) {
     throw Problem{"train.warmup_steps", "train.warmup_steps=" + n(t.warmup_steps) + " must be < train.steps=" +
                                             n(t.steps) + "; lower warmup_steps or raise steps"};
 
-  // Ranks that see different data: the world, or world / (tp * pp) for a model-parallel strategy.
+  check_mesh_rules(c);
+  // Ranks that see different data: the world over the model-parallel degrees (pp * cp * tp).
   const int64_t dp = data_parallel_size(c);
   const bool dp_is_world = dp == c.world_size;
   const auto per_micro_step = checked_product(t.micro_batch, dp);
@@ -116,11 +153,12 @@ void check_key(const KeySpec& k, const Config& config) {
 }
 
 // accumulation = global_batch / (micro_batch * data-parallel size) when the division is exact; otherwise the batch
-// rule in check_cross_rules() reports it. The data-parallel size is the strategy's (strategies/catalog.hpp): the
-// world for every strategy today, world / (tp * pp) for model-parallel ones.
+// rule in check_cross_rules() reports it.
 void derive_accumulation(Config& config) {
   TrainConfig& t = config.train;
-  const int64_t dp = data_parallel_size(config);
+  const auto model_parallel = model_parallel_degree(config.parallel);
+  if (!model_parallel || config.world_size % *model_parallel != 0) return;  // check_mesh_rules() reports it
+  const int64_t dp = config.world_size / *model_parallel;
   if (t.accumulation != 0 || t.micro_batch < 1 || dp < 1 || t.global_batch < 1) return;
   const auto per_micro_step = checked_product(t.micro_batch, dp);
   if (per_micro_step && t.global_batch % *per_micro_step == 0) t.accumulation = t.global_batch / *per_micro_step;
@@ -156,6 +194,12 @@ std::string memory_limit_refusal(const std::string& text) {
 }
 
 }  // namespace config_internal
+
+int64_t data_parallel_size(const Config& config) {
+  const auto model_parallel = config_internal::model_parallel_degree(config.parallel);
+  if (!model_parallel || config.world_size % *model_parallel != 0) return config.world_size;  // not a valid config
+  return config.world_size / *model_parallel;
+}
 
 int64_t memory_limit_bytes(const MemoryConfig& memory) {
   const auto bytes = config_internal::memory_limit_of(memory.limit);

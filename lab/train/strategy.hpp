@@ -73,7 +73,7 @@ class Strategy {
   virtual void wrap(std::shared_ptr<GPT> model, const Config& config, World& world) = 0;
 
   // REQUIRES: wrap() was called. The trainer's sampler, accumulation and loss sum follow it; dp_size equals the
-  // catalogue's data_parallel_size(config) (strategies/catalog.hpp).
+  // config's data_parallel_size(config) (lab/config.hpp: the world over pp * cp * tp).
   virtual ParallelLayout layout() const = 0;
 
   // Forward + backward of one micro-batch. The loss minimised is loss_sum(batch) * loss_weight

@@ -1,0 +1,159 @@
+// mesh_test.cpp: the device mesh (lab/mesh.hpp) — rank order, groups per dimension and flattened, expert groups,
+// node placement, the degree rules — and the mesh a config gives (strategies/catalog.hpp device_mesh, the
+// config's parallel.pp/cp/tp/ep keys). Torch-free.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "lab/config.hpp"
+#include "lab/mesh.hpp"
+#include "strategies/catalog.hpp"
+
+namespace dtlab {
+namespace {
+
+using Groups = std::vector<std::vector<int>>;
+
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(DeviceMesh, RanksAreRowMajorWithTpInnermost) {
+  // pp 2 x dp_replicate 1 x dp_shard 2 x cp 1 x tp 2 = 8 ranks, written out by hand.
+  const DeviceMesh mesh(ParallelDims{.pp = 2, .dp_shard = 2, .tp = 2}, 8);
+  EXPECT_EQ(mesh.coords(0), (MeshCoords{0, 0, 0, 0, 0}));
+  EXPECT_EQ(mesh.coords(1), (MeshCoords{0, 0, 0, 0, 1}));
+  EXPECT_EQ(mesh.coords(2), (MeshCoords{0, 0, 1, 0, 0}));
+  EXPECT_EQ(mesh.coords(5), (MeshCoords{1, 0, 0, 0, 1}));
+  EXPECT_EQ(mesh.coords(7), (MeshCoords{1, 0, 1, 0, 1}));
+  for (int64_t r = 0; r < 8; ++r) EXPECT_EQ(mesh.rank_at(mesh.coords(r)), r);
+  EXPECT_EQ(mesh.coord(6, MeshDim::pp), 1);
+  EXPECT_EQ(mesh.coord(6, MeshDim::dp_shard), 1);
+  EXPECT_EQ(mesh.coord(6, MeshDim::tp), 0);
+}
+
+TEST(DeviceMesh, GroupsOfOneDimensionAndOfSeveralFlattened) {
+  const DeviceMesh mesh(ParallelDims{.pp = 2, .dp_shard = 2, .tp = 2}, 8);
+  EXPECT_EQ(mesh.groups({MeshDim::tp}), (Groups{{0, 1}, {2, 3}, {4, 5}, {6, 7}}));
+  EXPECT_EQ(mesh.groups({MeshDim::dp_shard}), (Groups{{0, 2}, {1, 3}, {4, 6}, {5, 7}}));
+  EXPECT_EQ(mesh.groups({MeshDim::pp}), (Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}}));
+  EXPECT_EQ(mesh.groups(kDataParallelDims), (Groups{{0, 2}, {1, 3}, {4, 6}, {5, 7}}));
+  EXPECT_EQ(mesh.groups({MeshDim::dp_shard, MeshDim::tp}), (Groups{{0, 1, 2, 3}, {4, 5, 6, 7}}));
+  EXPECT_EQ(mesh.groups({}), (Groups{{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}}));
+  EXPECT_EQ(mesh.group_of(7, {MeshDim::dp_shard}), (std::vector<int>{5, 7}));
+  EXPECT_EQ(mesh.index_in_group(7, {MeshDim::dp_shard}), 1);
+  EXPECT_EQ(mesh.index_in_group(5, {MeshDim::pp}), 1);
+  // Every rank is in exactly one group of every dimension.
+  for (const MeshDim dim : kAllMeshDims) {
+    std::vector<int> seen(8, 0);
+    for (const auto& g : mesh.groups({dim}))
+      for (const int r : g) ++seen[static_cast<size_t>(r)];
+    EXPECT_EQ(seen, std::vector<int>(8, 1)) << mesh_dim_name(dim);
+  }
+}
+
+TEST(DeviceMesh, HybridIsReplicateTimesShard) {
+  const DeviceMesh mesh(ParallelDims{.dp_replicate = 2, .dp_shard = 3}, 6);
+  EXPECT_EQ(mesh.groups({MeshDim::dp_shard}), (Groups{{0, 1, 2}, {3, 4, 5}}));
+  EXPECT_EQ(mesh.groups({MeshDim::dp_replicate}), (Groups{{0, 3}, {1, 4}, {2, 5}}));
+  EXPECT_EQ(mesh.groups(kDataParallelDims), (Groups{{0, 1, 2, 3, 4, 5}}));
+}
+
+TEST(DeviceMesh, ExpertGroupsBorrowFromShardContextAndTensorRanks) {
+  const DeviceMesh mesh(ParallelDims{.dp_replicate = 2, .dp_shard = 2, .tp = 2, .ep = 2}, 8);
+  EXPECT_EQ(mesh.expert_groups(), (Groups{{0, 1}, {2, 3}, {4, 5}, {6, 7}}));
+  const DeviceMesh wide(ParallelDims{.dp_replicate = 2, .dp_shard = 2, .tp = 2, .ep = 4}, 8);
+  EXPECT_EQ(wide.expert_groups(), (Groups{{0, 1, 2, 3}, {4, 5, 6, 7}}));
+}
+
+TEST(DeviceMesh, InnerDimensionsStayInsideANode) {
+  // 2 nodes of 4 ranks: tp (stride 1) and dp_shard (stride 2) fit in a node, pp (stride 4) crosses.
+  const DeviceMesh mesh(ParallelDims{.pp = 2, .dp_shard = 2, .tp = 2}, 8);
+  EXPECT_FALSE(mesh.spans_nodes(MeshDim::tp, 4));
+  EXPECT_FALSE(mesh.spans_nodes(MeshDim::dp_shard, 4));
+  EXPECT_TRUE(mesh.spans_nodes(MeshDim::pp, 4));
+  EXPECT_FALSE(mesh.spans_nodes(MeshDim::cp, 4));  // size 1
+  EXPECT_TRUE(mesh.spans_nodes(MeshDim::dp_shard, 2));
+  EXPECT_FALSE(mesh.spans_nodes(MeshDim::pp, 0));  // one node
+}
+
+TEST(DeviceMesh, DegreesThatDoNotMultiplyToTheWorldAreRefusedNamingEach) {
+  const std::string e = error_of([] { DeviceMesh(ParallelDims{.dp_shard = 2, .tp = 2}, 6); });
+  EXPECT_NE(e.find("pp(1) * dp_replicate(1) * dp_shard(2) * cp(1) * tp(2) = 4 != world_size(6)"), std::string::npos)
+      << e;
+  EXPECT_NE(error_of([] { DeviceMesh(ParallelDims{.tp = 0}, 1); }).find("tp=0 must be >= 1"), std::string::npos);
+  const std::string ep = error_of([] { DeviceMesh(ParallelDims{.dp_replicate = 2, .dp_shard = 3, .ep = 2}, 6); });
+  EXPECT_NE(ep.find("ep(2) must divide dp_shard(3) * cp(1) * tp(1) = 3"), std::string::npos) << ep;
+  EXPECT_NE(error_of([] { DeviceMesh(ParallelDims{}, 1).coords(1); }).find("rank 1 is outside [0, 1)"),
+            std::string::npos);
+}
+
+TEST(DeviceMesh, DescribesAndRecordsItsDegrees) {
+  const DeviceMesh mesh(ParallelDims{.dp_replicate = 2, .dp_shard = 2}, 4);
+  EXPECT_EQ(mesh.describe(), "pp 1 x dp_replicate 2 x dp_shard 2 x cp 1 x tp 1 (ep 1)");
+  EXPECT_EQ(mesh.to_json(), nlohmann::json::parse(R"({"pp":1,"dp_replicate":2,"dp_shard":2,"cp":1,"tp":1,"ep":1})"));
+  for (const MeshDim dim : kAllMeshDims) EXPECT_EQ(parse_mesh_dim(mesh_dim_name(dim)), dim);
+  EXPECT_FALSE(parse_mesh_dim("dp").has_value());
+}
+
+// The mesh each strategy of the catalogue lays its data-parallel ranks on.
+TEST(ConfigMesh, EachStrategyLaysTheDataParallelRanksOnTheMesh) {
+  const auto dims_of = [](const std::string& strategy, int64_t world, std::vector<std::string> more = {}) {
+    more.push_back("parallel.strategy=" + strategy);
+    more.push_back("train.global_batch=" + std::to_string(4 * world));
+    more.push_back("train.micro_batch=4");
+    return device_mesh(load_config_text("", more, world)).dims();
+  };
+  EXPECT_EQ(dims_of("ddp", 4).dp_replicate, 4);
+  EXPECT_EQ(dims_of("ddp", 4).dp_shard, 1);
+  EXPECT_EQ(dims_of("fsdp_full_shard", 4).dp_shard, 4);
+  EXPECT_EQ(dims_of("zero1", 3).dp_shard, 3);
+  EXPECT_EQ(dims_of("fsdp_shard_grad_op", 2).dp_shard, 2);
+  EXPECT_EQ(dims_of("fsdp_no_shard", 4).dp_replicate, 4);
+  const ParallelDims hybrid = dims_of("fsdp_hybrid", 4, {"parallel.shard_size=2"});
+  EXPECT_EQ(hybrid.dp_replicate, 2);
+  EXPECT_EQ(hybrid.dp_shard, 2);
+  EXPECT_EQ(dims_of("single", 1).product(), 1);
+  for (const StrategySpec* spec : strategy_specs()) {
+    const int64_t world = spec->id == kReferenceStrategy ? 1 : 4;
+    const ParallelDims d = dims_of(std::string(spec->id), world);
+    EXPECT_EQ(d.product(), world) << spec->id;
+    EXPECT_EQ(d.data_parallel(), world) << spec->id;
+  }
+}
+
+TEST(ConfigMesh, ModelParallelDegreesDivideTheWorldAndAreNotBuiltYet) {
+  const auto error = [](std::vector<std::string> overrides, int64_t world) {
+    return error_of([&] { load_config_text("", overrides, world); });
+  };
+  // The data-parallel size is the world over the model-parallel degrees.
+  Config c = load_config_text("", {"train.global_batch=16"}, 4);
+  EXPECT_EQ(data_parallel_size(c), 4);
+  c.parallel.tp = 2;
+  EXPECT_EQ(data_parallel_size(c), 2);
+  c.parallel.pp = 2;
+  EXPECT_EQ(data_parallel_size(c), 1);
+  // A product that does not divide the world names every degree and the rule.
+  const std::string e = error({"parallel.tp=2"}, 3);
+  EXPECT_NE(e.find("parallel.pp(1) * parallel.cp(1) * parallel.tp(2) = 2 does not divide world_size(3)"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(error({"parallel.pp=4"}, 2).find("does not divide world_size(2)"), std::string::npos);
+  // A degree that divides is refused as not built yet, naming the key.
+  for (const std::string key : {"parallel.tp", "parallel.pp", "parallel.cp", "parallel.ep"}) {
+    const std::string text = error({key + "=2", "train.global_batch=8"}, 4);
+    EXPECT_NE(text.find(key + "=2: "), std::string::npos) << text;
+    EXPECT_NE(text.find("not built yet"), std::string::npos) << text;
+  }
+  EXPECT_NE(error({"parallel.tp=0"}, 1).find("parallel.tp=0 must be"), std::string::npos);
+  EXPECT_EQ(error({"parallel.tp=1", "parallel.pp=1", "parallel.cp=1", "parallel.ep=1"}, 2), "(no error)");
+}
+
+}  // namespace
+}  // namespace dtlab
