@@ -35,7 +35,7 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/analysis/ DESTINATION ${CMAKE_INSTALL_IN
         FILES_MATCHING PATTERN "*.hpp" PATTERN "profiles" EXCLUDE)
 foreach(header
     lab/config.hpp lab/model_shape.hpp lab/cpu_features.hpp lab/dtype.hpp lab/link_rate.hpp lab/unit_layout.hpp
-    lab/node_layout.hpp
+    lab/node_layout.hpp lab/mesh.hpp
     lab/results_schema.hpp lab/stats.hpp lab/process.hpp lab/launch.hpp lab/launch/cluster.hpp
     lab/instrument/trace.hpp lab/instrument/tensorboard.hpp lab/instrument/clock.hpp
     lab/atomic_file.hpp lab/checkpoint/safetensors.hpp lab/checkpoint/store.hpp
