@@ -38,8 +38,12 @@ TEST(CpuCapability, AtenDispatchesAtTheCapabilityTheEnvironmentAsksFor) {
     return;
   }
   // Unset: ATen picks from the CPU, never above what it has.
-  if (capability == "AVX512") EXPECT_TRUE(cpu.avx512f) << "ATen dispatches AVX-512 kernels on a CPU without AVX-512";
-  if (capability == "AVX2") EXPECT_TRUE(cpu.avx2) << "ATen dispatches AVX2 kernels on a CPU without AVX2";
+  if (capability == "AVX512") {
+    EXPECT_TRUE(cpu.avx512f) << "ATen dispatches AVX-512 kernels on a CPU without AVX-512";
+  }
+  if (capability == "AVX2") {
+    EXPECT_TRUE(cpu.avx2) << "ATen dispatches AVX2 kernels on a CPU without AVX2";
+  }
 }
 
 TEST(CpuCapability, OneDnnsCapIsTheOneTheLabRecords) {
