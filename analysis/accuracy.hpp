@@ -7,6 +7,7 @@
 //
 //   dtlab-report --accuracy results          (same as `dtlab report --accuracy results`)
 //   dtlab-report --accuracy --enforce results   (exit status 3 unless every target is met: a gate for scripts)
+//   dtlab report --accuracy --enforce-only state-bytes,peak-memory results-quick   (only those targets gate: CI)
 //
 // Targets (issue 13, on this machine after `dtlab calibrate`), over every study given:
 //   params / grads / optimizer bytes exact, per run;
@@ -145,9 +146,17 @@ struct AccuracySummary {
 // scenario); when no scenario has that name (or it has no timed predictions) every scenario is used.
 AccuracySummary evaluate_accuracy(const std::vector<Scenario>& scenarios, const std::string& study = "all");
 
-// Prints the figures with a met / missed verdict per line and a closing tally. Returns true when every
-// target that could be judged was met (false also when there is nothing to judge).
-bool print_accuracy(const AccuracySummary& summary, std::ostream& out);
+// The targets by the names `--enforce-only` takes, in the order they are printed. state-bytes and peak-memory are
+// deterministic (the same config gives the same bytes on any machine); the others are timings.
+inline constexpr std::array<const char*, 5> kAccuracyTargets = {"state-bytes", "peak-memory", "step-time", "ranking",
+                                                                "crossover"};
+// Each judged target's verdict by kAccuracyTargets name: true met, false missed, nullopt not judged. crossover is
+// absent when no study sweeps link rates (the target does not apply).
+using AccuracyVerdicts = std::map<std::string, std::optional<bool>>;
+
+// Prints the figures with a met / missed verdict per line and a closing tally; fills `verdicts` when given.
+// Returns true when every target that could be judged was met (false also when there is nothing to judge).
+bool print_accuracy(const AccuracySummary& summary, std::ostream& out, AccuracyVerdicts* verdicts = nullptr);
 
 // Exit status of run_accuracy when `enforce` is set and not every target was met.
 inline constexpr int kAccuracyTargetsNotMet = 3;
@@ -156,6 +165,9 @@ inline constexpr int kAccuracyTargetsNotMet = 3;
 // or no run has a prediction. Otherwise, without `enforce`, 0 (met or not: the figures are the product); with
 // `enforce`, 0 only when print_accuracy() says every target was met, else kAccuracyTargetsNotMet, with a line
 // on `log` saying so (a target that could not be judged is not met: an enforced gate never passes on no data).
-int run_accuracy(const std::vector<std::string>& inputs, std::ostream& out, std::ostream& log, bool enforce = false);
+// `enforce_only` (kAccuracyTargets names; implies enforce) narrows the gate to those targets: each must be judged
+// and met; the others are printed and not enforced. An unknown name returns 2, naming it and the known ones.
+int run_accuracy(const std::vector<std::string>& inputs, std::ostream& out, std::ostream& log, bool enforce = false,
+                 const std::vector<std::string>& enforce_only = {});
 
 }  // namespace dtlab::analysis

@@ -324,12 +324,15 @@ std::optional<bool> print_crossover(const AccuracySummary& s, std::ostream& out,
 
 }  // namespace
 
-bool print_accuracy(const AccuracySummary& s, std::ostream& out) {
+bool print_accuracy(const AccuracySummary& s, std::ostream& out, AccuracyVerdicts* verdicts) {
   if (!print_accuracy_header(s, out)) return false;
   const std::size_t width = run_column_width(s);
   int met = 0, missed = 0, not_judged = 0;
   std::vector<std::string> missed_names;
+  std::size_t target = 0;  // the kAccuracyTargets index of the next tally
   auto tally = [&](std::optional<bool> ok, const std::string& name) {
+    if (verdicts) (*verdicts)[kAccuracyTargets[target]] = ok;
+    ++target;
     if (!ok)
       ++not_judged;
     else if (*ok)
@@ -357,11 +360,45 @@ bool print_accuracy(const AccuracySummary& s, std::ostream& out) {
   return missed == 0 && not_judged == 0;
 }
 
-int run_accuracy(const std::vector<std::string>& inputs, std::ostream& out, std::ostream& log, bool enforce) {
+namespace {
+
+// `--enforce-only`: 0 when each named target was judged and met, else kAccuracyTargetsNotMet with a line on `log`
+// naming each that was missed or not judged.
+int enforce_targets(const AccuracyVerdicts& verdicts, const std::vector<std::string>& names, std::ostream& log) {
+  std::string failed, listed;
+  for (const std::string& name : names) {
+    listed += (listed.empty() ? "" : ",") + name;
+    const auto it = verdicts.find(name);
+    if (it == verdicts.end() || !it->second)
+      failed += (failed.empty() ? "" : ", ") + name + (it == verdicts.end() ? " (does not apply)" : " (not judged)");
+    else if (!*it->second)
+      failed += (failed.empty() ? "" : ", ") + name + " (missed)";
+  }
+  if (failed.empty()) {
+    log << "accuracy: --enforce-only " << listed << ": met\n";
+    return 0;
+  }
+  log << "accuracy: --enforce-only " << listed << ": " << failed << "; exit " << kAccuracyTargetsNotMet << "\n";
+  return kAccuracyTargetsNotMet;
+}
+
+}  // namespace
+
+int run_accuracy(const std::vector<std::string>& inputs, std::ostream& out, std::ostream& log, bool enforce,
+                 const std::vector<std::string>& enforce_only) {
+  for (const std::string& name : enforce_only) {
+    if (std::find(kAccuracyTargets.begin(), kAccuracyTargets.end(), name) != kAccuracyTargets.end()) continue;
+    log << "error: --enforce-only: unknown target '" << name << "' (known:";
+    for (const char* known : kAccuracyTargets) log << " " << known;
+    log << ")\n";
+    return 2;
+  }
   try {
     const AccuracySummary s = evaluate_accuracy(discover(inputs));
-    const bool all_met = print_accuracy(s, out);
+    AccuracyVerdicts verdicts;
+    const bool all_met = print_accuracy(s, out, &verdicts);
     if (s.runs.empty()) return 1;
+    if (!enforce_only.empty()) return enforce_targets(verdicts, enforce_only, log);
     if (enforce && !all_met) {
       log << "accuracy: --enforce: not every target was met (missed or not judged, see the tally above); exit "
           << kAccuracyTargetsNotMet << "\n";

@@ -4,9 +4,10 @@
 //   build/bin/dtlab-report results -o reports/all          # every scenario below results/
 //   build/bin/dtlab-report --accuracy results              # prediction accuracy against the targets (no report)
 //   build/bin/dtlab-report --accuracy --enforce results    # the same, failing unless every target is met
+//   build/bin/dtlab-report --accuracy --enforce-only state-bytes,peak-memory results   # only those targets gate
 //
 // Exit status: 0 report written (or accuracy printed); 1 inputs unreadable, output dir unwritable, or report
-// written with problems; 2 bad usage; 3 --accuracy --enforce and a target missed or not judged.
+// written with problems; 2 bad usage; 3 --accuracy --enforce(-only) and an enforced target missed or not judged.
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <string>
@@ -29,13 +30,20 @@ int main(int argc, char** argv) {
   app.add_flag("--enforce", enforce,
                "with --accuracy: exit 3 unless every target is met (a missed or not-judged target fails)")
       ->needs("--accuracy");
+  std::vector<std::string> enforce_only;
+  app.add_option("--enforce-only", enforce_only,
+                 "with --accuracy: exit 3 unless each of these targets is judged and met (comma-separated: "
+                 "state-bytes, peak-memory, step-time, ranking, crossover)")
+      ->delimiter(',')
+      ->allow_extra_args(false)
+      ->needs("--accuracy");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
   }
-  if (accuracy) return dtlab::analysis::run_accuracy(inputs, std::cout, std::cerr, enforce);
+  if (accuracy) return dtlab::analysis::run_accuracy(inputs, std::cout, std::cerr, enforce, enforce_only);
   if (out_dir.empty()) {
     std::cerr << "dtlab-report: -o,--out is required (or pass --accuracy)\n";
     return 2;

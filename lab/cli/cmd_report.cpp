@@ -16,6 +16,7 @@ Command add_report_command(CLI::App& app) {
     std::vector<std::string> inputs;
     std::string out = "reports/latest";
     bool accuracy = false, enforce = false;
+    std::vector<std::string> enforce_only;
   };
   auto args = std::make_shared<Args>();
   auto* report = app.add_subcommand("report", "render results as HTML + PNG");
@@ -27,8 +28,16 @@ Command add_report_command(CLI::App& app) {
       ->add_flag("--enforce", args->enforce,
                  "with --accuracy: exit 3 unless every target is met (a missed or not-judged target fails)")
       ->needs("--accuracy");
+  report
+      ->add_option("--enforce-only", args->enforce_only,
+                   "with --accuracy: exit 3 unless each of these targets is judged and met (comma-separated: "
+                   "state-bytes, peak-memory, step-time, ranking, crossover)")
+      ->delimiter(',')
+      ->allow_extra_args(false)
+      ->needs("--accuracy");
   return {report, [args] {
-            if (args->accuracy) return analysis::run_accuracy(args->inputs, std::cout, std::cerr, args->enforce);
+            if (args->accuracy)
+              return analysis::run_accuracy(args->inputs, std::cout, std::cerr, args->enforce, args->enforce_only);
             return analysis::render_report(args->inputs, args->out, std::cout);
           }};
 }

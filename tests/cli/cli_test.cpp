@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/cli/input_stamp.hpp"
 #include "tests/strategy/job.hpp"
 
 namespace dtlab {
@@ -21,6 +22,8 @@ namespace {
 namespace fs = std::filesystem;
 const std::string kBin = std::string(DTLAB_BINARY_DIR) + "/bin/";
 const std::string kSource = DTLAB_SOURCE_DIR;
+// What the scenario programs read from the checkout at run time (scenarios/runner.cpp, data_root).
+const std::vector<std::string> kScenarioInputs = {"scenarios/studies", "scenarios/configs"};
 
 nlohmann::json read_json(const fs::path& path) {
   std::ifstream in(path);
@@ -33,7 +36,8 @@ nlohmann::json read_json(const fs::path& path) {
 class Scenarios : public ::testing::Test {
  protected:
   // ctest runs each case as its own process: the first one runs the scenarios, later ones reuse the tree when the
-  // stamp says the same binaries made it.
+  // stamp says the same binaries made it from the same study specs and configs (by content: the programs read them
+  // from the checkout at run time, so an edit needs no rebuild to change the runs).
   static void SetUpTestSuite() {
     work_ = fs::path(::testing::TempDir()) / "dtlab_cli";
     nlohmann::json stamp = nlohmann::json::object();
@@ -44,10 +48,17 @@ class Scenarios : public ::testing::Test {
       stamp[name] = fs::last_write_time(entry.path()).time_since_epoch().count();
       if (name != "dtlab") programs.push_back(entry.path());
     }
-    if (fs::exists(work_ / "stamp.json") && read_json(work_ / "stamp.json")["binaries"] == stamp) {
+    const nlohmann::json inputs = testing::content_stamp(kSource, kScenarioInputs);
+    if (fs::exists(work_ / "stamp.json")) {
       const nlohmann::json recorded = read_json(work_ / "stamp.json");  // named: a loop must not walk a temporary
-      for (const auto& r : recorded["runs"]) runs_.push_back({r["program"], {r["exit_code"], false, 0, r["output"]}});
-      return;
+      const std::string changed = recorded["binaries"] != stamp ? "the scenario programs"
+                                                                : testing::first_difference(recorded["inputs"], inputs);
+      if (changed.empty()) {
+        for (const auto& r : recorded["runs"]) runs_.push_back({r["program"], {r["exit_code"], false, 0, r["output"]}});
+        return;
+      }
+      std::printf("Scenarios: the cached results are stale (%s changed): running every scenario again\n",
+                  changed.c_str());
     }
     fs::remove_all(work_);
     fs::create_directories(work_);
@@ -58,7 +69,10 @@ class Scenarios : public ::testing::Test {
       runs_.push_back({program.filename().string(), job});
       runs.push_back({{"program", program.filename().string()}, {"exit_code", job.exit_code}, {"output", job.output}});
     }
-    std::ofstream(work_ / "stamp.json") << nlohmann::json{{"binaries", stamp}, {"runs", runs}}.dump();
+    std::ofstream(work_ / "stamp.json") << nlohmann::json{
+        {"binaries", stamp},
+        {"inputs", inputs},
+        {"runs", runs}}.dump();
   }
   struct Ran {
     std::string program;
@@ -138,6 +152,14 @@ TEST_F(Scenarios, AccuracyPrintsAVerdictPerTargetAndEnforceReflectsIt) {
   const auto enforced =
       testing::run_job({kBin + "dtlab", "report", "--accuracy", "--enforce", (work_ / "results").string()}, 120);
   EXPECT_EQ(enforced.exit_code, all_met ? 0 : 3) << enforced.output;
+  // The deterministic targets (kept-state bytes exact, peaks within 10%) hold on every quick run; CI enforces them
+  // on `make benchmark QUICK=1` the same way.
+  const auto memory = testing::run_job({kBin + "dtlab", "report", "--accuracy", "--enforce-only",
+                                        "state-bytes,peak-memory", (work_ / "results").string()},
+                                       120);
+  EXPECT_EQ(memory.exit_code, 0) << memory.output;
+  EXPECT_NE(memory.output.find("accuracy: --enforce-only state-bytes,peak-memory: met"), std::string::npos)
+      << memory.output;
 }
 
 TEST_F(Scenarios, TraceMergeJoinsEveryRankOfATracedRun) {
@@ -152,6 +174,31 @@ TEST_F(Scenarios, TraceMergeJoinsEveryRankOfATracedRun) {
   ASSERT_EQ(job.exit_code, 0) << job.output;
   EXPECT_GT(fs::file_size(merged), 100u);
   EXPECT_NE(job.output.find("2 ranks"), std::string::npos) << job.output;
+}
+
+// The Scenarios cache (above) is stale when a study spec or config the programs read changes, by content: an edited
+// YAML changes the stamp and is named; a file rewritten with the same bytes (a checkout, a touch) does not.
+TEST(CacheStamp, AnEditedStudyYamlMakesTheScenarioCacheStale) {
+  const fs::path root = fs::path(::testing::TempDir()) / "dtlab_cli_stamp";
+  fs::remove_all(root);
+  for (const std::string& dir : kScenarioInputs) {
+    fs::create_directories(root / dir);
+    fs::copy(fs::path(kSource) / dir, root / dir, fs::copy_options::recursive);
+  }
+  const nlohmann::json before = testing::content_stamp(root, kScenarioInputs);
+  EXPECT_TRUE(before.contains("scenarios/studies/ddp.yaml")) << before.dump();
+  EXPECT_TRUE(before.contains("scenarios/configs/ddp.yaml")) << before.dump();
+
+  fs::last_write_time(root / "scenarios/studies/ddp.yaml", fs::file_time_type::clock::now());
+  EXPECT_EQ(testing::first_difference(before, testing::content_stamp(root, kScenarioInputs)), "");
+
+  std::ofstream(root / "scenarios/studies/ddp.yaml", std::ios::app) << "# one more comment\n";
+  const nlohmann::json edited = testing::content_stamp(root, kScenarioInputs);
+  EXPECT_EQ(testing::first_difference(before, edited), "scenarios/studies/ddp.yaml");
+  std::ofstream(root / "scenarios/configs/new.yaml") << "model: {preset: tiny}\n";  // a config added
+  EXPECT_EQ(testing::first_difference(edited, testing::content_stamp(root, kScenarioInputs)),
+            "scenarios/configs/new.yaml");
+  fs::remove_all(root);
 }
 
 // `dtlab predict` loads every shipped config and prints a prediction for it.

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/cli/input_stamp.hpp"
 #include "tests/strategy/job.hpp"
 
 namespace dtlab {
@@ -20,7 +21,8 @@ namespace fs = std::filesystem;
 const std::string kBin = std::string(DTLAB_BINARY_DIR) + "/bin/";
 const std::string kSource = DTLAB_SOURCE_DIR;
 const std::string kChecker = kSource + "/tests/ecosystem/check_tools.py";
-const std::string kConfig = kSource + "/tests/strategy/tiny_ddp.yaml";  // tiny, DDP, one thread per rank
+const std::string kConfigFile = "tests/strategy/tiny_ddp.yaml";  // tiny, DDP, one thread per rank
+const std::string kConfig = kSource + "/" + kConfigFile;
 constexpr int kSkip = 77;
 
 fs::path work_dir() { return fs::path(::testing::TempDir()) / "dtlab_ecosystem"; }
@@ -37,12 +39,16 @@ testing::JobResult train(int world, const fs::path& out, const std::vector<std::
   return testing::run_job(args, 300, env);
 }
 
-// One traced DDP job at world 2 with TensorBoard scalars, made once per build of dtlab and shared by the cases (ctest
-// runs each case as its own process). No warm-up steps, so the trace and result.json's overlap cover the same steps.
+// One traced DDP job at world 2 with TensorBoard scalars, made once per build of dtlab and content of the config it
+// reads, and shared by the cases (ctest runs each case as its own process). No warm-up steps, so the trace and
+// result.json's overlap cover the same steps.
 fs::path traced_run() {
   const fs::path run = work_dir() / "ddp_traced";
-  const auto built = fs::last_write_time(kBin + "dtlab");
-  if (fs::exists(run / "merged.trace.json.gz") && fs::last_write_time(run / "merged.trace.json.gz") > built) return run;
+  const nlohmann::json stamp = {{"dtlab", fs::last_write_time(kBin + "dtlab").time_since_epoch().count()},
+                                {"inputs", testing::content_stamp(kSource, {kConfigFile})}};
+  if (fs::exists(run / "merged.trace.json.gz") && fs::exists(run / "stamp.json") &&
+      nlohmann::json::parse(std::ifstream(run / "stamp.json")) == stamp)
+    return run;
   fs::remove_all(run);
   const auto job = train(
       2, run,
@@ -52,6 +58,7 @@ fs::path traced_run() {
   const auto merge = testing::run_job(
       {kBin + "dtlab", "trace", "merge", run.string(), "-o", (run / "merged.trace.json.gz").string()}, 60);
   if (merge.exit_code != 0) throw std::runtime_error("dtlab trace merge failed:\n" + merge.output);
+  std::ofstream(run / "stamp.json") << stamp.dump();
   return run;
 }
 

@@ -4,13 +4,14 @@ the ratio dtlab/PyTorch (target >= 1.05 at world 2) and the step-by-step loss ag
 it in results/peer/ddp_vs_pytorch.json. See docs/peer-comparison.md.
 
     ~/.cache/dtlab/venv/bin/python tests/reference/compare_ddp.py [--dtlab build/bin/dtlab]
-        [--config tests/reference/peer_ddp.yaml] [--world-size 2] [--repeats 1] [section.key=value ...]
+        [--config tests/reference/peer_ddp.yaml] [--world-size 2] [--repeats 1] [--correctness-only]
+        [section.key=value ...]
 
 A thin entry point: the driver is peer_compare.py (shared with compare_fsdp.py), whose docstring describes the
 two phases (a 10-step correctness check on `tiny`, every loss within rtol 1.3e-6 / atol 1e-5; then the timed
-run, default `small`, 30 steps, global batch 8, micro 4, AdamW, world 2), the per-rank sessions and the exit
-status. Here the PyTorch side is torch_ddp.py and the dtlab side
-`dtlab launch -n W setsid -w dtlab train ... parallel.strategy=ddp`.
+run, default `small`, 30 steps, global batch 8, micro 4, AdamW, world 2; --correctness-only stops after the first,
+as `make test` runs it, label peer), the per-rank sessions and the exit status. Here the PyTorch side is
+torch_ddp.py and the dtlab side `dtlab launch -n W setsid -w dtlab train ... parallel.strategy=ddp`.
 Exit status: 0 when the figures were measured (whether or not the 1.05x target is met); 1 on any failed
 command, on a tiny-phase loss outside fp32 tolerance, or on a timed-phase loss differing by more than 1e-3.
 """

@@ -4,12 +4,14 @@ threads per rank; prints tokens/s of both, the ratio dtlab/PyTorch (target >= 1.
 step-by-step loss agreement, and records it in results/peer/fsdp_vs_pytorch.json. See docs/peer-comparison.md.
 
     ~/.cache/dtlab/venv/bin/python tests/reference/compare_fsdp.py [--dtlab build/bin/dtlab]
-        [--config tests/reference/peer_ddp.yaml] [--world-size 2] [--repeats 3] [section.key=value ...]
+        [--config tests/reference/peer_ddp.yaml] [--world-size 2] [--repeats 3] [--correctness-only]
+        [section.key=value ...]
 
 A thin entry point like compare_ddp.py: the phases, helpers and exit rules are peer_compare.py's. 1. correctness
 on `tiny`, 10 steps, every loss within rtol 1.3e-6 / atol 1e-5; 2. the timed run (default `small`, 30 steps,
-global batch 8, micro 4, AdamW, world 2), the two sides alternating --repeats times (median); --skip-timed stops
-after 1. The dtlab side is `dtlab launch -n W setsid -w dtlab train ... parallel.strategy=fsdp_full_shard`.
+global batch 8, micro 4, AdamW, world 2), the two sides alternating --repeats times (median); --correctness-only
+(or --skip-timed) stops after 1; `make test` runs it so (label peer). The dtlab side is `dtlab launch -n W
+setsid -w dtlab train ... parallel.strategy=fsdp_full_shard`.
 Exit status: 0 when the figures were measured (whether or not 1.3x is met); 1 on a failed command, a tiny-phase
 loss outside fp32 tolerance, or a timed-phase loss differing by more than 1e-3.
 """

@@ -8,8 +8,9 @@ Two phases:
   1. correctness on `tiny` for 10 steps (the same overrides plus model.preset=tiny train.steps=10): every
      step's loss must agree within rtol 1.3e-6 / atol 1e-5 (torch.testing's fp32 rule);
   2. the timed comparison on the configured run, the two trainings alternating --repeats times (median
-     tokens/s of each). Each phase: `dtlab export-reference`, `torchrun ... <peer script>`, `dtlab launch -n W
-     [setsid -w] dtlab train ... parallel.strategy=<strategy>`.
+     tokens/s of each); --correctness-only stops after phase 1 (what `make test` runs, label peer).
+Each phase: `dtlab export-reference`, `torchrun ... <peer script>`, `dtlab launch -n W [setsid -w] dtlab train ...
+parallel.strategy=<strategy>`.
 Each dtlab rank runs in its own session (setsid -w), as torchrun's ranks do: under Linux autogroup scheduling
 a session is a scheduling group, and without this the two dtlab ranks would share one group's CPU while each
 PyTorch rank had its own (--rank-sessions launcher measures `dtlab launch` as is).
@@ -56,7 +57,7 @@ class PeerSpec:
     default_out: str
     default_work: str
     default_repeats: int
-    skip_timed_flag: bool = False        # offer --skip-timed
+    skip_timed_flag: bool = False        # offer --skip-timed too (the older name of --correctness-only)
     report_extra: dict = dataclasses.field(default_factory=dict)  # extra top-level report keys
     record_strategy: bool = False        # phase records carry "strategy"
     record_measured_steps: bool = False  # phase records carry "measured_steps"
@@ -282,15 +283,17 @@ def parse_args(spec):
     ap.add_argument("--work", default=spec.default_work, help="scratch directory")
     ap.add_argument("--out", default=spec.default_out)
     ap.add_argument("--skip-tiny-check", action="store_true", help="skip the 10-step correctness phase on tiny")
-    if spec.skip_timed_flag:
-        ap.add_argument("--skip-timed", action="store_true", help="only the tiny correctness phase")
+    # --correctness-only: phase 1 alone, seconds on 2 cores (`make test` runs it: tests/reference/CMakeLists.txt).
+    only_names = ["--correctness-only"] + (["--skip-timed"] if spec.skip_timed_flag else [])
+    ap.add_argument(*only_names, dest="skip_timed", action="store_true",
+                    help="only the tiny correctness phase (no timed run)")
     ap.add_argument("--dtlab-override", action="append", default=[], metavar="KEY=VALUE",
                     help="an override for dtlab's run only, after the shared ones (e.g. parallel.bucket_cap_mb=4: "
                          "a setting PyTorch keeps at the config's value); repeatable, recorded in the JSON")
     ap.add_argument("overrides", nargs="*", help="section.key=value, e.g. train.steps=50")
     args = ap.parse_args()
-    if not spec.skip_timed_flag:
-        args.skip_timed = False
+    if args.skip_timed and args.skip_tiny_check:
+        ap.error("--correctness-only with --skip-tiny-check leaves nothing to run")
     if args.nodes < 1 or args.world_size % args.nodes != 0:
         ap.error(f"--nodes {args.nodes} must be >= 1 and divide --world-size {args.world_size}")
     args.dtlab = os.path.abspath(args.dtlab)
