@@ -109,6 +109,9 @@ struct InstrumentConfig {
   int64_t warmup_steps = 2;    // steps excluded from summary statistics
   int64_t log_every = 1;       // print a step line every N steps
   std::string profile;         // machine profile JSON (dtlab calibrate); "" = predict memory and bytes only
+
+  // Debug: every collective first agrees across its group on call number, op, dtype and shape (desync_check.hpp).
+  bool check_collectives = false;
 };
 
 // A per-rank cap on tensor memory, enforced by the counting allocator (lab/memory.hpp) the way a GPU's memory

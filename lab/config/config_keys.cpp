@@ -237,6 +237,9 @@ const std::vector<KeySpec>& key_table() {
         key("instrument.log_every", &C::instrument, &I::log_every, at_least(1), "print a step line every N steps"),
         key("instrument.profile", &C::instrument, &I::profile, any(),
             "machine profile for the prediction in result.json (dtlab calibrate)"),
+        key("instrument.check_collectives", &C::instrument, &I::check_collectives, any(),
+            "debug: each collective first agrees across its group on call number, op, dtype and shape; a desync "
+            "stops every rank naming both (docs/instrumentation.md)"),
         key("memory.limit", &C::memory, &Y::limit, any(),
             "tensor bytes per rank before out-of-memory (256MiB, 1GiB; none = no cap)"),
         key("checkpoint.dir", &C::checkpoint, &K::dir, any(), "directory of training checkpoints; empty = none"),
