@@ -283,7 +283,7 @@ void Comm::issue_barrier() {
 bool Comm::agree_on_call(CollectiveStream stream, CollectiveOp op, at::Tensor* input, int64_t input_per_rank,
                          at::Tensor* output, int64_t output_per_rank, int64_t root, const std::string& tag) {
   if (stream == CollectiveStream::backend) {
-    const DesyncInjection injected = injected_desync(global_rank_, group_name_, backend_calls_made_++);
+    const DesyncInjection injected = injected_desync(global_rank_, group_name_, backend_calls_made_++, tag);
     if (injected == DesyncInjection::skip) return false;
     if (injected == DesyncInjection::shape) {  // scratch of another shape, issued for real
       if (input) *input = at::zeros({input->numel() + input_per_rank}, input->options());

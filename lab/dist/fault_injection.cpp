@@ -78,7 +78,8 @@ struct Specs {
   struct {
     bool set = false;
     int rank = -1;
-    int64_t call = -1;
+    int64_t call = -1;  // -1: the first call tagged `tag`
+    std::string tag;
     DesyncInjection kind = DesyncInjection::none;
     std::string group = "world";
   } desync;
@@ -151,7 +152,10 @@ Specs parse_specs() {
       bad("DTLAB_INJECT_DESYNC", spec, "is not RANK:CALL:skip|shape[@GROUP]");
     s.desync.set = true;
     s.desync.rank = parse_int("DTLAB_INJECT_DESYNC", spec, parts[0], "rank");
-    s.desync.call = parse_int("DTLAB_INJECT_DESYNC", spec, parts[1], "call number");
+    if (parts[1].find_first_not_of("0123456789") == std::string::npos)
+      s.desync.call = parse_int("DTLAB_INJECT_DESYNC", spec, parts[1], "call number");
+    else
+      s.desync.tag = parts[1];
     s.desync.kind = parts[2] == "skip" ? DesyncInjection::skip : DesyncInjection::shape;
   }
   return s;
@@ -236,12 +240,15 @@ bool mutation(const char* name) { return specs().mutation == name; }
 
 bool desync_injection_set() { return specs().desync.set; }
 
-DesyncInjection injected_desync(int rank, const std::string& group, int64_t call) {
+DesyncInjection injected_desync(int rank, const std::string& group, int64_t call, const std::string& tag) {
   const auto& d = specs().desync;
-  if (!d.set || d.rank != rank || d.call != call || d.group != group) return DesyncInjection::none;
-  std::fprintf(stderr, "fault injection: rank %d %s call #%lld on group '%s'\n", rank,
+  if (!d.set || d.rank != rank || d.group != group) return DesyncInjection::none;
+  if (d.call >= 0 ? d.call != call : d.tag != tag) return DesyncInjection::none;
+  static std::atomic<bool> fired{false};
+  if (fired.exchange(true)) return DesyncInjection::none;  // once: a tag's first call
+  std::fprintf(stderr, "fault injection: rank %d %s call #%lld '%s' on group '%s'\n", rank,
                d.kind == DesyncInjection::skip ? "skips" : "changes the shape of", static_cast<long long>(call),
-               group.c_str());
+               tag.c_str(), group.c_str());
   std::fflush(stderr);
   return d.kind;
 }

@@ -2,9 +2,10 @@
 // real processes: `dtlab launch -n 2 dtlab train` on tiny.
 //   * the check does not change the math: ddp and fsdp_full_shard (ring reduce-scatters, backend all-gathers) give
 //     bit-identical losses and gradient norms with the check on and off;
-//   * a rank that skips a DDP bucket's all-reduce (DTLAB_INJECT_DESYNC=1:K:skip) and a rank that gathers FSDP
-//     parameters of another shape (1:K:shape) stop every rank, within a bound far below the collective timeout, each
-//     rank printing the same error: the group, the call number, each rank's op, dtype, shape and tag.
+//   * a rank that skips a DDP bucket's all-reduce (DTLAB_INJECT_DESYNC=1:ddp.bucket.0:skip) and a rank that gathers
+//     FSDP parameters of another shape (1:fsdp.params.block.0:shape) stop every rank, within a bound far below the
+//     collective timeout, each rank printing the same error: the group, the call number, each rank's op, dtype, shape
+//     and tag.
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -27,7 +28,7 @@ constexpr double kCollectiveTimeoutS = 30;
 
 // A `dtlab train` of tiny under `dtlab launch -n 2`, DTLAB_INJECT_DESYNC set to `injection` ("": none).
 testing::JobResult launched_job(const std::string& out, const std::string& strategy, bool check,
-                                const std::string& injection, int steps) {
+                                const std::string& injection, int steps, const std::string& extra = "") {
   std::vector<std::string> args = {kBin + "dtlab",
                                    "launch",
                                    "-n",
@@ -43,6 +44,7 @@ testing::JobResult launched_job(const std::string& out, const std::string& strat
                                    "parallel.strategy=" + strategy,
                                    "train.steps=" + std::to_string(steps),
                                    std::string("instrument.check_collectives=") + (check ? "true" : "false")};
+  if (!extra.empty()) args.push_back(extra);
   std::vector<std::string> env;
   if (!injection.empty()) env.push_back("DTLAB_INJECT_DESYNC=" + injection);
   return testing::run_job(args, 120, env);
@@ -105,30 +107,30 @@ TEST_P(DesyncCheckMath, LossesAndGradNormsAreBitIdenticalWithTheCheckOnAndOff) {
 
 INSTANTIATE_TEST_SUITE_P(Strategies, DesyncCheckMath, ::testing::Values("ddp", "fsdp_full_shard"));
 
-// Rank 1 skips the all-reduce of DDP's first bucket in step 2: its next all-reduce takes that call's number.
+// Rank 1 skips the all-reduce of DDP's first bucket (of several: 64 KiB buckets) in step 1: its second bucket's
+// all-reduce takes that call's number.
 TEST(DesyncCheckTraining, ASkippedBucketAllReduceStopsEveryRank) {
   const std::string out = ::testing::TempDir() + "dtlab_desync_skip";
-  const auto job = launched_job(out, "ddp", true, "1:SKIP_CALL:skip", 20);
+  const auto job = launched_job(out, "ddp", true, "1:ddp.bucket.0:skip", 20, "parallel.bucket_cap_mb=0.0625");
   const std::string line = expect_every_rank_stopped(job);
   EXPECT_TRUE(std::regex_search(
       line,
       std::regex(
-          "^dtlab: error: collective desync on group 'world' \\(2 ranks\\) at call #SKIP_CALL: rank 0 all_reduce sum "
+          "^dtlab: error: collective desync on group 'world' \\(2 ranks\\) at call #\\d+: rank 0 all_reduce sum "
           "float32\\[(\\d+)\\] 'ddp\\.bucket\\.0' vs rank 1 all_reduce sum float32\\[(\\d+)\\] 'ddp\\.bucket\\.1' ")))
       << line;
-  EXPECT_NE(job.output.find("fault injection: rank 1 skips call #SKIP_CALL on group 'world'"), std::string::npos)
-      << job.output;
+  EXPECT_NE(job.output.find("fault injection: rank 1 skips call #"), std::string::npos) << job.output;
 }
 
 // Rank 1 gathers one FSDP unit's parameters with a shard one element longer (so a whole one 2 longer).
 TEST(DesyncCheckTraining, AReshapedParameterAllGatherStopsEveryRank) {
   const std::string out = ::testing::TempDir() + "dtlab_desync_shape";
-  const auto job = launched_job(out, "fsdp_full_shard", true, "1:SHAPE_CALL:shape", 20);
+  const auto job = launched_job(out, "fsdp_full_shard", true, "1:fsdp.params.block.0:shape", 20);
   const std::string line = expect_every_rank_stopped(job);
   std::smatch m;
   EXPECT_TRUE(std::regex_search(
       line, m,
-      std::regex("^dtlab: error: collective desync on group 'world' \\(2 ranks\\) at call #SHAPE_CALL: "
+      std::regex("^dtlab: error: collective desync on group 'world' \\(2 ranks\\) at call #\\d+: "
                  "rank 0 all_gather float32\\[(\\d+)\\] -> (\\d+) '(fsdp\\.params\\.[^']+)' vs rank 1 "
                  "all_gather float32\\[(\\d+)\\] -> (\\d+) '(fsdp\\.params\\.[^']+)' ")))
       << line;
