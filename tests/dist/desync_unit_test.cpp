@@ -5,9 +5,15 @@
 
 #include <c10/core/ScalarType.h>
 
+#include <ostream>
+
 #include "lab/comm/desync_check.hpp"
 
 namespace dtlab {
+
+// gtest prints a signature as its description, not its bytes.
+void PrintTo(const CollectiveSignature& s, std::ostream* os) { *os << describe(s); }
+
 namespace {
 
 constexpr auto kFloat = static_cast<int64_t>(c10::ScalarType::Float);
