@@ -9,8 +9,11 @@
 // reduce-scatter a buffer of 6p elements instead of 5p (the program's own bug). Without a desync every result is
 // checked against its closed form and each rank prints "desync_rank: all collectives agreed"; with one, every rank
 // throws from the collective where it was found, prints "desync_rank: error: <message>" and exits 1.
+// `--time N` instead times N all-reduces of float32[1024] after 20 untimed ones and prints the mean per call (the
+// check's cost per collective, docs/instrumentation.md).
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <string>
 
@@ -25,7 +28,16 @@ namespace {
 using dtlab::Comm;
 using dtlab::CommAlgorithm;
 
-int run(bool check, bool ring_shape) {
+// Mean microseconds per all_reduce of float32[1024] over `calls` calls, after 20 untimed ones.
+double time_all_reduce(Comm& comm, int calls) {
+  at::Tensor t = at::ones({1024});
+  for (int i = 0; i < 20; ++i) comm.all_reduce(t, "test.desync.warmup").wait();
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < calls; ++i) comm.all_reduce(t, "test.desync.timed").wait();
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / calls;
+}
+
+int run(bool check, bool ring_shape, int time_calls) {
   const dtlab::RankEnv env = dtlab::discover_rank_env({}, dtlab::current_environment());
   dtlab::RendezvousOptions options;
   options.timeout = std::chrono::seconds(20);
@@ -35,6 +47,11 @@ int run(bool check, bool ring_shape) {
   const int p = comm.size(), r = comm.rank();
   std::printf("desync_rank: rank %d of %d, check %s\n", r, p, comm.checks_collectives() ? "on" : "off");
   std::fflush(stdout);
+  if (time_calls > 0) {
+    std::printf("desync_rank: %d all_reduce float32[1024], check %s: %.1f us per call\n", time_calls,
+                check ? "on" : "off", time_all_reduce(comm, time_calls));
+    return 0;
+  }
   int failures = 0;
   auto verdict = [&](bool ok, const char* what) {
     if (!ok) ++failures;
@@ -67,19 +84,22 @@ int run(bool check, bool ring_shape) {
 
 int main(int argc, char** argv) {
   bool check = false, ring_shape = false;
+  int time_calls = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--check") {
       check = true;
     } else if (arg == "--ring-shape") {
       ring_shape = true;
+    } else if (arg == "--time" && i + 1 < argc) {
+      time_calls = std::atoi(argv[++i]);
     } else {
-      std::fprintf(stderr, "desync_rank: unknown argument '%s' (--check, --ring-shape)\n", argv[i]);
+      std::fprintf(stderr, "desync_rank: unknown argument '%s' (--check, --ring-shape, --time N)\n", argv[i]);
       return 2;
     }
   }
   try {
-    return run(check, ring_shape);
+    return run(check, ring_shape, time_calls);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "desync_rank: error: %s\n", e.what());
     return 1;
