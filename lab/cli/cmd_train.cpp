@@ -43,13 +43,14 @@ std::string job_command(const CommandLine& line) {
 }
 
 // The world this process belongs to: one process, or a rank of a job found by discover_rank_env.
-std::unique_ptr<World> make_world(const TrainArgs& args, const std::string& backend) {
+std::unique_ptr<World> make_world(const TrainArgs& args, const std::string& backend, bool check_collectives) {
   const RankEnv env = discover_rank_env(args.rank, current_environment());
   if (env.world_size == 1 && env.launcher == "none") return std::make_unique<SingleProcessWorld>();
   RendezvousOptions options;
   options.timeout = std::chrono::milliseconds(static_cast<int64_t>(args.timeout_s * 1000.0));
   options.bind_addr = args.bind_addr;
   options.backend = backend == "auto" ? "gloo" : backend;  // CPU tensors: gloo (run_train resolves auto on GPUs)
+  options.check_collectives = check_collectives;
   return std::make_unique<DistWorld>(env, options);
 }
 
@@ -100,7 +101,7 @@ int run_train(const TrainArgs& args, const std::string& command) {
   }
   options.predict = analysis::run_prediction(config, topology);
   auto strategy = make_strategy(config.parallel.strategy);
-  auto world = make_world(args, config.parallel.backend);
+  auto world = make_world(args, config.parallel.backend, config.instrument.check_collectives);
   TrainOutcome outcome;
   try {
     outcome = train(config, *strategy, *world, options);

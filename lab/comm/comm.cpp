@@ -1,6 +1,7 @@
 // comm.cpp: recorded collectives over a c10d::Backend (see comm.hpp).
 #include "lab/comm/comm.hpp"
 
+#include "lab/comm/desync_check.hpp"
 #include "lab/comm/serial_thread.hpp"
 #include "lab/dist/fault_injection.hpp"
 #include "lab/instrument/clock.hpp"
@@ -196,7 +197,7 @@ at::Tensor Comm::wire_copy(const at::Tensor& t) const {
   return host;
 }
 
-CommHandle Comm::all_reduce(at::Tensor& tensor, const std::string& tag) {
+CommHandle Comm::issue_all_reduce(at::Tensor& tensor, const std::string& tag) {
   auto record = start_record("all_reduce", "backend", tensor, static_cast<int64_t>(tensor.nbytes()), tag);
   MemoryScope staging(MemoryCategory::comm);  // the backend's own staging copies, if any
   if (staged(tensor)) {
@@ -208,7 +209,7 @@ CommHandle Comm::all_reduce(at::Tensor& tensor, const std::string& tag) {
   return track(backend_->allreduce(tensors), record, true);
 }
 
-CommHandle Comm::broadcast(at::Tensor& tensor, int root, const std::string& tag) {
+CommHandle Comm::issue_broadcast(at::Tensor& tensor, int root, const std::string& tag) {
   auto record = start_record("broadcast", "backend", tensor, static_cast<int64_t>(tensor.nbytes()), tag);
   c10d::BroadcastOptions options;
   options.rootRank = root;
@@ -222,10 +223,8 @@ CommHandle Comm::broadcast(at::Tensor& tensor, int root, const std::string& tag)
   return track(backend_->broadcast(tensors, options), record, true);
 }
 
-CommHandle Comm::all_gather(at::Tensor& output, at::Tensor& input, CommAlgorithm algorithm, const std::string& tag) {
-  if (!output.is_contiguous() || !input.is_contiguous() || output.dim() != 1 || input.dim() != 1)
-    throw std::invalid_argument("comm: all_gather needs 1-D contiguous tensors");
-  if (algorithm == CommAlgorithm::ring) check_ring_chunk("all_gather", "input", output.numel(), input.numel());
+CommHandle Comm::issue_all_gather(at::Tensor& output, at::Tensor& input, CommAlgorithm algorithm,
+                                  const std::string& tag) {
   auto record = start_record("all_gather", to_string(algorithm), input, static_cast<int64_t>(output.nbytes()), tag);
   if (algorithm == CommAlgorithm::ring) {  // on the ring thread
     return run_ring(record, [this, output, input]() mutable {
@@ -248,11 +247,8 @@ CommHandle Comm::all_gather(at::Tensor& output, at::Tensor& input, CommAlgorithm
   return track(backend_->_allgather_base(output, input), record, true);
 }
 
-CommHandle Comm::reduce_scatter(at::Tensor& output, at::Tensor& input, CommAlgorithm algorithm,
-                                const std::string& tag) {
-  if (!output.is_contiguous() || !input.is_contiguous() || output.dim() != 1 || input.dim() != 1)
-    throw std::invalid_argument("comm: reduce_scatter needs 1-D contiguous tensors");
-  if (algorithm == CommAlgorithm::ring) check_ring_chunk("reduce_scatter", "output", input.numel(), output.numel());
+CommHandle Comm::issue_reduce_scatter(at::Tensor& output, at::Tensor& input, CommAlgorithm algorithm,
+                                      const std::string& tag) {
   auto record = start_record("reduce_scatter", to_string(algorithm), input, static_cast<int64_t>(input.nbytes()), tag);
   if (algorithm == CommAlgorithm::ring) {  // on the ring thread
     return run_ring(record, [this, output, input]() mutable {
@@ -277,9 +273,72 @@ CommHandle Comm::reduce_scatter(at::Tensor& output, at::Tensor& input, CommAlgor
   return track(backend_->_reduce_scatter_base(output, input), record, false);
 }
 
-void Comm::barrier() {
+void Comm::issue_barrier() {
   auto record = start_record("barrier", "backend", at::Tensor(), 0, "");
   track(backend_->barrier(), record, false).wait();
+}
+
+// --- the public collectives: the desync check (when on), then the collective --------------------------------------
+
+bool Comm::agree_on_call(CollectiveStream stream, CollectiveOp op, at::Tensor* input, int64_t input_per_rank,
+                         at::Tensor* output, int64_t output_per_rank, int64_t root, const std::string& tag) {
+  if (stream == CollectiveStream::backend) {
+    const DesyncInjection injected = injected_desync(global_rank_, group_name_, backend_calls_made_++, tag);
+    if (injected == DesyncInjection::skip) return false;
+    if (injected == DesyncInjection::shape) {  // scratch of another shape, issued for real
+      if (input) *input = at::zeros({input->numel() + input_per_rank}, input->options());
+      if (output) *output = at::zeros({output->numel() + output_per_rank}, output->options());
+    }
+  }
+  const int64_t seq = calls_issued_[static_cast<int>(stream)]++;
+  if (!desync_check_) return true;
+  std::vector<int64_t> sizes;
+  if (input) sizes = input->sizes().vec();
+  desync_check_->agree(make_signature(seq, stream, op, input ? static_cast<int64_t>(input->scalar_type()) : -1, sizes,
+                                      output ? output->numel() : -1, root, tag));
+  return true;
+}
+
+CommHandle Comm::all_reduce(at::Tensor& tensor, const std::string& tag) {
+  if (!desync_check_ && !desync_injection_set()) return issue_all_reduce(tensor, tag);
+  at::Tensor t = tensor;
+  if (!agree_on_call(CollectiveStream::backend, CollectiveOp::all_reduce, &t, 1, nullptr, 0, -1, tag)) return {};
+  return issue_all_reduce(t, tag);
+}
+
+CommHandle Comm::broadcast(at::Tensor& tensor, int root, const std::string& tag) {
+  if (!desync_check_ && !desync_injection_set()) return issue_broadcast(tensor, root, tag);
+  at::Tensor t = tensor;
+  if (!agree_on_call(CollectiveStream::backend, CollectiveOp::broadcast, &t, 1, nullptr, 0, root, tag)) return {};
+  return issue_broadcast(t, root, tag);
+}
+
+CommHandle Comm::all_gather(at::Tensor& output, at::Tensor& input, CommAlgorithm algorithm, const std::string& tag) {
+  if (!output.is_contiguous() || !input.is_contiguous() || output.dim() != 1 || input.dim() != 1)
+    throw std::invalid_argument("comm: all_gather needs 1-D contiguous tensors");
+  if (algorithm == CommAlgorithm::ring) check_ring_chunk("all_gather", "input", output.numel(), input.numel());
+  if (!desync_check_ && !desync_injection_set()) return issue_all_gather(output, input, algorithm, tag);
+  const auto stream = algorithm == CommAlgorithm::ring ? CollectiveStream::ring : CollectiveStream::backend;
+  at::Tensor out = output, in = input;
+  if (!agree_on_call(stream, CollectiveOp::all_gather, &in, 1, &out, size_, -1, tag)) return {};
+  return issue_all_gather(out, in, algorithm, tag);
+}
+
+CommHandle Comm::reduce_scatter(at::Tensor& output, at::Tensor& input, CommAlgorithm algorithm,
+                                const std::string& tag) {
+  if (!output.is_contiguous() || !input.is_contiguous() || output.dim() != 1 || input.dim() != 1)
+    throw std::invalid_argument("comm: reduce_scatter needs 1-D contiguous tensors");
+  if (algorithm == CommAlgorithm::ring) check_ring_chunk("reduce_scatter", "output", input.numel(), output.numel());
+  if (!desync_check_ && !desync_injection_set()) return issue_reduce_scatter(output, input, algorithm, tag);
+  const auto stream = algorithm == CommAlgorithm::ring ? CollectiveStream::ring : CollectiveStream::backend;
+  at::Tensor out = output, in = input;
+  if (!agree_on_call(stream, CollectiveOp::reduce_scatter, &in, size_, &out, 1, -1, tag)) return {};
+  return issue_reduce_scatter(out, in, algorithm, tag);
+}
+
+void Comm::barrier() {
+  if (!desync_check_ && !desync_injection_set()) return issue_barrier();
+  if (agree_on_call(CollectiveStream::backend, CollectiveOp::barrier, nullptr, 0, nullptr, 0, -1, "")) issue_barrier();
 }
 
 void Comm::exchange(at::Tensor& send_buf, int to, at::Tensor& recv_buf, int from, const std::string& tag) {

@@ -26,6 +26,10 @@
 // device (pinned host memory for Gloo), the collective run on the copy, the result copied back inside wait(). That is
 // how ranks sharing one GPU communicate over Gloo, and how the trainer's host-side sums (loss, norms, flags) travel
 // over NCCL. The staging copies are recorded nowhere but in the comm_wait span and the `comm` memory category.
+// Desync check (instrument.check_collectives; lab/comm/desync_check.hpp): once check_collectives() gave a Comm its
+// group's check, every collective first agrees across the group on its call number, op, dtype and shape, and a
+// mismatch throws CollectiveDesyncError on every rank before the collective is issued. Without one, a call costs one
+// branch more (on that pointer and on DTLAB_INJECT_DESYNC being set).
 // Chunks: a 1-D buffer of n elements splits over p ranks as evenly as possible, the first n % p chunks
 // one element longer (chunk_bounds); for the backend algorithm n must divide by p.
 #pragma once
@@ -51,6 +55,9 @@ class Work;
 namespace dtlab {
 
 class SerialThread;  // lab/comm/serial_thread.hpp: the ring thread
+class DesyncCheck;   // lab/comm/desync_check.hpp
+enum class CollectiveStream : int;
+enum class CollectiveOp : int64_t;
 
 enum class CommAlgorithm { backend, ring };
 const char* to_string(CommAlgorithm a);
@@ -135,6 +142,11 @@ class Comm {
   // "#57 all_reduce 'ddp.bucket.0' on world", the last collective issued (thread-safe); "" before the first.
   std::string last_issued() const;
 
+  // From now on every collective first agrees with the group through `check` (see Desync check above). Set before
+  // the first collective, on every rank of the group alike.
+  void check_collectives(std::shared_ptr<DesyncCheck> check) { desync_check_ = std::move(check); }
+  bool checks_collectives() const { return desync_check_ != nullptr; }
+
  private:
   struct LiveRecord {  // a record whose end time a backend thread stamps
     CollectiveRecord record;
@@ -149,6 +161,19 @@ class Comm {
   CommHandle run_ring(std::shared_ptr<LiveRecord> record, std::function<void()> body);
   // Runs `body` in the caller's thread (exchange); a failure is rethrown like a failed wait.
   void run_blocking(const std::shared_ptr<LiveRecord>& record, const std::function<void()>& body);
+  // Before a collective is issued (see Desync check): numbers the call on its stream, applies DTLAB_INJECT_DESYNC
+  // (false: this rank skips the call; a shape change swaps `input` and `output` for scratch longer by their
+  // `*_per_rank` elements) and agrees with the group on the call's signature. `output` null: in place; `root` -1:
+  // none; `input` null: no tensor (barrier).
+  bool agree_on_call(CollectiveStream stream, CollectiveOp op, at::Tensor* input, int64_t input_per_rank,
+                     at::Tensor* output, int64_t output_per_rank, int64_t root, const std::string& tag);
+  // The collectives themselves, once agreed on.
+  CommHandle issue_all_reduce(at::Tensor& tensor, const std::string& tag);
+  CommHandle issue_broadcast(at::Tensor& tensor, int root, const std::string& tag);
+  CommHandle issue_all_gather(at::Tensor& output, at::Tensor& input, CommAlgorithm algorithm, const std::string& tag);
+  CommHandle issue_reduce_scatter(at::Tensor& output, at::Tensor& input, CommAlgorithm algorithm,
+                                  const std::string& tag);
+  void issue_barrier();
   [[noreturn]] void rethrow_failure(const CollectiveRecord& record, const std::exception& e) const;
   // The ring algorithms (ring.cpp), on the ring thread; sizes checked by the caller (check_ring_chunk).
   void ring_reduce_scatter(at::Tensor& output, const at::Tensor& input);
@@ -168,7 +193,10 @@ class Comm {
   mutable std::mutex mutex_;
   std::deque<std::shared_ptr<LiveRecord>> records_;
   int64_t next_seq_ = 0;
-  int next_p2p_tag_ = 1;      // the ring thread's
+  std::shared_ptr<DesyncCheck> desync_check_;   // null unless checking collectives
+  std::atomic<int64_t> backend_calls_made_{0};  // backend collectives asked for (DTLAB_INJECT_DESYNC counts these)
+  std::atomic<int64_t> calls_issued_[2] = {};   // per CollectiveStream: the calls' numbers in the desync check
+  int next_p2p_tag_ = 1;                        // the ring thread's
   std::string ring_failure_;  // the ring thread's: the first ring call that failed and why ("" while none has)
   std::unique_ptr<SerialThread> ring_thread_;  // last: joined first, while everything it uses still exists
 };

@@ -18,6 +18,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "lab/comm/comm.hpp"
+#include "lab/comm/desync_check.hpp"
 #include "lab/comm/gloo_backend.hpp"
 #include "lab/comm/nccl_backend.hpp"
 #include "lab/instrument/step_profiler.hpp"
@@ -179,6 +180,7 @@ DistWorld::DistWorld(const RankEnv& env, const RendezvousOptions& options) : opt
   auto world_store = c10::make_intrusive<c10d::PrefixStore>("dtlab/group/world/", store_);
   comm_ = std::make_shared<Comm>(make_backend(world_store, rank_, world_size_), "world", rank_, world_size_, rank_);
   set_wire_device(*comm_);
+  set_desync_check(*comm_);
   start_boards(env, master);
 }
 
@@ -226,6 +228,13 @@ void DistWorld::set_wire_device(Comm& comm) const {
     comm.set_wire_device(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(local_rank_)));
 }
 
+void DistWorld::set_desync_check(Comm& comm) const {
+  if (!options_.check_collectives) return;
+  auto store = c10::make_intrusive<c10d::PrefixStore>("dtlab/desync/" + comm.group_name() + "/", store_);
+  comm.check_collectives(
+      std::make_shared<DesyncCheck>(store, comm.group_name(), comm.rank(), comm.size(), options_.timeout));
+}
+
 c10::intrusive_ptr<c10d::Backend> DistWorld::make_backend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                                           int size) {
   if (options_.backend == "gloo")
@@ -253,6 +262,7 @@ std::shared_ptr<Comm> DistWorld::split(const std::string& name, const std::vecto
   const int size = static_cast<int>(groups[static_cast<size_t>(my_group)].size());
   auto comm = std::make_shared<Comm>(make_backend(store, my_rank, size), group_name, my_rank, size, rank_);
   set_wire_device(*comm);
+  set_desync_check(*comm);
   attach(*comm);
   std::lock_guard<std::mutex> lock(groups_mutex_);
   groups_[name] = comm;

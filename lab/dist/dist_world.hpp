@@ -39,6 +39,7 @@ struct RendezvousOptions {
   std::string bind_addr;         // "" = loopback when MASTER_ADDR is loopback, else required
   std::string backend = "gloo";  // gloo | nccl
   int gloo_threads = 1;
+  bool check_collectives = false;  // instrument.check_collectives: every Comm checks for desyncs (desync_check.hpp)
 };
 
 bool is_loopback_address(const std::string& host);
@@ -59,7 +60,8 @@ class DistWorld final : public World {
 
  private:
   c10::intrusive_ptr<c10d::Backend> make_backend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size);
-  void set_wire_device(Comm& comm) const;  // the device the backend's tensors live on (lab/comm/comm.hpp: Devices)
+  void set_wire_device(Comm& comm) const;   // the device the backend's tensors live on (lab/comm/comm.hpp: Devices)
+  void set_desync_check(Comm& comm) const;  // with check_collectives: the group's check, through the store
 
   RendezvousOptions options_;
   std::string gloo_host_;

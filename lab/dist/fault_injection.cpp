@@ -75,6 +75,14 @@ struct Specs {
   } nonfinite;
   std::optional<std::pair<int, int64_t>> memory_limit;  // rank, bytes
   std::string mutation;
+  struct {
+    bool set = false;
+    int rank = -1;
+    int64_t call = -1;  // -1: the first call tagged `tag`
+    std::string tag;
+    DesyncInjection kind = DesyncInjection::none;
+    std::string group = "world";
+  } desync;
 };
 
 Specs parse_specs() {
@@ -135,6 +143,20 @@ Specs parse_specs() {
     if (s.mutation != "drop_world_factor" && s.mutation != "sum_hybrid_replicas" && s.mutation != "skip_bucket")
       bad("DTLAB_INJECT_MUTATION", spec, "is not one of drop_world_factor | sum_hybrid_replicas | skip_bucket");
     std::fprintf(stderr, "fault injection: MUTATION %s is active: this process trains with a deliberate bug\n", spec);
+  }
+  if (const char* spec = std::getenv("DTLAB_INJECT_DESYNC"); spec && *spec) {
+    std::string item = spec;
+    if (const auto at = item.find('@'); at != std::string::npos) s.desync.group = item.substr(at + 1), item.resize(at);
+    const auto parts = split(item, ':');
+    if (parts.size() != 3 || (parts[2] != "skip" && parts[2] != "shape") || s.desync.group.empty())
+      bad("DTLAB_INJECT_DESYNC", spec, "is not RANK:CALL:skip|shape[@GROUP]");
+    s.desync.set = true;
+    s.desync.rank = parse_int("DTLAB_INJECT_DESYNC", spec, parts[0], "rank");
+    if (parts[1].find_first_not_of("0123456789") == std::string::npos)
+      s.desync.call = parse_int("DTLAB_INJECT_DESYNC", spec, parts[1], "call number");
+    else
+      s.desync.tag = parts[1];
+    s.desync.kind = parts[2] == "skip" ? DesyncInjection::skip : DesyncInjection::shape;
   }
   return s;
 }
@@ -215,5 +237,20 @@ std::optional<int64_t> injected_memory_limit(int rank) {
 }
 
 bool mutation(const char* name) { return specs().mutation == name; }
+
+bool desync_injection_set() { return specs().desync.set; }
+
+DesyncInjection injected_desync(int rank, const std::string& group, int64_t call, const std::string& tag) {
+  const auto& d = specs().desync;
+  if (!d.set || d.rank != rank || d.group != group) return DesyncInjection::none;
+  if (d.call >= 0 ? d.call != call : d.tag != tag) return DesyncInjection::none;
+  static std::atomic<bool> fired{false};
+  if (fired.exchange(true)) return DesyncInjection::none;  // once: a tag's first call
+  std::fprintf(stderr, "fault injection: rank %d %s call #%lld '%s' on group '%s'\n", rank,
+               d.kind == DesyncInjection::skip ? "skips" : "changes the shape of", static_cast<long long>(call),
+               tag.c_str(), group.c_str());
+  std::fflush(stderr);
+  return d.kind;
+}
 
 }  // namespace dtlab

@@ -16,6 +16,11 @@
 //       drop_world_factor    gradients are not divided by the data-parallel size (a sum, not a mean)
 //       sum_hybrid_replicas  fsdp_hybrid sums its replicas instead of averaging them
 //       skip_bucket          ddp never all-reduces its first bucket (its gradients stay local)
+//   DTLAB_INJECT_DESYNC="RANK:CALL:KIND[@GROUP]" RANK's backend collective CALL on GROUP (default world) — CALL is
+//       a call number (from 0, as the desync check's messages count) or a tag (its first call with that tag, e.g.
+//       ddp.bucket.0) — is skipped (KIND=skip: not issued, its handle done at once) or issued on a scratch tensor
+//       one element (one per rank for all_gather / reduce_scatter) longer (KIND=shape). A desync for
+//       instrument.check_collectives to catch (lab/comm/desync_check.hpp).
 // Points: before_all_reduce, before_all_gather, before_reduce_scatter, before_broadcast, before_barrier,
 // before_send_recv (lab/comm), after_forward (strategies), before_optimizer (trainer).
 // A malformed variable throws FaultSpecError naming the variable, the item and the rule.
@@ -24,6 +29,7 @@
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
+#include <string>
 
 namespace dtlab {
 
@@ -54,5 +60,11 @@ std::optional<int64_t> injected_memory_limit(int rank);
 
 // True when DTLAB_INJECT_MUTATION names `name` (one of the names above).
 bool mutation(const char* name);
+
+// DTLAB_INJECT_DESYNC: whether it is set, and what it does to `rank`'s backend call number `call`, tagged `tag`, on
+// `group`.
+enum class DesyncInjection { none, skip, shape };
+bool desync_injection_set();
+DesyncInjection injected_desync(int rank, const std::string& group, int64_t call, const std::string& tag);
 
 }  // namespace dtlab

@@ -1,5 +1,8 @@
 // dist_test.cpp: the distributed runtime on real processes (RELIABILITY A2, C17).
 //   * `dtlab launch -n W comm_rank` for W = 2, 3, 4: ring vs backend collectives, records, replica check;
+//   * `dtlab launch -n 2 desync_rank`: the desync check (instrument.check_collectives, RELIABILITY C16) stops every
+//     rank with one message naming the ranks, the call and both signatures, for a skipped call, a reshaped call and
+//     a ring call of another size; without a desync the same collectives agree, with the check on or off;
 //   * comm_rank ranks started by hand with the plain RANK/WORLD_SIZE/MASTER_* environment on loopback
 //     addresses other than 127.0.0.1 (the store must listen where the clients connect);
 //   * rendezvous failures of `dtlab train`: port in use, unreachable master, a missing rank, and a
@@ -42,6 +45,7 @@ namespace fs = std::filesystem;
 const std::string kBin = std::string(DTLAB_BINARY_DIR) + "/bin/";
 const std::string kDtlab = kBin + "dtlab";
 const std::string kCommRank = kBin + "comm_rank";
+const std::string kDesyncRank = kBin + "desync_rank";
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -256,6 +260,74 @@ INSTANTIATE_TEST_SUITE_P(World, CommRankJob, ::testing::Values(2, 3, 4, 6),
                          [](const ::testing::TestParamInfo<int>& info) {
                            return std::string("W").append(std::to_string(info.param));
                          });
+
+// --- the desync check over desync_rank (tests/dist/desync_rank.cpp) ------------------------------
+
+// A desync_rank job of 2 with `args`, DTLAB_INJECT_DESYNC set to `injection` (none: "").
+Outcome desync_job(const std::vector<std::string>& args, const std::string& injection) {
+  std::vector<std::string> argv = {kDtlab, "launch", "-n", "2", "--timeout", "30", kDesyncRank};
+  argv.insert(argv.end(), args.begin(), args.end());
+  Spawn spawn{argv, {{"DTLAB_INJECT_DESYNC", injection.empty() ? std::nullopt : std::optional(injection)}}};
+  return run(spawn, 60);
+}
+
+struct DesyncCase {
+  const char* name;
+  std::vector<std::string> args;
+  std::string injection;
+  std::string message;  // what every rank must print, after "desync_rank: error: "
+};
+
+class DesyncCheck : public ::testing::TestWithParam<DesyncCase> {};
+
+// Every rank finds the desync itself (its own error line, the same message) and the job stops well before the
+// collective timeout (20 s in desync_rank): nobody waits in a mismatched collective.
+TEST_P(DesyncCheck, EveryRankStopsWithOneMessageNamingTheRanksAndBothSignatures) {
+  const DesyncCase& c = GetParam();
+  const Outcome job = desync_job(c.args, c.injection);
+  ASSERT_FALSE(job.timed_out) << job.describe();
+  EXPECT_NE(job.exit_code, 0) << job.describe();
+  EXPECT_LT(job.seconds, 15.0) << job.describe();
+  const std::string line = "desync_rank: error: " + c.message +
+                           " (a rank that skipped a collective shows its next one "
+                           "here)\n";
+  for (const std::string rank : {"[rank 0] ", "[rank 1] "})
+    EXPECT_EQ(count_of(job.output, rank + line), 1) << "expected from " << rank << ":\n" << line << job.describe();
+  EXPECT_EQ(count_of(job.output, "desync_rank: all collectives agreed"), 0) << job.describe();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Injected, DesyncCheck,
+    ::testing::Values(
+        DesyncCase{"SkippedCall",
+                   {"--check"},
+                   "1:0:skip",
+                   "collective desync on group 'world' (2 ranks) at call #0: rank 0 all_reduce sum float32[1024] "
+                   "'test.desync.a' vs rank 1 broadcast root 0 float32[3,4] 'test.desync.b'"},
+        DesyncCase{"ReshapedCall",
+                   {"--check"},
+                   "1:2:shape",
+                   "collective desync on group 'world' (2 ranks) at call #2: rank 0 all_gather float32[8] -> 16 "
+                   "'test.desync.c' vs rank 1 all_gather float32[9] -> 18 'test.desync.c'"},
+        DesyncCase{"RingCallOfAnotherSize",
+                   {"--check", "--ring-shape"},
+                   "",
+                   "collective desync on group 'world' (2 ranks) at ring call #0: rank 0 reduce_scatter sum "
+                   "float32[10] -> 5 'test.desync.d' (ring) vs rank 1 reduce_scatter sum float32[12] -> 6 "
+                   "'test.desync.d' (ring)"}),
+    [](const ::testing::TestParamInfo<DesyncCase>& info) { return std::string(info.param.name); });
+
+// Without a desync the check lets every collective through, with the same results as without it.
+TEST(DesyncCheckAgreeing, TheSameCollectivesPassWithTheCheckOnAndOff) {
+  for (const bool check : {true, false}) {
+    const Outcome job = desync_job(check ? std::vector<std::string>{"--check"} : std::vector<std::string>{}, "");
+    ASSERT_FALSE(job.timed_out) << job.describe();
+    EXPECT_EQ(job.exit_code, 0) << job.describe();
+    EXPECT_EQ(count_of(job.output, check ? "check on" : "check off"), 2) << job.describe();
+    EXPECT_EQ(count_of(job.output, "desync_rank: all collectives agreed"), 2) << job.describe();
+    EXPECT_EQ(count_of(job.output, "FAIL"), 0) << job.describe();
+  }
+}
 
 // --- comm_rank ranks started by hand: the plain environment, other loopback addresses -----------
 
