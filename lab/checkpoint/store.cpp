@@ -55,6 +55,38 @@ void write_text_atomic(const std::string& path, const std::string& text) {
   }
 }
 
+bool has_partial_suffix(const std::string& name) {
+  const size_t n = std::strlen(kPartialSuffix);
+  return name.size() > n && name.compare(name.size() - n, std::string::npos, kPartialSuffix) == 0;
+}
+
+// Refuses a file name from metadata.json (`origin`) that could name a file outside its step directory.
+void check_plain_file_name(const std::string& name, const std::string& origin) {
+  bool dot_dot = name == "..";
+  std::string component;
+  for (const char c : name + "/") {
+    if (c != '/' && c != '\\') {
+      component += c;
+      continue;
+    }
+    dot_dot = dot_dot || component == "..";
+    component.clear();
+  }
+  std::string problem;
+  if (name.empty() || name == ".")
+    problem = "is empty or \".\"";
+  else if (name.front() == '/')
+    problem = "is an absolute path";
+  else if (dot_dot)
+    problem = "has a \"..\" component";
+  else if (name.find_first_of("/\\") != std::string::npos)
+    problem = "has a path separator";
+  if (!problem.empty())
+    throw CheckpointError("checkpoint " + origin + ": file name '" + name + "' " + problem +
+                          ": refused (a file metadata.json names must be a plain file name inside its checkpoint "
+                          "directory)");
+}
+
 // Makes a directory's renames durable.
 void sync_dir(const std::string& dir) {
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
@@ -116,15 +148,21 @@ Metadata Metadata::from_json(const nlohmann::json& j, const std::string& origin)
     m.config = j.at("config");
     m.scalars = j.at("scalars").get<std::map<std::string, double>>();
     m.files = j.at("files").get<std::vector<std::string>>();
+    for (const std::string& file : m.files) check_plain_file_name(file, origin);
     m.total_bytes = j.value("total_bytes", int64_t{0});
     for (const auto& [name, t] : j.at("tensors").items()) {
       TensorInfo info;
       info.shape = t.at("shape").get<std::vector<int64_t>>();
       info.dtype = t.at("dtype").get<std::string>();
-      for (const auto& p : t.at("pieces"))
-        info.pieces.push_back({p.at("file").get<std::string>(), p.at("key").get<std::string>(),
-                               p.at("begin").get<int64_t>(), p.at("numel").get<int64_t>(),
-                               p.at("crc32").get<uint32_t>()});
+      for (const auto& p : t.at("pieces")) {
+        const std::string file = p.at("file").get<std::string>();
+        check_plain_file_name(file, origin);
+        if (std::find(m.files.begin(), m.files.end(), file) == m.files.end())
+          throw CheckpointError("checkpoint " + origin + ": a piece of '" + name + "' is in file '" + file +
+                                "', which \"files\" does not list (every piece is in a listed rank file)");
+        info.pieces.push_back({file, p.at("key").get<std::string>(), p.at("begin").get<int64_t>(),
+                               p.at("numel").get<int64_t>(), p.at("crc32").get<uint32_t>()});
+      }
       m.tensors[name] = std::move(info);
     }
     return m;
@@ -155,19 +193,19 @@ std::optional<std::string> latest_checkpoint(const std::string& dir) {
   return all.back().second;
 }
 
-int remove_partials(const std::string& dir) {
+std::vector<std::string> remove_partials(const std::string& dir) {
+  std::vector<std::string> removed;
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return 0;
-  int removed = 0;
+  if (!fs::is_directory(dir, ec)) return removed;
   for (const auto& entry : fs::directory_iterator(dir)) {
     const std::string name = entry.path().filename().string();
-    if (entry.is_directory() && name.size() > std::strlen(kPartialSuffix) &&
-        name.compare(name.size() - std::strlen(kPartialSuffix), std::string::npos, kPartialSuffix) == 0 &&
+    if (entry.is_directory() && has_partial_suffix(name) &&
         step_of(name.substr(0, name.size() - std::strlen(kPartialSuffix)))) {
       fs::remove_all(entry.path(), ec);
-      ++removed;
+      removed.push_back(entry.path().string());
     }
   }
+  std::sort(removed.begin(), removed.end());
   return removed;
 }
 
@@ -228,8 +266,10 @@ Metadata collect(const std::string& partial, int world_size, int64_t step, const
   return m;
 }
 
-void commit(const std::string& partial, const std::string& final_dir, const Metadata& metadata) {
+void commit(const std::string& partial, const std::string& final_dir, const Metadata& metadata,
+            const std::function<void()>& before_rename) {
   write_text_atomic((fs::path(partial) / kMetadataFile).string(), metadata.to_json().dump(1) + "\n");
+  if (before_rename) before_rename();
   std::error_code ec;
   if (fs::exists(final_dir, ec))
     throw CheckpointError("checkpoint: " + final_dir + " already exists; not overwriting it (the save stays in " +
@@ -256,6 +296,11 @@ Metadata read_metadata(const std::string& path, std::string* step_dir_out) {
   if (!fs::exists(path, ec)) throw CheckpointError("checkpoint " + path + ": no such file or directory");
   if (!fs::is_directory(path, ec))
     throw CheckpointError("checkpoint " + path + " is a file; a checkpoint is a step directory (or checkpoint.dir)");
+  std::string trimmed = path;
+  while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
+  if (has_partial_suffix(fs::path(trimmed).filename().string()))
+    throw CheckpointError("checkpoint " + path + " is a save that was never committed (" + kPartialSuffix +
+                          "): a .partial save is never loaded; give a complete step_* directory or checkpoint.dir");
   std::string dir = path;
   if (!fs::exists(fs::path(path) / kMetadataFile)) {
     const auto latest = latest_checkpoint(path);
@@ -273,10 +318,21 @@ Metadata read_metadata(const std::string& path, std::string* step_dir_out) {
     throw CheckpointError("checkpoint " + meta_path + ": not JSON: " + e.what());
   }
   Metadata m = Metadata::from_json(j, meta_path);
-  for (const std::string& file : m.files)
-    if (!fs::exists(fs::path(dir) / file))
+  // Each name is plain (from_json); a rank file must also be a regular file, not a link that leads elsewhere.
+  for (const std::string& file : m.files) {
+    const fs::path file_path = fs::path(dir) / file;
+    const fs::file_status status = fs::symlink_status(file_path, ec);
+    if (!fs::exists(status))
       throw CheckpointError("checkpoint " + dir + ": rank file " + file + " is missing (metadata lists " +
                             std::to_string(m.files.size()) + " files)");
+    if (fs::is_symlink(status))
+      throw CheckpointError("checkpoint " + meta_path + ": rank file '" + file + "' is a symbolic link (to " +
+                            fs::read_symlink(file_path, ec).string() + "): refused (a rank file must be a regular " +
+                            "file inside its checkpoint directory)");
+    if (!fs::is_regular_file(status))
+      throw CheckpointError("checkpoint " + meta_path + ": rank file '" + file + "' is not a regular file: refused " +
+                            "(a rank file must be a regular file inside its checkpoint directory)");
+  }
   if (step_dir_out) *step_dir_out = dir;
   return m;
 }

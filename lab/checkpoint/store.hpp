@@ -12,9 +12,14 @@
 // the rank that held it. Each rank file's "__metadata__" says, under "dtlab.pieces", which tensor and range each key
 // is and its CRC-32; collect() builds metadata.json from those headers alone. A save is complete when the
 // directory lost its ".partial": commit() writes metadata.json, then renames the directory.
+//
+// A file named in metadata.json is a plain name inside its step directory: from_json refuses a name with a ".."
+// component, an absolute path or a path separator, and read_metadata a rank file that is a symbolic link or no
+// regular file, so a metadata.json cannot make dtlab read a file outside its checkpoint.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -59,7 +64,8 @@ struct Metadata {
   int64_t total_bytes = 0;  // tensor bytes over all files
 
   nlohmann::json to_json() const;
-  // Throws CheckpointError naming `origin` for a malformed document.
+  // Throws CheckpointError naming `origin` for a malformed document, or a file name that is not a plain name (a ".."
+  // component, an absolute path, a path separator) or a piece's file that "files" does not list.
   static Metadata from_json(const nlohmann::json& j, const std::string& origin);
 };
 
@@ -81,19 +87,22 @@ std::string partial_dir(const std::string& dir, int64_t step);
 // has none; throws CheckpointError when `dir` is a file.
 std::vector<std::pair<int64_t, std::string>> complete_checkpoints(const std::string& dir);
 std::optional<std::string> latest_checkpoint(const std::string& dir);
-// Removes the ".partial" directories under `dir` (saves a crash interrupted). Returns how many.
-int remove_partials(const std::string& dir);
+// Removes the ".partial" directories under `dir` (saves a crash interrupted). Returns their paths.
+std::vector<std::string> remove_partials(const std::string& dir);
 
 // metadata.json for the `world_size` rank files in `partial`: reads every header, checks that every tensor's pieces
 // tile it exactly (no gap, no overlap, one shape and dtype). Throws CheckpointError naming the file.
 Metadata collect(const std::string& partial, int world_size, int64_t step, const std::string& strategy,
                  const nlohmann::json& config);
-// Writes metadata.json into `partial` (atomically), then renames `partial` to `final_dir`.
-void commit(const std::string& partial, const std::string& final_dir, const Metadata& metadata);
+// Writes metadata.json into `partial` (atomically), then renames `partial` to `final_dir`. `before_rename` runs
+// between the two (a fault-injection point: a crash there leaves a .partial directory with its metadata.json).
+void commit(const std::string& partial, const std::string& final_dir, const Metadata& metadata,
+            const std::function<void()>& before_rename = nullptr);
 // Deletes the oldest complete checkpoints beyond `keep` (0 = keep all); never the newest. Returns what it removed.
 std::vector<std::string> prune(const std::string& dir, int64_t keep);
 
-// A step directory's metadata, or (given checkpoint.dir) its latest one's. Checks that every rank file exists.
+// A step directory's metadata, or (given checkpoint.dir) its latest one's. Checks that every rank file exists and is
+// a regular file in the step directory (not a symbolic link). Refuses a ".partial" directory: it is never loaded.
 Metadata read_metadata(const std::string& path, std::string* step_dir_out = nullptr);
 
 // `dtlab checkpoint inspect`: the metadata as text, and with `verify` every piece's bytes against its checksum.

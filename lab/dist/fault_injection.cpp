@@ -29,6 +29,12 @@ const std::set<std::string>& delay_points() {
   return points;
 }
 
+const std::set<std::string>& checkpoint_points() {
+  static const std::set<std::string> points = {"ckpt_shards_written", "ckpt_async_written", "ckpt_before_commit",
+                                               "ckpt_metadata_written", "ckpt_after_commit"};
+  return points;
+}
+
 std::string point_list() {
   std::string out;
   for (const auto& p : delay_points()) out += (out.empty() ? "" : " | ") + p;
@@ -115,8 +121,13 @@ Specs parse_specs() {
     if (!std::set<std::string>{"exit", "sigkill", "sigterm", "abort", "stop"}.count(s.fault.kind))
       bad("DTLAB_INJECT_FAULT", spec, "has no valid KIND (exit | sigkill | sigterm | abort | stop)");
     if (!where.empty()) {
-      if (where != "step_end" && where != "mid_ring" && !delay_points().count(where))
-        bad("DTLAB_INJECT_FAULT", spec, "has no valid POINT (step_end | mid_ring | " + point_list() + ")");
+      if (where != "step_end" && where != "mid_ring" && !delay_points().count(where) &&
+          !checkpoint_points().count(where)) {
+        std::string checkpoint_list;
+        for (const auto& p : checkpoint_points()) checkpoint_list += " | " + p;
+        bad("DTLAB_INJECT_FAULT", spec,
+            "has no valid POINT (step_end | mid_ring | " + point_list() + checkpoint_list + ")");
+      }
       s.fault.point = where;
     }
   }
@@ -199,12 +210,14 @@ int64_t injected_delay_count() { return g_delays.load(); }
 
 void set_fault_step(int64_t step) { g_step.store(step); }
 
-void inject_fault(const char* point, int rank) {
+void inject_fault(const char* point, int rank) { inject_fault(point, rank, g_step.load()); }
+
+void inject_fault(const char* point, int rank, int64_t step) {
   const auto& f = specs().fault;
-  if (!f.set || f.rank != rank || f.point != point || g_step.load() < f.step) return;
+  if (!f.set || f.rank != rank || f.point != point || step < f.step) return;
   if (g_fault_fired.exchange(true)) return;
-  std::fprintf(stderr, "fault injection: rank %d at step %lld, %s: %s\n", rank, static_cast<long long>(g_step.load()),
-               point, f.kind.c_str());
+  std::fprintf(stderr, "fault injection: rank %d at step %lld, %s: %s\n", rank, static_cast<long long>(step), point,
+               f.kind.c_str());
   std::fflush(stderr);
   if (f.kind == "exit") std::_Exit(1);
   if (f.kind == "sigkill") std::raise(SIGKILL);

@@ -6,7 +6,8 @@
 //   DTLAB_INJECT_FAULT="RANK:STEP:KIND[@POINT]"  RANK dies (or stalls) at POINT, the first time POINT is reached at
 //       or after STEP. KIND = exit (exit code 1) | sigkill | sigterm | abort | stop (SIGSTOP: a stalled rank).
 //       POINT = step_end (default: after the optimizer step) | a collective point below | mid_ring (inside a ring
-//       reduce-scatter/all-gather, after its first exchange: the other ranks are in the middle of it).
+//       reduce-scatter/all-gather, after its first exchange: the other ranks are in the middle of it) | a checkpoint
+//       point below (STEP is then the step being saved).
 //       Transient: it fires in a job's first attempt only (not when DTLAB_RESTART_COUNT >= 1, dtlab launch
 //       --max-restarts), so a restarted job runs clean.
 //   DTLAB_INJECT_INF="RANK:STEP[:nan]"           RANK writes an inf (or nan) into a gradient at STEP.
@@ -23,6 +24,11 @@
 //       instrument.check_collectives to catch (lab/comm/desync_check.hpp).
 // Points: before_all_reduce, before_all_gather, before_reduce_scatter, before_broadcast, before_barrier,
 // before_send_recv (lab/comm), after_forward (strategies), before_optimizer (trainer).
+// Checkpoint points, inside a save (lab/train/train_checkpoint.cpp; faults only): ckpt_shards_written (a blocking
+// save: this rank's file is in step_N.partial/, before the ranks agree and rank 0 commits), ckpt_async_written (an
+// async save's background thread: this rank's file is written, rank 0 has not committed), ckpt_before_commit (rank 0:
+// every file is there, metadata.json is not), ckpt_metadata_written (rank 0: metadata.json is in step_N.partial/, the
+// directory is not renamed), ckpt_after_commit (rank 0: renamed to step_N, before keep prunes).
 // A malformed variable throws FaultSpecError naming the variable, the item and the rule.
 #pragma once
 
@@ -49,6 +55,8 @@ int64_t injected_delay_count();
 void set_fault_step(int64_t step);
 // Dies or stalls if DTLAB_INJECT_FAULT names this rank and `point` (at or after its step). Cheap when unset.
 void inject_fault(const char* point, int rank);
+// The same at a point whose step is not the one running (a checkpoint save of `step`, perhaps on a background thread).
+void inject_fault(const char* point, int rank, int64_t step);
 
 // True on DTLAB_INJECT_INF's rank at its step; the strategy then writes nonfinite_injection_value() into a
 // gradient.

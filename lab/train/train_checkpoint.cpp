@@ -17,6 +17,7 @@
 
 #include "lab/checkpoint/safetensors.hpp"
 #include "lab/checkpoint/store.hpp"
+#include "lab/dist/fault_injection.hpp"
 #include "lab/memory.hpp"
 
 namespace dtlab {
@@ -81,9 +82,12 @@ CheckpointSaver::CheckpointSaver(const Config& config, World& world, std::string
       throw CheckpointError("checkpoint.dir=" + config_.checkpoint.dir + " is a file, not a directory");
     fs::create_directories(config_.checkpoint.dir, ec);
     if (ec) throw CheckpointError("checkpoint.dir=" + config_.checkpoint.dir + " cannot be created: " + ec.message());
-    if (const int removed = checkpoint::remove_partials(config_.checkpoint.dir); removed > 0)
-      std::printf("checkpoint: removed %d interrupted save(s) (*.partial) from %s\n", removed,
-                  config_.checkpoint.dir.c_str());
+    for (const std::string& removed : checkpoint::remove_partials(config_.checkpoint.dir))
+      std::printf(
+          "checkpoint: removed %s, a save a crash interrupted before its commit (a .partial save is never "
+          "loaded)\n",
+          removed.c_str());
+    std::fflush(stdout);
   }
 }
 
@@ -134,8 +138,12 @@ int64_t CheckpointSaver::commit_when_complete(int64_t step, const std::string& p
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
       }
   }
+  const int rank = world_.rank();
+  inject_fault("ckpt_before_commit", rank, step);
   const checkpoint::Metadata meta = checkpoint::collect(partial, w, step, strategy_id_, to_json(config_));
-  checkpoint::commit(partial, checkpoint::step_dir(config_.checkpoint.dir, step), meta);
+  checkpoint::commit(partial, checkpoint::step_dir(config_.checkpoint.dir, step), meta,
+                     [rank, step] { inject_fault("ckpt_metadata_written", rank, step); });
+  inject_fault("ckpt_after_commit", rank, step);
   checkpoint::prune(config_.checkpoint.dir, config_.checkpoint.keep);
   int64_t rng_bytes = 0;
   if (const auto rng = meta.tensors.find(kRngPiece); rng != meta.tensors.end()) {
@@ -181,6 +189,7 @@ void CheckpointSaver::save(int64_t step, Strategy& strategy, const std::map<std:
       try {
         write_rank_file(step, partial, std::move(pieces), scalars, records_.back());
         pieces.clear();  // the snapshot's memory goes back as soon as it is written
+        inject_fault("ckpt_async_written", world_.rank(), step);
         if (commits) records_.back().total_bytes = commit_when_complete(step, partial, /*wait_for_files=*/true);
       } catch (const std::exception& e) {
         background_error_ = e.what();
@@ -194,6 +203,7 @@ void CheckpointSaver::save(int64_t step, Strategy& strategy, const std::map<std:
   } catch (const std::exception& e) {
     error = e.what();
   }
+  inject_fault("ckpt_shards_written", world_.rank(), step);
   if (!any_rank_failed(world_, !error.empty()) && world_.is_main()) {  // every rank's file is in place
     try {
       record.total_bytes = commit_when_complete(step, partial, /*wait_for_files=*/false);

@@ -1,13 +1,18 @@
 // checkpoint_store_test.cpp: the torch-free checkpoint format (lab/checkpoint/): safetensors files written and read
 // back, every malformed file named as such, the directory protocol (partial saves never loaded, metadata built from
-// the rank files' headers, gaps and overlaps refused, keep), and inspect's checksum verification.
+// the rank files' headers, gaps and overlaps refused, keep), inspect's checksum verification, and metadata.json
+// refused when it names a file outside its checkpoint directory (a ".." component, an absolute path, a path
+// separator, a rank file that is a symbolic link).
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+#include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "lab/checkpoint/safetensors.hpp"
 #include "lab/checkpoint/store.hpp"
@@ -117,7 +122,7 @@ TEST(CheckpointStore, CollectBuildsTheMetadataFromRankHeadersAndRefusesGapsAndOv
   }
   write_rank_file(gap + "/" + checkpoint::rank_file_name(1), {4, 5}, {{10, 10}});
   EXPECT_THROW(checkpoint::collect(gap, 2, 8, "x", {}), checkpoint::CheckpointError);
-  EXPECT_EQ(checkpoint::remove_partials(dir), 1);
+  EXPECT_EQ(checkpoint::remove_partials(dir), std::vector<std::string>{gap});
   EXPECT_FALSE(fs::exists(gap));
   EXPECT_TRUE(fs::exists(checkpoint::step_dir(dir, 7))) << "removing partial saves keeps complete ones";
 }
@@ -163,6 +168,121 @@ TEST(CheckpointStore, InspectNamesAFlippedByteAndAMissingFile) {
   }
   std::ofstream(dir + "/plain") << "x";
   EXPECT_THROW(checkpoint::complete_checkpoints(dir + "/plain"), checkpoint::CheckpointError);
+}
+
+// A complete one-rank checkpoint of step 1 under `dir`; returns its step directory.
+std::string committed_checkpoint(const std::string& dir) {
+  const std::string partial = checkpoint::partial_dir(dir, 1);
+  fs::create_directories(partial);
+  write_rank_file(partial + "/" + checkpoint::rank_file_name(0), {8}, {{0, 8}});
+  checkpoint::commit(partial, checkpoint::step_dir(dir, 1), checkpoint::collect(partial, 1, 1, "single", {}));
+  return checkpoint::step_dir(dir, 1);
+}
+
+// Rewrites `step`'s metadata.json with every mention of its one rank file (in "files" and in each piece) as `name`.
+void name_the_rank_file(const std::string& step, const std::string& name) {
+  nlohmann::json j;
+  {
+    std::ifstream in(step + "/" + checkpoint::kMetadataFile);
+    j = nlohmann::json::parse(in);
+  }
+  j["files"] = {name};
+  for (auto& [tensor, info] : j["tensors"].items())
+    for (auto& piece : info["pieces"]) piece["file"] = name;
+  std::ofstream(step + "/" + checkpoint::kMetadataFile, std::ios::trunc) << j.dump(1);
+}
+
+std::string read_metadata_error(const std::string& path) {
+  try {
+    checkpoint::read_metadata(path);
+  } catch (const checkpoint::CheckpointError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << path << " was read without error";
+  return "";
+}
+
+TEST(CheckpointStore, MetadataNamingAFileOutsideItsDirectoryIsRefusedWithTheFileAndTheRule) {
+  struct Case {
+    std::string name, rule;
+  };
+  for (const Case& c : {Case{"../x.safetensors", "has a \"..\" component"}, Case{"/etc/passwd", "is an absolute path"},
+                        Case{"sub/x", "has a path separator"}}) {
+    const std::string dir = fresh_dir("outside");
+    const std::string step = committed_checkpoint(dir);
+    // Each name leads to a real, readable safetensors file (or, for /etc/passwd, a real file), so only the rule
+    // stops it: without it the checkpoint would load or fail on the file's content, not on its name.
+    fs::create_directories(step + "/sub");
+    fs::copy_file(step + "/rank00000.safetensors", dir + "/x.safetensors");
+    fs::copy_file(step + "/rank00000.safetensors", step + "/sub/x");
+    name_the_rank_file(step, c.name);
+    const std::string error = read_metadata_error(step);
+    EXPECT_NE(error.find("checkpoint " + step + "/metadata.json: file name '" + c.name + "' " + c.rule +
+                         ": refused (a file metadata.json names must be a plain file name inside its checkpoint "
+                         "directory)"),
+              std::string::npos)
+        << c.name << ": " << error;
+    int problems = 0;
+    EXPECT_THROW(checkpoint::inspect(step, true, problems), checkpoint::CheckpointError) << c.name;
+  }
+  // A piece in a file that "files" does not list (the listed files are the ones checked).
+  const std::string dir = fresh_dir("unlisted");
+  const std::string step = committed_checkpoint(dir);
+  nlohmann::json j;
+  {
+    std::ifstream in(step + "/metadata.json");
+    j = nlohmann::json::parse(in);
+  }
+  j["tensors"]["param.w"]["pieces"][0]["file"] = "rank00001.safetensors";
+  std::ofstream(step + "/metadata.json", std::ios::trunc) << j.dump(1);
+  EXPECT_NE(read_metadata_error(step).find("a piece of 'param.w' is in file 'rank00001.safetensors', which \"files\" "
+                                           "does not list"),
+            std::string::npos);
+}
+
+TEST(CheckpointStore, ARankFileThatIsASymbolicLinkOutsideItsDirectoryIsRefused) {
+  const std::string dir = fresh_dir("symlink");
+  const std::string step = committed_checkpoint(dir);
+  const std::string file = step + "/rank00000.safetensors";
+  const std::string outside = dir + "/outside.safetensors";
+  fs::rename(file, outside);  // the same bytes, its checksums valid: only the link is wrong
+  fs::create_symlink(outside, file);
+  const std::string error = read_metadata_error(step);
+  EXPECT_NE(
+      error.find("checkpoint " + step + "/metadata.json: rank file 'rank00000.safetensors' is a symbolic link (to " +
+                 outside + "): refused (a rank file must be a regular file inside its checkpoint directory)"),
+      std::string::npos)
+      << error;
+  fs::remove(file);
+  fs::create_directory(file);
+  EXPECT_NE(read_metadata_error(step).find("rank file 'rank00000.safetensors' is not a regular file: refused"),
+            std::string::npos);
+}
+
+TEST(CheckpointStore, ASaveStoppedBetweenItsMetadataAndItsRenameIsNeverLoadedAndIsRemoved) {
+  const std::string dir = fresh_dir("stopped");
+  const std::string step = committed_checkpoint(dir);
+  const std::string partial = checkpoint::partial_dir(dir, 2);
+  fs::create_directories(partial);
+  write_rank_file(partial + "/" + checkpoint::rank_file_name(0), {8}, {{0, 8}});
+  const checkpoint::Metadata m = checkpoint::collect(partial, 1, 2, "single", {});
+  EXPECT_THROW(checkpoint::commit(partial, checkpoint::step_dir(dir, 2), m,
+                                  [] { throw std::runtime_error("the process dies here"); }),
+               std::runtime_error);
+  ASSERT_TRUE(fs::exists(partial + "/metadata.json")) << "the save looks complete but for its name";
+  EXPECT_EQ(checkpoint::latest_checkpoint(dir).value(), step);
+  std::string loaded;
+  checkpoint::read_metadata(dir, &loaded);
+  EXPECT_EQ(loaded, step) << "checkpoint.dir's latest is the committed step 1";
+  for (const std::string& path : {partial, partial + "/"})
+    EXPECT_NE(read_metadata_error(path).find("checkpoint " + path +
+                                             " is a save that was never committed (.partial): a .partial save is "
+                                             "never loaded"),
+              std::string::npos)
+        << path;
+  EXPECT_EQ(checkpoint::remove_partials(dir), std::vector<std::string>{partial});
+  EXPECT_FALSE(fs::exists(partial));
+  EXPECT_TRUE(fs::exists(step + "/metadata.json"));
 }
 
 }  // namespace
