@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -35,13 +36,14 @@ inline std::string fresh_dir(const std::string& name) {
   return dir;
 }
 
-// `dtlab train` of tiny for `steps` steps at `world` (1: no launcher) with `overrides`; `extra` CLI flags; `env`
-// for the job (fault injection).
+// `dtlab train` of tiny for `steps` steps at `world` with `overrides` (parallel.strategy=single runs without a
+// launcher, any other strategy under `dtlab launch -n world`); `extra` CLI flags; `env` for the job.
 inline testing::JobResult train(int world, const std::string& out, const std::vector<std::string>& overrides,
                                 const std::vector<std::string>& extra = {}, int steps = kSteps,
                                 const std::vector<std::string>& env = {}) {
   std::vector<std::string> args;
-  if (world > 1) args = {kBin + "dtlab", "launch", "-n", std::to_string(world)};
+  const bool single = std::find(overrides.begin(), overrides.end(), "parallel.strategy=single") != overrides.end();
+  if (world > 1 || !single) args = {kBin + "dtlab", "launch", "-n", std::to_string(world)};
   for (const std::string& a : {kBin + "dtlab", std::string("train"), std::string("--config"), kConfig,
                                std::string("--out"), out, std::string("train.steps=") + std::to_string(steps)})
     args.push_back(a);

@@ -5,7 +5,8 @@
 //     torch-free store reader), match the single-process reference within fp32 tolerance.
 //   MasterDtypeOnLoad: bf16 masters load into fp32 masters (widened, exact) and fp32 into bf16 (rounded to nearest).
 //     The first step after the load computes with the same bf16 weights as a run that never converted, so its loss
-//     and gradient norm equal that run's bit for bit; the whole run then matches the same conversion done at world 1.
+//     and gradient norm equal that run's bit for bit; the whole run then matches the same conversion at world 1
+//     (FULL_SHARD of one rank under the launcher: the single strategy keeps fp32 masters only).
 #include <gtest/gtest.h>
 
 #include <string>
