@@ -2,8 +2,8 @@
 //   Resume: for every strategy (and bf16 masters with stochastic rounding, fp16 with the loss scaler and offload,
 //     accumulation, async saves), N steps straight vs k steps, stop (--stop-after), resume, N: the same losses and
 //     gradient norms bit for bit, and the same final parameters byte for byte (read from the final checkpoints).
-//   Resharding: a checkpoint of S at world W continues under S' at W', with losses equal to the single-process
-//     reference within fp32 tolerance.
+//   Resharding (reshard_test.cpp) and a resume over a token file's wrap (data_resume_test.cpp) share this suite's
+//     helpers (checkpoint_jobs.hpp).
 //   Bad input: a truncated or corrupted shard, a missing rank file, another model shape or optimizer, a dir that is a
 //     file, a resume=never over existing checkpoints: one error naming the file (or key) and nothing overwritten; a
 //     piece only one rank reads stops every rank at once, the others naming the rank that failed.
@@ -12,7 +12,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -20,60 +19,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "lab/checkpoint/safetensors.hpp"
 #include "lab/checkpoint/store.hpp"
+#include "tests/strategy/checkpoint_jobs.hpp"
 #include "tests/strategy/job.hpp"
 
 namespace dtlab {
 namespace {
 
-namespace fs = std::filesystem;
-
-const std::string kBin = std::string(DTLAB_BINARY_DIR) + "/bin/";
-const std::string kConfig = std::string(DTLAB_SOURCE_DIR) + "/tests/strategy/tiny_ddp.yaml";
-constexpr int kSteps = 6;
-
-std::string fresh_dir(const std::string& name) {
-  const std::string dir = ::testing::TempDir() + "dtlab_ckpt_" + name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-// `dtlab train` of tiny for kSteps steps at `world` (1: no launcher) with `overrides`; `extra` CLI flags.
-testing::JobResult train(int world, const std::string& out, const std::vector<std::string>& overrides,
-                         const std::vector<std::string>& extra = {}) {
-  std::vector<std::string> args;
-  if (world > 1) args = {kBin + "dtlab", "launch", "-n", std::to_string(world)};
-  for (const std::string& a : {kBin + "dtlab", std::string("train"), std::string("--config"), kConfig,
-                               std::string("--out"), out, std::string("train.steps=") + std::to_string(kSteps)})
-    args.push_back(a);
-  args.insert(args.end(), extra.begin(), extra.end());
-  args.insert(args.end(), overrides.begin(), overrides.end());
-  return testing::run_job(args, 120);
-}
-
-nlohmann::json steps_of(const std::string& out) {
-  std::ifstream in(out + "/result.json");
-  return nlohmann::json::parse(in).at("steps");
-}
-
-// Every "param.*" tensor of a checkpoint, assembled from its pieces, as raw bytes.
-std::map<std::string, std::vector<char>> parameters_of(const std::string& checkpoint_dir) {
-  std::string dir;
-  const checkpoint::Metadata meta = checkpoint::read_metadata(checkpoint_dir, &dir);
-  std::map<std::string, std::vector<char>> out;
-  for (const auto& [name, info] : meta.tensors) {
-    if (name.rfind("param.", 0) != 0) continue;
-    std::vector<char>& bytes = out[name];
-    for (const checkpoint::Piece& p : info.pieces) {
-      const safetensors::Header h = safetensors::read_header(dir + "/" + p.file);
-      const std::vector<char> piece = safetensors::read_bytes(h, h.tensor(p.key));
-      bytes.insert(bytes.end(), piece.begin(), piece.end());
-    }
-  }
-  return out;
-}
+using namespace ckpt_testing;  // NOLINT(google-build-using-namespace): the shared job helpers
 
 struct ResumeCase {
   std::string name;
@@ -148,54 +101,6 @@ INSTANTIATE_TEST_SUITE_P(
         ResumeCase{"hybrid", 4, {"parallel.strategy=fsdp_hybrid", "parallel.shard_size=2", "train.micro_batch=2"}},
         ResumeCase{"single_bf16", 1, {"parallel.strategy=single", "precision.param_dtype=bf16"}}),
     [](const ::testing::TestParamInfo<ResumeCase>& info) { return info.param.name; });
-
-struct ReshardCase {
-  std::string name;
-  int from_world;
-  std::string from;
-  int to_world;
-  std::string to;
-};
-
-void PrintTo(const ReshardCase& c, std::ostream* os) { *os << c.name; }
-
-class Reshard : public ::testing::TestWithParam<ReshardCase> {};
-
-TEST_P(Reshard, ACheckpointContinuesUnderAnotherStrategyOrWorldSize) {
-  const ReshardCase& c = GetParam();
-  const std::string dir = fresh_dir("reshard_" + c.name);
-  // 12 sequences split evenly at worlds 1, 2, 3 and 4.
-  const std::vector<std::string> batch = {"train.global_batch=12", "train.micro_batch=1"};
-  auto with = [&](std::vector<std::string> extra) {
-    extra.insert(extra.end(), batch.begin(), batch.end());
-    return extra;
-  };
-  const auto ref = train(1, dir + "/ref", with({"parallel.strategy=single"}));
-  ASSERT_EQ(ref.exit_code, 0) << ref.output;
-  const auto first =
-      train(c.from_world, dir + "/first",
-            with({"parallel.strategy=" + c.from, "parallel.shard_size=0", "checkpoint.dir=" + dir + "/ckpt"}),
-            {"--stop-after", "3"});
-  ASSERT_EQ(first.exit_code, 0) << first.output;
-  const auto second =
-      train(c.to_world, dir + "/second", with({"parallel.strategy=" + c.to, "checkpoint.dir=" + dir + "/ckpt"}));
-  ASSERT_EQ(second.exit_code, 0) << second.output;
-  nlohmann::json got = steps_of(dir + "/first");
-  for (const auto& s : steps_of(dir + "/second")) got.push_back(s);
-  const nlohmann::json want = steps_of(dir + "/ref");
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i)
-    EXPECT_NEAR(got[i]["loss"].get<double>(), want[i]["loss"].get<double>(), 2e-5) << "step " << i + 1;
-}
-
-INSTANTIATE_TEST_SUITE_P(IssueCases, Reshard,
-                         ::testing::Values(ReshardCase{"fs2_to_fs4", 2, "fsdp_full_shard", 4, "fsdp_full_shard"},
-                                           ReshardCase{"fs2_to_fs3", 2, "fsdp_full_shard", 3, "fsdp_full_shard"},
-                                           ReshardCase{"fs2_to_ddp2", 2, "fsdp_full_shard", 2, "ddp"},
-                                           ReshardCase{"ddp2_to_fs2", 2, "ddp", 2, "fsdp_full_shard"},
-                                           ReshardCase{"hybrid4_to_fs2", 4, "fsdp_hybrid", 2, "fsdp_full_shard"},
-                                           ReshardCase{"zero1_2_to_sgo3", 2, "zero1", 3, "fsdp_shard_grad_op"}),
-                         [](const ::testing::TestParamInfo<ReshardCase>& info) { return info.param.name; });
 
 // A saved checkpoint of tiny under FULL_SHARD at world 2, 3 steps, for the bad-input cases.
 std::string saved_checkpoint(const std::string& dir) {
