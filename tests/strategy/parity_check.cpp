@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -82,18 +83,33 @@ ParityTolerance relative_tolerance(double rtol, const std::string& why) {
   return t;
 }
 
-ParityTolerance bf16_tolerance() {
+ParityTolerance bf16_tolerance(int64_t n_layers, int64_t tokens_per_step) {
+  const double sites = 2.0 * (10.0 * static_cast<double>(n_layers) + 3.0);
+  const double rtol = kBf16Confidence * std::sqrt(sites) * kBf16UnitRoundoff /
+                      std::sqrt(static_cast<double>(std::max<int64_t>(1, tokens_per_step)));
   ParityTolerance t;
-  const double rtol = kBf16Confidence * std::sqrt(kBf16RoundingSites) * kBf16UnitRoundoff;
-  char rule[200];
+  char rule[240];
   std::snprintf(rule, sizeof rule,
-                "bf16: |d| <= %g * sqrt(%g sites) * 2^-8 * sqrt(step) * |reference| = %.3g * sqrt(step) relative "
-                "(tests/strategy/parity_check.hpp)",
-                kBf16Confidence, kBf16RoundingSites, rtol);
+                "bf16: |d| <= %g * sqrt(%g roundings) * 2^-8 / sqrt(%lld tokens) * sqrt(step) * |reference| = %.3g * "
+                "sqrt(step) relative (tests/strategy/parity_check.hpp)",
+                kBf16Confidence, sites, static_cast<long long>(tokens_per_step), rtol);
   t.rule = rule;
   t.loss_rtol = t.norm_rtol = rtol;
   t.grows_with_step = true;
   return t;
+}
+
+ParityTolerance bf16_tolerance(const TrainRun& reference) {
+  const nlohmann::json& config =
+      reference.result.is_object() ? reference.result.value("config", nlohmann::json()) : nlohmann::json();
+  if (!config.is_object()) {
+    ADD_FAILURE() << "bf16_tolerance: the reference has no result.json config to read its shape from";
+    return bf16_tolerance(1, 1);  // tight enough to fail: the caller's comparison then fails too
+  }
+  const nlohmann::json model = config.value("model", nlohmann::json::object());
+  const nlohmann::json train = config.value("train", nlohmann::json::object());
+  return bf16_tolerance(model.value("n_layers", int64_t{0}),
+                        model.value("seq_len", int64_t{0}) * train.value("global_batch", int64_t{0}));
 }
 
 ParityVerdict compare_steps(const StepSeries& reference, const StepSeries& run, const ParityTolerance& tolerance) {

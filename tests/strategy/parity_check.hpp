@@ -10,16 +10,19 @@
 //
 // The bf16 tolerance is derived, not fitted (docs/testing.md, "Tolerances and why"). u = 2^-8 is bf16's unit
 // roundoff (8 significant bits). Two runs that do the same arithmetic in bf16 but round in different places (a
-// half-batch weight gradient per rank vs the full batch's; a reduce-scatter vs a local sum; another GEMM blocking)
-// differ, at step 1, by the roundings one run makes and the other does not: kBf16RoundingSites of them on the path
-// from the parameters to the loss or the norm, each at most u relative, and independent, so they add like a random
-// walk: sqrt(sites) u. The parameters then carry that difference into every later step: one step's worth each step,
-// again independent, so the bound grows with sqrt(step). Per step s (1-based):
-//     |q_run(s) - q_ref(s)| <= kBf16Confidence * sqrt(kBf16RoundingSites) * u * sqrt(s) * |q_ref(s)|
-// for q = loss and q = gradient norm. With the constants below: 3 * 4 * 2^-8 = 4.7% at step 1, 13% at step 8 on the
-// norm. A missing 1/world at world 2 is 100% of the norm at step 1; a doubled gradient likewise.
+// half-batch weight gradient per rank vs the whole batch's, a reduce-scatter vs a local sum, another GEMM blocking,
+// bf16 against fp32) differ, per token, by at most the roundings on that token's path: `sites` = 2 (forward and
+// backward) x (10 per transformer block x n_layers + 3: embedding, final norm, head), each at most u relative and
+// independent, so they add like a random walk: sqrt(sites) u. The loss is the mean over the step's T tokens
+// (global_batch x seq_len) and every weight gradient a sum over them: independent per-token differences shrink by
+// sqrt(T). The parameters then carry each step's difference into the next, independently, so the bound grows with
+// sqrt(step). With a confidence factor of 3 (3 sigma), per step s (1-based), for q = loss and q = gradient norm:
+//     |q_run(s) - q_ref(s)| <= 3 * sqrt(sites) * u / sqrt(T) * sqrt(s) * |q_ref(s)|
+// For tiny (2 blocks, 8 x 64 tokens): 3 * sqrt(46) * 2^-8 / sqrt(512) = 3.5e-3 at step 1, 9.9e-3 at step 8. A
+// missing 1/world at world 2 doubles the norm: 100% at step 1, 285 times the bound.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -62,12 +65,13 @@ struct ParityTolerance {
 // A fixed relative tolerance (fp32 runs: other kernels or another summation order change the last bits only).
 ParityTolerance relative_tolerance(double rtol, const std::string& why);
 
-// The derived bf16 tolerance (the rule above): two runs computing in bf16 that round in different places, or a bf16
-// run against the same run in fp32.
+// The derived bf16 tolerance (the rule above) for a model of n_layers blocks trained on tokens_per_step tokens a step:
+// two runs computing in bf16 that round in different places, or a bf16 run against the same run in fp32.
 inline constexpr double kBf16UnitRoundoff = 1.0 / 256.0;  // 2^-8
-inline constexpr double kBf16RoundingSites = 16;
-inline constexpr double kBf16Confidence = 3;
-ParityTolerance bf16_tolerance();
+inline constexpr double kBf16Confidence = 3;              // 3 sigma of a sum of independent roundings
+ParityTolerance bf16_tolerance(int64_t n_layers, int64_t tokens_per_step);
+// The same, with the shape read from a run's result.json (config.model.n_layers, model.seq_len, train.global_batch).
+ParityTolerance bf16_tolerance(const TrainRun& reference);
 
 // Compares two runs step by step. `report` holds one line per step (both values, the difference, the bound, ok or
 // MISMATCH), whatever the verdict, so a failure shows the whole trajectory.
