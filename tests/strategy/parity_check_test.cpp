@@ -24,11 +24,10 @@ std::vector<std::string> with(std::vector<std::string> overrides, const std::vec
   return overrides;
 }
 
-const TrainRun& single_process_bf16() {
-  static const TrainRun run =
-      testing::train_tiny("cpu_sgd_bf16_single", 0,
-                          with(testing::sgd_without_clipping_bf16(), {"parallel.strategy=single", "train.device=cpu"}));
-  return run;
+// The single-process reference, into a directory of the test's own (ctest runs the two cases side by side).
+TrainRun single_process_bf16(const std::string& label) {
+  return testing::train_tiny(
+      label, 0, with(testing::sgd_without_clipping_bf16(), {"parallel.strategy=single", "train.device=cpu"}));
 }
 
 TrainRun full_shard_bf16_at_world_2(const std::string& label, const std::vector<std::string>& environment) {
@@ -38,7 +37,7 @@ TrainRun full_shard_bf16_at_world_2(const std::string& label, const std::vector<
 }
 
 TEST(ParityCheck, Bf16FullShardUnderSgdWithoutClippingPassesTheBf16Rule) {
-  const TrainRun& reference = single_process_bf16();
+  const TrainRun reference = single_process_bf16("cpu_sgd_bf16_single");
   const TrainRun run = full_shard_bf16_at_world_2("cpu_sgd_bf16_full_shard", {});
   const testing::ParityVerdict verdict =
       testing::compare_steps(reference.steps, run.steps, testing::bf16_tolerance(reference));
@@ -50,7 +49,7 @@ TEST(ParityCheck, Bf16FullShardUnderSgdWithoutClippingPassesTheBf16Rule) {
 }
 
 TEST(ParityCheck, TheBf16RuleRejectsGradientsSummedInsteadOfAveraged) {
-  const TrainRun& reference = single_process_bf16();
+  const TrainRun reference = single_process_bf16("cpu_sgd_bf16_single_for_mutated");
   const TrainRun mutated =
       full_shard_bf16_at_world_2("cpu_sgd_bf16_full_shard_mutated", {"DTLAB_INJECT_MUTATION=drop_world_factor"});
   ASSERT_NE(mutated.output.find("MUTATION drop_world_factor is active"), std::string::npos) << mutated.output;
