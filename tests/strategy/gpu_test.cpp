@@ -3,10 +3,14 @@
 // NCCL at world 1 (and at world 2 when two GPUs are visible), CUPTI kernel events in the trace, and bf16 on the
 // device. Every case skips with its reason in the cpu configuration and on a machine without a CUDA device.
 //
-// Tolerances. GPU kernels (cuBLAS GEMMs, fused attention) sum in other orders than the CPU's, so the GPU run is held
-// to the CPU reference within kCpuTolerance relative per step over 8 AdamW steps; the strategies on the GPU are
-// held to the single-GPU run within kStrategyTolerance (the same kernels; only the collectives' summation order
-// differs). TF32 stays off (LibTorch's default), so fp32 GEMMs are fp32.
+// Every parity case compares both the loss and the pre-clip gradient norm of every step (tests/strategy/
+// parity_check.hpp, shared with the CPU proof in parity_check_test.cpp). Tolerances: GPU kernels (cuBLAS GEMMs,
+// fused attention) sum in other orders than the CPU's, so the GPU run is held to the CPU reference within
+// kCpuTolerance relative per step over 8 AdamW steps; the strategies on the GPU are held to the single-GPU run within
+// kStrategyTolerance (the same kernels; only the collectives' summation order differs). TF32 stays off (LibTorch's
+// default), so fp32 GEMMs are fp32. bf16 runs are held to their reference by the derived bf16 rule
+// (testing::bf16_tolerance). One case trains under SGD without clipping, where a wrong gradient scale also moves
+// the parameters.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -23,6 +27,7 @@
 #include "lab/train/device.hpp"
 #include "strategies/catalog.hpp"
 #include "tests/strategy/job.hpp"
+#include "tests/strategy/parity_check.hpp"
 
 namespace dtlab {
 namespace {
@@ -48,49 +53,28 @@ std::string no_gpu_reason() {
     if (const std::string why = no_gpu_reason(); !why.empty()) GTEST_SKIP() << why; \
   } while (0)
 
-struct TrainRun {
-  nlohmann::json result;
-  std::vector<double> losses;
-  std::string output;
-};
+using testing::TrainRun;
 
-// `dtlab train` on tiny (8 steps), under `dtlab launch -n world` when world > 0.
-TrainRun train(const std::string& label, int world, std::vector<std::string> overrides) {
-  const fs::path out = fs::temp_directory_path() / ("dtlab_gpu_" + label);
-  fs::remove_all(out);
-  std::vector<std::string> args;
-  if (world > 0) args = {kBin + "dtlab", "launch", "-n", std::to_string(world)};
-  for (const std::string& a :
-       {kBin + "dtlab", std::string("train"), std::string("--config"), kConfig, std::string("--out"), out.string()})
-    args.push_back(a);
-  for (const char* a : {"train.steps=8", "train.threads=2", "instrument.warmup_steps=0"}) args.emplace_back(a);
-  args.insert(args.end(), overrides.begin(), overrides.end());
-  const auto job = testing::run_job(args, 300);
-  TrainRun run;
-  run.output = job.output;
-  EXPECT_EQ(job.exit_code, 0) << label << ":\n" << job.output;
-  std::ifstream in(out / "result.json");
-  if (!in.good()) {
-    ADD_FAILURE() << label << ": no result.json in " << out << "\n" << job.output;
-    return run;
-  }
-  run.result = nlohmann::json::parse(in);
-  for (const auto& step : run.result.at("steps")) run.losses.push_back(step.at("loss").get<double>());
-  return run;
+// `dtlab train` of tiny (8 steps), under `dtlab launch -n world` when world > 0.
+TrainRun train(const std::string& label, int world, const std::vector<std::string>& overrides) {
+  return testing::train_tiny("gpu_" + label, world, overrides);
 }
 
-void expect_same_losses(const TrainRun& reference, const TrainRun& run, double tolerance, const std::string& what) {
-  ASSERT_EQ(run.losses.size(), reference.losses.size()) << what;
-  ASSERT_FALSE(run.losses.empty()) << what;
-  for (size_t i = 0; i < run.losses.size(); ++i)
-    EXPECT_NEAR(run.losses[i], reference.losses[i], tolerance * std::max(1.0, std::abs(reference.losses[i])))
-        << what << ": step " << i + 1;
-}
+const testing::ParityTolerance kCpu =
+    testing::relative_tolerance(kCpuTolerance, "cuBLAS and fused attention vs the CPU's kernels, fp32, TF32 off");
+const testing::ParityTolerance kStrategy =
+    testing::relative_tolerance(kStrategyTolerance, "the same kernels, another collective summation order");
 
 std::string device_of(const TrainRun& run) { return run.result.at("context").value("device", ""); }
 
 const TrainRun& single_gpu_reference() {
   static const TrainRun run = train("single_gpu", 0, {"parallel.strategy=single", "train.device=cuda"});
+  return run;
+}
+
+const TrainRun& single_gpu_bf16_reference() {
+  static const TrainRun run =
+      train("single_gpu_bf16", 0, {"parallel.strategy=single", "train.device=cuda", "precision.param_dtype=bf16"});
   return run;
 }
 
@@ -100,7 +84,7 @@ TEST(GpuTraining, ASingleGpuRunMatchesTheCpuReference) {
   const TrainRun& gpu = single_gpu_reference();
   EXPECT_EQ(device_of(cpu), "cpu");
   EXPECT_EQ(device_of(gpu).rfind("cuda:0 (", 0), 0u) << device_of(gpu);
-  expect_same_losses(cpu, gpu, kCpuTolerance, "single GPU vs CPU");
+  testing::expect_parity(cpu, gpu, kCpu, "single GPU vs CPU");
   // The device's memory comes from the caching allocator, and MFU from the device's spec-sheet peak.
   EXPECT_TRUE(gpu.result.at("memory").contains("cuda")) << gpu.result.at("memory").dump();
   EXPECT_NE(gpu.result.at("summary").value("mfu_peak_source", "").find("spec-sheet"), std::string::npos);
@@ -128,7 +112,8 @@ TEST(GpuTraining, AutoPicksTheGpuAndCpuStaysAvailable) {
   SKIP_WITHOUT_GPU();
   const TrainRun autod = train("auto", 0, {"parallel.strategy=single"});  // train.device defaults to auto
   EXPECT_EQ(device_of(autod).rfind("cuda:", 0), 0u) << device_of(autod);
-  expect_same_losses(single_gpu_reference(), autod, 0.0, "auto vs cuda");  // the same device, the same kernels
+  testing::expect_parity(single_gpu_reference(), autod,
+                         testing::relative_tolerance(0.0, "the same device, the same kernels"), "auto vs cuda");
 }
 
 class GpuStrategies : public ::testing::TestWithParam<std::string> {};
@@ -141,7 +126,7 @@ TEST_P(GpuStrategies, TwoRanksSharingOneGpuOverGlooMatchTheSingleGpuRun) {
   // auto on one GPU with two ranks: Gloo (NCCL refuses two ranks on one device), recorded as chosen.
   EXPECT_EQ(run.result.at("config").at("parallel").at("backend"), "gloo");
   EXPECT_EQ(device_of(run).rfind("cuda:0", 0), 0u) << device_of(run);
-  expect_same_losses(single_gpu_reference(), run, kStrategyTolerance, strategy + " at world 2 on one GPU");
+  testing::expect_parity(single_gpu_reference(), run, kStrategy, strategy + " at world 2 on one GPU");
 }
 
 std::vector<std::string> distributed_strategies() {
@@ -154,21 +139,37 @@ std::vector<std::string> distributed_strategies() {
 INSTANTIATE_TEST_SUITE_P(EveryStrategy, GpuStrategies, ::testing::ValuesIn(distributed_strategies()),
                          [](const auto& info) { return info.param; });
 
+// Offload: masters, their gradients and optimizer state in pinned host buffers, held to the single-GPU run. bf16
+// masters: the stochastic rounding kernel on the device (no offload), held by the bf16 rule to the single-GPU bf16
+// run with fp32 masters (as the CPU parity suite holds its SR cases to a reference with fp32 masters).
 TEST(GpuTraining, FullShardWithOffloadAndBf16MastersTrains) {
   SKIP_WITHOUT_GPU();
-  // Offload: masters, their gradients and optimizer state in pinned host buffers; bf16 masters: the stochastic
-  // rounding kernel on the device (no offload). Both must train (finite, falling losses) on the GPU.
-  for (const auto& extra : std::vector<std::vector<std::string>>{
-           {"parallel.offload=true"},
-           {"precision.param_dtype=bf16", "precision.master_dtype=bf16", "precision.stochastic_rounding=true"}}) {
-    std::vector<std::string> overrides = {"parallel.strategy=fsdp_full_shard", "train.device=cuda"};
-    overrides.insert(overrides.end(), extra.begin(), extra.end());
-    const TrainRun run = train("w2_modifier_" + std::to_string(extra.size()), 2, overrides);
-    ASSERT_FALSE(run.losses.empty()) << extra.front();
-    for (double loss : run.losses) EXPECT_TRUE(std::isfinite(loss)) << extra.front();
-    EXPECT_LT(run.losses.back(), run.losses.front()) << extra.front();
-    if (extra.size() == 1) expect_same_losses(single_gpu_reference(), run, kStrategyTolerance, "offload on a GPU");
-  }
+  const TrainRun offload =
+      train("w2_offload", 2, {"parallel.strategy=fsdp_full_shard", "train.device=cuda", "parallel.offload=true"});
+  testing::expect_parity(single_gpu_reference(), offload, kStrategy, "full_shard with offload on a GPU");
+  const TrainRun masters =
+      train("w2_bf16_masters", 2,
+            {"parallel.strategy=fsdp_full_shard", "train.device=cuda", "precision.param_dtype=bf16",
+             "precision.master_dtype=bf16", "precision.stochastic_rounding=true"});
+  testing::expect_parity(single_gpu_bf16_reference(), masters, testing::bf16_tolerance(single_gpu_bf16_reference()),
+                         "full_shard with bf16 masters (stochastic rounding) on a GPU");
+  ASSERT_FALSE(masters.steps.loss.empty());
+  EXPECT_LT(masters.steps.loss.back(), masters.steps.loss.front()) << "bf16 masters on the GPU did not train";
+}
+
+// SGD without clipping: a wrong gradient scale moves the parameters too, not only the norm. FULL_SHARD at world 2 on
+// one GPU in bf16 (DDP computes in fp32 only) against the single-GPU bf16 run, by the bf16 rule: the case that
+// parity_check_test.cpp runs on the CPU, where it passes and where the same rule rejects it with the world factor
+// dropped.
+TEST(GpuTraining, SgdWithoutClippingInBf16MatchesTheSingleGpuRun) {
+  SKIP_WITHOUT_GPU();
+  std::vector<std::string> single = testing::sgd_without_clipping_bf16();
+  single.insert(single.end(), {"parallel.strategy=single", "train.device=cuda"});
+  std::vector<std::string> sharded = testing::sgd_without_clipping_bf16();
+  sharded.insert(sharded.end(), {"parallel.strategy=fsdp_full_shard", "train.device=cuda", "parallel.backend=gloo"});
+  const TrainRun reference = train("sgd_bf16_single", 0, single);
+  testing::expect_parity(reference, train("sgd_bf16_full_shard_w2", 2, sharded), testing::bf16_tolerance(reference),
+                         "full_shard at world 2, bf16, SGD without clipping, on one GPU");
 }
 
 // Offloaded shards on a GPU: each reduced gradient comes back to its pinned host shard on a copy stream, added one
@@ -179,22 +180,22 @@ TEST(GpuTraining, OffloadedGradientsComeBackOnTheCopyStream) {
   SKIP_WITHOUT_GPU();
   const TrainRun one =
       train("offload_w1", 1, {"parallel.strategy=fsdp_full_shard", "train.device=cuda", "parallel.offload=true"});
-  expect_same_losses(single_gpu_reference(), one, kStrategyTolerance, "full_shard with offload at world 1");
+  testing::expect_parity(single_gpu_reference(), one, kStrategy, "full_shard with offload at world 1");
   const TrainRun sgo = train(
       "offload_sgo_w2", 2,
       {"parallel.strategy=fsdp_shard_grad_op", "train.device=cuda", "parallel.offload=true", "train.micro_batch=2"});
-  expect_same_losses(single_gpu_reference(), sgo, kStrategyTolerance, "shard_grad_op with offload, 2 micro-steps");
+  testing::expect_parity(single_gpu_reference(), sgo, kStrategy, "shard_grad_op with offload, 2 micro-steps");
 }
 
 TEST(GpuTraining, NcclCarriesAWorldOfOneAndOfTwoWhenThereAreTwoGpus) {
   SKIP_WITHOUT_GPU();
   const TrainRun one = train("nccl_w1", 1, {"parallel.strategy=ddp", "train.device=cuda", "parallel.backend=nccl"});
   EXPECT_EQ(one.result.at("config").at("parallel").at("backend"), "nccl");
-  expect_same_losses(single_gpu_reference(), one, kStrategyTolerance, "ddp over NCCL at world 1");
+  testing::expect_parity(single_gpu_reference(), one, kStrategy, "ddp over NCCL at world 1");
   if (cuda_device_count() < 2) GTEST_SKIP() << "world 2 over NCCL needs two GPUs; this machine has one";
   const TrainRun two = train("nccl_w2", 2, {"parallel.strategy=fsdp_full_shard", "train.device=cuda"});
   EXPECT_EQ(two.result.at("config").at("parallel").at("backend"), "nccl");  // auto: a GPU per rank
-  expect_same_losses(single_gpu_reference(), two, kStrategyTolerance, "full_shard over NCCL at world 2");
+  testing::expect_parity(single_gpu_reference(), two, kStrategy, "full_shard over NCCL at world 2");
 }
 
 TEST(GpuTraining, CuptiKernelEventsAreInTheRanksTrace) {
@@ -210,14 +211,14 @@ TEST(GpuTraining, CuptiKernelEventsAreInTheRanksTrace) {
   EXPECT_EQ(run.result.at("summary").value("phase_clock", ""), "cuda_events");
 }
 
+// bf16 compute against the same run in fp32, by the bf16 rule (a bf16 run differs from its fp32 twin by its own
+// roundings); it must also learn.
 TEST(GpuTraining, Bf16TrainsNativelyOnTheDevice) {
   SKIP_WITHOUT_GPU();
-  const TrainRun run =
-      train("bf16", 0, {"parallel.strategy=single", "train.device=cuda", "precision.param_dtype=bf16"});
-  ASSERT_FALSE(run.losses.empty());
-  expect_same_losses(single_gpu_reference(), run, 0.05, "bf16 compute vs fp32 on the GPU");
-  // The tolerance is wide enough that a model that never moved could sit inside it: it must also learn.
-  EXPECT_LT(run.losses.back(), run.losses.front() - 0.05) << "bf16 on the GPU did not train";
+  const TrainRun& run = single_gpu_bf16_reference();
+  testing::expect_parity(single_gpu_reference(), run, testing::bf16_tolerance(run), "bf16 compute vs fp32 on the GPU");
+  ASSERT_FALSE(run.steps.loss.empty());
+  EXPECT_LT(run.steps.loss.back(), run.steps.loss.front() - 0.05) << "bf16 on the GPU did not train";
   EXPECT_NE(run.result.at("context").value("attention", ""), "") << "which SDPA kernel ran is recorded";
 }
 
