@@ -25,6 +25,12 @@ constexpr std::array<const char*, 4> kWraps = {"block", "every_2", "every_4", "m
 
 std::string percent(double fraction) { return fmt_fixed(100 * fraction, fraction < 0.1 ? 1 : 0) + "%"; }
 
+// Sequences per rank per optimizer step; 0 when the global batch does not divide among the data-parallel ranks.
+int64_t per_rank_batch(const Config& c) {
+  const int64_t dp = data_parallel_size(c);
+  return dp > 0 && c.train.global_batch % dp == 0 ? c.train.global_batch / dp : 0;
+}
+
 bool reads(const StrategySpec& spec, std::string_view key) {
   return std::find(spec.keys.begin(), spec.keys.end(), key) != spec.keys.end();
 }
@@ -96,8 +102,7 @@ std::vector<CandidateSettings> search_space(const Config& base) {
     if (spec->plan == nullptr) continue;
     Config probe = base;
     probe.parallel.strategy = std::string(spec->id);
-    const int64_t dp = data_parallel_size(probe);
-    const int64_t per_rank = dp > 0 && base.train.global_batch % dp == 0 ? base.train.global_batch / dp : 0;
+    const int64_t per_rank = per_rank_batch(probe);
     std::vector<std::string> granularities = {""};
     if (reads(*spec, "parallel.bucket_cap_mb")) {
       granularities.clear();
@@ -426,9 +431,28 @@ std::string Candidate::overrides_text() const {
   return text;
 }
 
+int64_t starting_micro_batch(const Config& base) {
+  const int64_t per_rank = per_rank_batch(base), written = base.train.micro_batch;
+  if (per_rank <= 0 || written < 1) return written;
+  for (int64_t m = std::min(written, per_rank); m > 1; --m)
+    if (per_rank % m == 0) return m;
+  return 1;
+}
+
+Config at_starting_micro_batch(const Config& base) {
+  Config c = base;
+  c.train.micro_batch = starting_micro_batch(base);
+  const int64_t per_rank = per_rank_batch(base);
+  c.train.accumulation = per_rank > 0 && c.train.micro_batch > 0 ? per_rank / c.train.micro_batch : 0;
+  return c;
+}
+
 Advice advise(const AdviseRequest& r) {
   if (r.budget_bytes <= 0) throw std::invalid_argument("advise: the memory budget must be positive");
-  validate(r.base);  // an unknown model, a bad batch rule: the config's own error, before any search
+  // An unknown model, a batch that does not divide among the ranks: the config's own error, before any search. The
+  // micro-batch is the search's to choose, so it is checked at the one the search starts from.
+  const Config start = at_starting_micro_batch(r.base);
+  validate(start);
   Advice advice;
   advice.budget_bytes = r.budget_bytes;
   advice.world_size = r.base.world_size;
@@ -468,7 +492,7 @@ Advice advise(const AdviseRequest& r) {
         advice.ranked[i].step_ms - advice.ranked[i - 1].step_ms <= kTieFraction * advice.ranked[i - 1].step_ms;
 
   // The label of the winner's prediction (or the base config's): projection beyond this machine.
-  Config labelled = r.base;
+  Config labelled = start;
   if (const Candidate* w = advice.winner()) {
     CandidateSettings settings = w->settings;
     settings.overrides.clear();

@@ -13,7 +13,9 @@
 //   precision                 fp32 | bf16 (parameters and gradient reduction in that dtype, masters as the base
 //                             config's; no loss scaler), and fp16 with the base's loss scaler when the base is fp16
 //   offload                   off | on, for strategies that read parallel.offload
-//   micro-batch               every power-of-two divisor of the per-rank batch (accumulation makes up the rest)
+//   micro-batch               every power-of-two divisor of the per-rank batch (accumulation makes up the rest);
+//                             the base config's train.micro_batch is only where the search starts: it need not
+//                             divide the per-rank batch at the job's world size (starting_micro_batch)
 //   granularity               DDP's parallel.bucket_cap_mb 1 | 4 | 25 | 100; FSDP's parallel.wrap
 //                             block | every_2 | every_4 | model
 // A candidate is the base config with those keys set (Candidate::overrides, which `dtlab train` accepts as they
@@ -47,7 +49,9 @@ namespace dtlab::analysis {
 inline constexpr double kTieFraction = 0.01;
 
 struct AdviseRequest {
-  Config base;               // the model, batch and everything not searched (world_size, ranks_per_node set)
+  // The model, batch and everything not searched (world_size, ranks_per_node set). Its train.micro_batch and
+  // train.accumulation may break the batch rule at this world size (the advisor chooses them).
+  Config base;
   MachineProfile profile;    // already on the job's topology (analysis/cost/topology.hpp)
   int64_t budget_bytes = 0;  // memory per rank; REQUIRES > 0
 };
@@ -97,8 +101,15 @@ struct Advice {
   const Candidate* winner() const { return ranked.empty() ? nullptr : &ranked.front(); }
 };
 
-// Searches, predicts, ranks and explains. Throws ConfigError when the base config is invalid (e.g. an unknown
-// model.preset), std::invalid_argument when budget_bytes <= 0.
+// Where the micro-batch search starts: the base's train.micro_batch when it divides the per-rank batch
+// (global_batch / data-parallel ranks), else the largest micro-batch below it that does; the base's own when the
+// per-rank batch is not whole (the batch rule then refuses the config whatever the micro-batch).
+int64_t starting_micro_batch(const Config& base);
+// The base config at the starting micro-batch, with the accumulation that makes up the rest.
+Config at_starting_micro_batch(const Config& base);
+
+// Searches, predicts, ranks and explains. Throws ConfigError when the base config is invalid at its starting
+// micro-batch (e.g. an unknown model.preset), std::invalid_argument when budget_bytes <= 0.
 Advice advise(const AdviseRequest& request);
 
 // The ranked table (top `top` rows), the explanation, the nearest rejected alternatives, the exclusion counts by

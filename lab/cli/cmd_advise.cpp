@@ -3,17 +3,23 @@
 // largest micro-batch (or sequence length) that fits, predicted and then confirmed on both sides of the boundary.
 //
 //   dtlab advise --config F [key=value ...] --world-size N [--nodes M --inter-link R] --memory-budget 16GiB
-//                --profile P [--top K] [--json] [--verify K --out DIR]
+//                [--profile P] [--top K] [--json] [--verify K --out DIR]
 //   dtlab max-batch --config F [key=value ...] --world-size N --memory-budget B [--seq-len] [--verify --out DIR]
+//
+// advise's --profile defaults to this machine's calibrated profile, results/calibration/profile.json (what `make
+// calibrate` writes); the config's train.micro_batch is where its micro-batch search starts, and need not divide the
+// batch at --world-size.
 //
 // --verify writes DIR/<NN>/ (one run directory per verified candidate, each with its result.json), DIR/advice.json
 // (the advice and the verification) and DIR/scenario.json, so `dtlab report DIR` shows the runs.
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "analysis/cost/advise.hpp"
@@ -32,6 +38,9 @@ namespace fs = std::filesystem;
 
 // Two measured times this close (fraction of the best) count as the same: the advice held.
 constexpr double kHeldFraction = 0.05;
+
+// The machine profile `make calibrate` writes, which advise uses when --profile is not given.
+constexpr const char* kCalibratedProfile = "results/calibration/profile.json";
 
 struct AdviseArgs {
   std::string config_path, profile_path, budget, inter_link, intra_link, out_dir = "results/advice";
@@ -53,12 +62,52 @@ int64_t parse_budget(const std::string& text) {
   return bytes;
 }
 
-// The config at the job's world size and layout (nodes must divide the ranks).
-Config job_config(const AdviseArgs& a) {
+// The config as loaded when its micro-batch is left to the advisor: with micro-batch 1 (which divides whenever the
+// global batch divides among the ranks), then given back the micro-batch it was written with as the search's
+// starting point. Rethrows `refused` when the config breaks a rule the micro-batch does not explain.
+Config with_searched_micro_batch(const AdviseArgs& a, const ConfigError& refused, FILE* say) {
+  std::vector<std::string> free_batch = a.overrides;
+  free_batch.insert(free_batch.end(), {"train.micro_batch=1", "train.accumulation=0"});
+  Config config;
+  try {
+    config = load_config(a.config_path, free_batch, a.world_size);
+  } catch (const ConfigError&) {
+    throw refused;
+  }
+  // The micro-batch as written: read at one rank, where the batch rule asks only that it divide the global batch.
+  std::vector<std::string> one_rank = a.overrides;
+  one_rank.emplace_back("train.accumulation=0");
+  std::string written = "train.micro_batch";
+  try {
+    config.train.micro_batch = load_config(a.config_path, one_rank, 1).train.micro_batch;
+    written += "=" + std::to_string(config.train.micro_batch);
+  } catch (const ConfigError&) {
+    config.train.micro_batch = config.train.global_batch;  // it does not divide the global batch either
+  }
+  config.train.accumulation = 0;  // the advisor derives it with each micro-batch it tries
+  const Config start = analysis::at_starting_micro_batch(config);
+  std::fprintf(say,
+               "advise: %s does not divide train.global_batch=%lld at %d ranks (%lld sequences per rank); the "
+               "advisor chooses the micro-batch: its search starts from %lld\n",
+               written.c_str(), static_cast<long long>(config.train.global_batch), a.world_size,
+               static_cast<long long>(start.train.micro_batch * start.train.accumulation),
+               static_cast<long long>(start.train.micro_batch));
+  return config;
+}
+
+// The config at the job's world size and layout (nodes must divide the ranks). With `searched_micro_batch` (advise),
+// a micro-batch that does not divide the batch at this world size is the search's starting point, not a refusal.
+Config job_config(const AdviseArgs& a, bool searched_micro_batch = false) {
   if (a.world_size % a.nodes != 0)
     throw std::invalid_argument("--nodes " + std::to_string(a.nodes) + " does not divide --world-size " +
                                 std::to_string(a.world_size) + " (every node runs the same number of ranks)");
-  Config config = load_config(a.config_path, a.overrides, a.world_size);
+  Config config;
+  try {
+    config = load_config(a.config_path, a.overrides, a.world_size);
+  } catch (const ConfigError& refused) {
+    if (!searched_micro_batch) throw;
+    config = with_searched_micro_batch(a, refused, a.json ? stderr : stdout);
+  }
   if (a.nodes > 1) config.ranks_per_node = a.world_size / a.nodes;
   config.host_ranks = a.world_size;  // --verify runs every rank here; --nodes are emulated nodes of this machine
   return config;
@@ -220,9 +269,22 @@ int run_verify(const AdviseArgs& a, const analysis::Advice& advice) {
   return 0;
 }
 
+// --profile, or this machine's calibrated profile when it exists (saying so), or an error naming how to make one.
+std::string advise_profile(const std::string& given, FILE* say) {
+  if (!given.empty()) return given;
+  std::error_code error;
+  if (!fs::exists(kCalibratedProfile, error))
+    throw ConfigError(std::string("advise: no --profile given and ") + kCalibratedProfile +
+                      " does not exist: measure this machine with `make calibrate` (or `dtlab calibrate --out " +
+                      kCalibratedProfile +
+                      "`), or name a profile with --profile (analysis/profiles/h100_sxm.json "
+                      "projects an H100)");
+  std::fprintf(say, "advise: using the calibrated profile %s\n", kCalibratedProfile);
+  return kCalibratedProfile;
+}
+
 void add_job_flags(CLI::App* app, AdviseArgs& a) {
-  app->add_option("--config", a.config_path, "YAML config file: the model and batch (scenarios/configs/*.yaml)")
-      ->required();
+  app->add_option("--config", a.config_path, "YAML config file: the model and batch")->required();
   app->add_option("overrides", a.overrides, "section.key=value overrides, e.g. model.preset=medium");
   app->add_option("--world-size", a.world_size, "ranks of the job")->check(CLI::PositiveNumber);
   app->add_option("--memory-budget", a.budget, "memory per rank, e.g. 16GiB or 512MiB")->required();
@@ -234,25 +296,24 @@ void add_job_flags(CLI::App* app, AdviseArgs& a) {
 
 Command add_advise_command(CLI::App& app) {
   auto a = std::make_shared<AdviseArgs>();
-  auto* cmd = app.add_subcommand("advise",
-                                 "the best strategy, checkpointing, precision, micro-batch and bucket/wrap for the "
-                                 "model under a memory budget: ranked, explained, and optionally verified by runs");
+  auto* cmd = app.add_subcommand("advise", "the best layout for a model under a memory budget, ranked");
+  cmd->footer(
+      "Searches strategy, checkpointing, precision, offload, micro-batch and bucket/wrap.\n"
+      "example: dtlab advise --config scenarios/configs/sharding.yaml --world-size 2 --memory-budget 96MiB");
   add_job_flags(cmd, *a);
-  cmd->add_option("--profile", a->profile_path,
-                  "machine profile JSON (dtlab calibrate, or analysis/profiles/h100_sxm.json for projections)")
-      ->required();
+  cmd->add_option("--profile", a->profile_path, "machine profile (default: results/calibration/profile.json)");
   cmd->add_option("--nodes", a->nodes, "nodes of the job (the ranks split evenly)")->check(CLI::PositiveNumber);
   cmd->add_option("--inter-link", a->inter_link, "inter-node link rate (e.g. 1gbit)");
   cmd->add_option("--intra-link", a->intra_link, "intra-node link rate (e.g. 8gbit)");
   cmd->add_option("--top", a->top, "rows of the ranked table")->check(CLI::PositiveNumber);
   cmd->add_option("--verify", a->verify, "run the top K candidates under memory.limit = the budget")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--repeats", a->repeats,
-                  "runs of each verified top candidate, in turn; the median of its repeats counts (default 2)")
+  cmd->add_option("--repeats", a->repeats, "runs of each verified candidate; their median counts (default 2)")
       ->check(CLI::Range(1, 10));
-  cmd->add_flag("--json", a->json, "print the advice as JSON (every candidate, excluded ones with their reason)");
+  cmd->add_flag("--json", a->json, "print the advice as JSON (every candidate)");
   return {cmd, [a] {
-            const Config config = job_config(*a);
+            a->profile_path = advise_profile(a->profile_path, a->json ? stderr : stdout);
+            const Config config = job_config(*a, true);
             analysis::Topology topology;
             topology.nodes = a->nodes;
             if (a->nodes > 1) topology.ranks_per_node = a->world_size / a->nodes;
@@ -275,13 +336,13 @@ Command add_advise_command(CLI::App& app) {
 
 Command add_max_batch_command(CLI::App& app) {
   auto a = std::make_shared<AdviseArgs>();
-  auto* cmd = app.add_subcommand("max-batch",
-                                 "the largest micro-batch (or --seq-len: sequence length) whose predicted peak fits "
-                                 "the budget under the config's strategy; --verify confirms it fits and the next "
-                                 "size runs out of memory");
+  auto* cmd = app.add_subcommand("max-batch", "the largest micro-batch (or sequence length) under a budget");
+  cmd->footer(
+      "--verify runs it (it must fit) and the next size (it must run out of memory).\n"
+      "example: dtlab max-batch --config scenarios/configs/ddp.yaml --world-size 2 --memory-budget 96MiB");
   add_job_flags(cmd, *a);
   cmd->add_flag("--seq-len", a->seq_len, "search the sequence length instead of the micro-batch");
-  cmd->add_flag("--verify", a->confirm, "run the answer and the next size under memory.limit = the budget");
+  cmd->add_flag("--verify", a->confirm, "run the answer and the next size under memory.limit");
   cmd->add_option("--profile", a->profile_path, "machine profile for the runs' predictions (optional)");
   return {cmd, [a] {
             const Config config = job_config(*a);

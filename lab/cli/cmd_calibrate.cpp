@@ -12,22 +12,22 @@ namespace dtlab::cli {
 
 Command add_calibrate_command(CLI::App& app, const CommandLine& line) {
   auto options = std::make_shared<CalibrateOptions>();
-  auto* calibrate = app.add_subcommand(
-      "calibrate", "measure this machine (comm-bench, GEMMs, a training step, AdamW) and write a machine profile");
+  auto* calibrate =
+      app.add_subcommand("calibrate", "measure this machine and write its profile (as make calibrate does)");
+  calibrate->footer(
+      "Measures comm-bench, GEMMs, a training step and AdamW; the cost models read the profile.\n"
+      "example: dtlab calibrate --out results/calibration/profile.json");
   calibrate->add_option("--out", options->out_path, "machine profile JSON to write")->required();
-  calibrate->add_option("--ranks", options->ranks,
-                        "ranks of the jobs to calibrate for (>= 2); with --nodes: ranks per node (>= 1)");
-  calibrate->add_option("--nodes", options->nodes,
-                        "calibrate on an emulated cluster of this many nodes (needs --inter-link; root): fits "
-                        "intra_node and inter_node");
-  calibrate->add_option("--inter-link", options->inter_link, "with --nodes: the inter-node rate (200mbit, 1gbit, ...)");
-  calibrate->add_option("--intra-link", options->intra_link, "with --nodes: the intra-node rate (default unshaped)");
+  calibrate->add_option("--ranks", options->ranks, "ranks of the jobs to calibrate for (>= 2; with --nodes: per node)");
+  calibrate->add_option("--nodes", options->nodes, "an emulated cluster of M nodes (root; needs --inter-link)");
+  calibrate->add_option("--inter-link", options->inter_link, "with --nodes: the inter-node rate (200mbit, 1gbit)");
+  calibrate->add_option("--intra-link", options->intra_link, "with --nodes: the intra-node rate (default: unshaped)");
   calibrate->add_flag("--quick", options->quick, "fewer sizes and repeats (tests)");
   calibrate->add_flag("--compute-only", options->compute_only,
-                      "internal: a companion process that loads the machine like the other ranks of a job");
+                      "internal: a companion loading the machine as a job's other ranks");
   calibrate->add_option("--local-rank", options->local_rank)->group("");  // a companion's GPU index
   calibrate->add_option("--config", options->config_path, "shapes to calibrate on (default: small)");
-  calibrate->add_option("overrides", options->overrides, "section.key=value overrides of the config");
+  calibrate->add_option("overrides", options->overrides, "section.key=value overrides of that config");
   return {calibrate, [options, line] {
             options->command = reproduce_command(line);
             options->make_strategy = [](const std::string& id) { return make_strategy(id); };

@@ -11,13 +11,14 @@
 namespace dtlab::cli {
 
 Command add_checkpoint_command(CLI::App& app) {
-  auto* checkpoint = app.add_subcommand("checkpoint", "training checkpoints (docs/checkpointing.md)");
+  auto* checkpoint = app.add_subcommand("checkpoint", "inspect and verify training checkpoints");
+  checkpoint->footer("example: dtlab checkpoint inspect results/mine/checkpoints   (docs/checkpointing.md)");
   checkpoint->require_subcommand(1);
   auto* inspect = checkpoint->add_subcommand("inspect", "print a checkpoint's metadata and verify its checksums");
+  inspect->footer("example: dtlab checkpoint inspect results/mine/checkpoints   (its latest complete step)");
   auto path = std::make_shared<std::string>();
   auto no_verify = std::make_shared<bool>(false);
-  inspect->add_option("path", *path, "a step directory, or checkpoint.dir (its latest complete checkpoint)")
-      ->required();
+  inspect->add_option("path", *path, "a step directory, or checkpoint.dir (its latest complete step)")->required();
   inspect->add_flag("--no-verify", *no_verify, "print the metadata only; do not read the tensors");
   return {inspect, [path, no_verify] {
             int problems = 0;

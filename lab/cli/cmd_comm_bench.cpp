@@ -95,37 +95,32 @@ int run(CommBenchArgs& args, const CommandLine& line) {
 Command add_comm_bench_command(CLI::App& app, const CommandLine& line) {
   auto args = std::make_shared<CommBenchArgs>();
   CommBenchOptions& bench = args->options;
-  auto* comm_bench = app.add_subcommand("comm-bench",
-                                        "collective benchmark in the manner of nccl-tests (Gloo; NCCL on GPUs): "
-                                        "time, algbw, busbw, #wrong per size; JSON for calibrate");
+  auto* comm_bench =
+      app.add_subcommand("comm-bench", "collective benchmark in the manner of nccl-tests (Gloo, or NCCL)");
+  comm_bench->footer(
+      "Prints time, algbw, busbw and #wrong per size.\n"
+      "example: dtlab comm-bench -b 1K -e 256M -f 4   (2 local ranks, every collective)");
   comm_bench->add_option("-b,--minbytes", args->min_bytes, "smallest size in bytes (K/M/G suffixes)");
   comm_bench->add_option("-e,--maxbytes", args->max_bytes, "largest size in bytes (K/M/G suffixes)");
   comm_bench->add_option("-f,--stepfactor", bench.factor, "size multiplier from one row to the next");
   comm_bench->add_option("-n,--iters", bench.iters, "timed calls per size and placement");
   comm_bench->add_option("-w,--warmup_iters", bench.warmup, "untimed calls before them");
-  comm_bench->add_option("--repeats", bench.repeats, "timed loops per size; the fastest counts (1 = nccl-tests)");
+  comm_bench->add_option("--repeats", bench.repeats, "timed loops per size; the fastest counts");
   comm_bench->add_option("--op", args->op, "all_reduce | all_gather | reduce_scatter | broadcast | all");
   comm_bench->add_option("--algorithm", args->algorithm,
-                         "backend | ring | hierarchical | all (all_reduce ring = lab ring reduce-scatter + ring "
-                         "all-gather; hierarchical = all_reduce in two levels, on a job across nodes)");
+                         "backend | ring | hierarchical (two levels, across nodes) | all");
   comm_bench->add_option("--dtype", bench.dtype, "float32 | bfloat16");
-  comm_bench->add_option("--device", bench.device, "cpu | cuda: where the buffers live (cuda: this rank's GPU)");
-  comm_bench->add_option("--backend", bench.backend,
-                         "auto | gloo | nccl (auto: nccl for GPU buffers when every local rank has its own GPU)");
-  comm_bench->add_option("--json", bench.json_path, "also write the results as JSON (input of dtlab calibrate)");
-  comm_bench->add_option("--ranks", bench.ranks, "ranks (per node) to start when not already a rank of a job");
-  comm_bench->add_option("--nodes", bench.nodes,
-                         "start them on an emulated cluster of this many nodes (dtlab launch --nodes; needs root)");
-  comm_bench->add_option("--inter-link", bench.inter_link, "with --nodes: the inter-node rate (200mbit, 1gbit, ...)");
-  comm_bench->add_option("--intra-link", bench.intra_link, "with --nodes: the intra-node rate (default unshaped)");
-  comm_bench
-      ->add_option("--group", bench.group,
-                   "world | node | cross: all ranks, each node's ranks, or one rank per node (a job across "
-                   "nodes; calibrate fits intra_node to node and inter_node to cross)")
+  comm_bench->add_option("--device", bench.device, "cpu | cuda: where the buffers live");
+  comm_bench->add_option("--backend", bench.backend, "auto | gloo | nccl (auto: nccl when each local rank has a GPU)");
+  comm_bench->add_option("--json", bench.json_path, "also write the results as JSON (calibrate's input)");
+  comm_bench->add_option("--ranks", bench.ranks, "ranks (per node) to start, unless already in a job");
+  comm_bench->add_option("--nodes", bench.nodes, "on an emulated cluster of M nodes (dtlab launch --nodes; root)");
+  comm_bench->add_option("--inter-link", bench.inter_link, "with --nodes: the inter-node rate (200mbit, 1gbit)");
+  comm_bench->add_option("--intra-link", bench.intra_link, "with --nodes: the intra-node rate (default: unshaped)");
+  comm_bench->add_option("--group", bench.group, "world | node | cross: all ranks, each node's, or one per node")
       ->check(CLI::IsMember({"world", "node", "cross"}));
   comm_bench->add_option("-c,--check", args->check, "1 = count wrong elements in a separate pass, 0 = skip");
-  comm_bench->add_option("--model", args->model_path,
-                         "comm model or machine profile JSON: adds predicted time and error % per row");
+  comm_bench->add_option("--model", args->model_path, "a machine profile: adds predicted time and error % per row");
   comm_bench->add_option("--timeout", bench.timeout_s, "rendezvous and collective timeout in seconds");
   comm_bench->add_option("--report-fd", bench.report_fd)->group("");  // set by the re-launch: rank 0's report
   return {comm_bench, [args, line] { return run(*args, line); }};

@@ -19,7 +19,8 @@ Command add_compare_command(CLI::App& app) {
     double fail_on_regression = -1;
   };
   auto args = std::make_shared<Args>();
-  auto* cmd = app.add_subcommand("compare", "compare two runs or study directories: faster, slower or no change");
+  auto* cmd = app.add_subcommand("compare", "two runs or study directories: faster, slower or no change");
+  cmd->footer("example: dtlab compare results/before results/mine --fail-on-regression 5");
   cmd->add_option("A", args->a, "the baseline: a run dir (result.json) or a study/results dir")
       ->required()
       ->check(CLI::ExistingPath);
@@ -27,16 +28,16 @@ Command add_compare_command(CLI::App& app) {
       ->required()
       ->check(CLI::ExistingPath);
   cmd->add_option("--threshold", args->options.threshold_pct,
-                  "the smallest change that counts, percent (the whole 95% interval must lie beyond it)")
+                  "smallest change that counts, % (the 95% interval must pass it)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1000.0));
   cmd->add_option("--fail-on-regression", args->fail_on_regression,
-                  "exit 4 when any run got worse by at least PCT percent (for CI gates)")
+                  "exit 4 when a run got worse by at least PCT % (CI gates)")
       ->check(CLI::Range(0.0, 1000.0));
   cmd->add_option("--resamples", args->options.resamples, "bootstrap resamples")
       ->capture_default_str()
       ->check(CLI::Range(100, 1000000));
-  cmd->add_option("--json", args->json, "also write the comparison as JSON (a report of its directory shows it)");
+  cmd->add_option("--json", args->json, "also write the comparison as JSON");
   return {cmd, [args] {
             const analysis::ResultsComparison c = analysis::compare_results({args->a}, {args->b}, args->options);
             std::printf("%s", analysis::format_comparison(c, args->a, args->b).c_str());

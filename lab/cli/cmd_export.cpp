@@ -17,9 +17,11 @@ Command add_export_command(CLI::App& app) {
     std::string out;
   };
   auto args = std::make_shared<Args>();
-  auto* exp = app.add_subcommand("export", "write results in other tools' formats");
+  auto* exp = app.add_subcommand("export", "results as CSV, for spreadsheets and pandas");
   exp->require_subcommand(1);
-  auto* csv = exp->add_subcommand("csv", "steps.csv, summary.csv and collectives.csv for spreadsheets and pandas");
+  exp->footer("example: dtlab export csv results/train/baseline   (into results/train/baseline/csv/)");
+  auto* csv = exp->add_subcommand("csv", "steps.csv, summary.csv and collectives.csv of runs");
+  csv->footer("example: dtlab export csv results/train/baseline   (into results/train/baseline/csv/)");
   csv->add_option("inputs", args->inputs, "run dirs, study dirs or results dirs")
       ->required()
       ->check(CLI::ExistingDirectory);

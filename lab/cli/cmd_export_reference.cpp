@@ -18,8 +18,10 @@ Command add_export_reference_command(CLI::App& app) {
     int world_size = 1;
   };
   auto args = std::make_shared<Args>();
-  auto* exporter = app.add_subcommand(
-      "export-reference", "write init weights, batches and learning rates for an outside reference (tests/reference/)");
+  auto* exporter = app.add_subcommand("export-reference", "a run's exact inputs, for an outside reference");
+  exporter->footer(
+      "Writes the initial weights, every rank's batches and the learning rates (tests/reference/).\n"
+      "example: dtlab export-reference --config scenarios/configs/ddp.yaml --out /tmp/ref");
   exporter->add_option("--config", args->config_path, "YAML config file")->required();
   exporter->add_option("--world-size", args->world_size, "ranks the batches are split for")->check(CLI::PositiveNumber);
   exporter->add_option("--out", args->out, "directory to write")->required();

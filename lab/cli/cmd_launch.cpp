@@ -12,32 +12,27 @@ namespace dtlab::cli {
 
 Command add_launch_command(CLI::App& app, const CommandLine& line) {
   auto options = std::make_shared<LaunchOptions>();
-  auto* launch = app.add_subcommand("launch",
-                                    "start N local ranks of PROGRAM (torchrun-style environment), on one node or on "
-                                    "each node of an emulated cluster; if one fails, stop the others and name it");
+  auto* launch = app.add_subcommand("launch", "start N local ranks of a program; if one fails, stop them all");
+  launch->footer(
+      "Each rank gets RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, ... as under torchrun.\n"
+      "example: dtlab launch -n 2 dtlab train --config scenarios/configs/ddp.yaml parallel.strategy=ddp");
   auto* nproc =
       launch->add_option("-n,--nproc,--nproc-per-node", options->nproc, "ranks per node")->check(CLI::PositiveNumber);
-  launch
-      ->add_option("--nodes", options->nodes,
-                   "nodes: 1 = this machine as it is; M > 1 = an emulated cluster, a network namespace per node "
-                   "joined by shaped links (needs CAP_NET_ADMIN)")
+  launch->add_option("--nodes", options->nodes, "M > 1: an emulated cluster, a network namespace per node (root)")
       ->check(CLI::PositiveNumber);
-  launch->add_option(
-      "--inter-link", options->inter_link,
-      "rate of each node's link to the others, as tc writes it (200mbit, 1gbit, 4gbit); none = unshaped");
-  launch->add_option("--intra-link", options->intra_link,
-                     "rate inside a node (its loopback), e.g. 20gbit; none = unshaped (the default)");
-  launch->add_flag("--cleanup", options->cleanup,
-                   "remove the emulated clusters of launchers that are gone (killed with SIGKILL), then exit");
+  launch->add_option("--inter-link", options->inter_link,
+                     "each node's link to the others (200mbit, 1gbit; none = unshaped)");
+  launch->add_option("--intra-link", options->intra_link, "rate inside a node, e.g. 20gbit (default none: unshaped)");
+  launch->add_flag("--cleanup", options->cleanup, "remove emulated clusters whose launcher is gone, then exit");
   launch->add_option("--master-port", options->master_port, "rendezvous port (default: a free port)");
-  launch->add_option("--grace", options->grace_s, "seconds between SIGTERM and SIGKILL when stopping ranks");
+  launch->add_option("--grace", options->grace_s, "seconds from SIGTERM to SIGKILL when stopping ranks");
   launch->add_option("--timeout", options->timeout_s, "stop the job after this many seconds (0 = never)");
   launch
       ->add_option("--max-restarts", options->max_restarts,
-                   "when a rank fails, start every rank again up to this many times (a program with "
-                   "checkpoint.dir resumes from its latest checkpoint)")
+                   "restart the job this many times when a rank fails (resumes\nfrom the latest checkpoint with "
+                   "checkpoint.dir)")
       ->check(CLI::NonNegativeNumber);
-  launch->add_option("command", options->command, "PROGRAM ARGS... (each rank's program and its arguments)");
+  launch->add_option("command", options->command, "PROGRAM ARGS... (each rank's program and arguments)");
   launch->prefix_command();      // everything from PROGRAM on belongs to the program, even -n or --timeout
   launch->positionals_at_end();  // ... and `--` may separate it explicitly
   return {launch, [options, line, nproc] {

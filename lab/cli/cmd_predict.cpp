@@ -55,32 +55,22 @@ analysis::Topology topology_of(PredictArgs& args) {
 
 Command add_predict_command(CLI::App& app) {
   auto args = std::make_shared<PredictArgs>();
-  auto* predict = app.add_subcommand("predict",
-                                     "predicted memory by category, communication, step time and "
-                                     "tokens/s as JSON (a projection for shapes and clusters beyond this machine)");
+  auto* predict = app.add_subcommand("predict", "predicted memory, communication and step time, as JSON");
+  predict->footer(
+      "Shapes and clusters beyond this machine are projected (label: projection).\n"
+      "example: dtlab predict --config scenarios/configs/ddp.yaml --world-size 8 model.preset=1b");
   predict->add_option("--config", args->config_path, "YAML config file (scenarios/configs/*.yaml)")->required();
   predict->add_option("overrides", args->overrides, "section.key=value overrides, e.g. model.preset=7b");
   predict->add_option("--world-size", args->world_size, "ranks of the job to predict")->check(CLI::PositiveNumber);
-  predict->add_option("--profile", args->profile_path,
-                      "machine profile JSON (dtlab calibrate, or analysis/profiles/h100_sxm.json); "
-                      "without it: memory and bytes only");
-  predict->add_option("--rank", args->rank, "the rank whose memory is predicted (sharded padding differs)");
+  predict->add_option("--profile", args->profile_path, "machine profile JSON (without: memory and bytes only)");
+  predict->add_option("--rank", args->rank, "the rank whose memory is predicted (padding differs)");
   predict->add_option("--nodes", args->nodes, "nodes of the job (with --ranks-per-node)")->check(CLI::PositiveNumber);
   predict->add_option("--ranks-per-node", args->ranks_per_node, "ranks on each node")->check(CLI::PositiveNumber);
-  predict->add_option("--inter-link", args->inter_link,
-                      "inter-node link rate (200mbit, 1gbit, 400gbit): the profile's inter_node model at that rate");
-  predict->add_option("--intra-link", args->intra_link,
-                      "intra-node link rate (e.g. 8gbit, at most 1000gbit; a spec-sheet profile's intra_node model "
-                      "is NVLink's already)");
-  predict
-      ->add_option("--ranks-per-link", args->ranks_per_link,
-                   "ranks of a node sharing one inter-node link (1: a NIC per GPU; default: the profile's, or "
-                   "the node's ranks when the profile has no inter_node model)")
+  predict->add_option("--inter-link", args->inter_link, "inter-node link rate (200mbit, 1gbit, 400gbit)");
+  predict->add_option("--intra-link", args->intra_link, "intra-node link rate (e.g. 8gbit, at most 1000gbit)");
+  predict->add_option("--ranks-per-link", args->ranks_per_link, "ranks sharing one inter-node link (1: a NIC per GPU)")
       ->check(CLI::PositiveNumber);
-  predict
-      ->add_option("--host-ranks", args->host_ranks,
-                   "ranks sharing this machine's cores, as an emulated cluster's nodes do (the compute rate per "
-                   "rank follows cores / ranks); default: the node's ranks")
+  predict->add_option("--host-ranks", args->host_ranks, "ranks sharing this machine's cores (default: the node's)")
       ->check(CLI::PositiveNumber);
   return {predict, [args] {
             const analysis::Topology topology = topology_of(*args);

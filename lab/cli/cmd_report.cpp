@@ -19,14 +19,12 @@ Command add_report_command(CLI::App& app) {
     std::vector<std::string> enforce_only;
   };
   auto args = std::make_shared<Args>();
-  auto* report = app.add_subcommand("report", "render results as HTML + PNG");
+  auto* report = app.add_subcommand("report", "render results as an HTML report with PNG charts");
+  report->footer("example: dtlab report results -o reports/latest   (then open reports/latest/index.html)");
   report->add_option("inputs", args->inputs, "result, scenario or results directories")->required();
-  report->add_option("-o,--out", args->out, "report directory");
-  report->add_flag("--accuracy", args->accuracy,
-                   "print predicted-vs-measured accuracy against the cost-model targets instead of a report");
-  report
-      ->add_flag("--enforce", args->enforce,
-                 "with --accuracy: exit 3 unless every target is met (a missed or not-judged target fails)")
+  report->add_option("-o,--out", args->out, "report directory (default reports/latest)");
+  report->add_flag("--accuracy", args->accuracy, "print predicted-vs-measured accuracy against its targets instead");
+  report->add_flag("--enforce", args->enforce, "with --accuracy: exit 3 unless every target is met")
       ->needs("--accuracy");
   report
       ->add_option("--enforce-only", args->enforce_only,

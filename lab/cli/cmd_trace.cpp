@@ -15,9 +15,11 @@ Command add_trace_command(CLI::App& app) {
     std::string out;
   };
   auto args = std::make_shared<Args>();
-  auto* trace = app.add_subcommand("trace", "Chrome/Perfetto trace tools");
+  auto* trace = app.add_subcommand("trace", "merge every rank's Chrome/Perfetto trace into one");
   trace->require_subcommand(1);
+  trace->footer("example: dtlab trace merge results/mine -o merged.json.gz   (a run with instrument.trace=true)");
   auto* merge = trace->add_subcommand("merge", "merge every rank's trace.json.gz into one file");
+  merge->footer("example: dtlab trace merge results/mine -o merged.json.gz   (a run with instrument.trace=true)");
   merge->add_option("inputs", args->inputs, "run dirs (their rank*/trace.json.gz) or trace files")->required();
   merge->add_option("-o,--out", args->out, "merged trace to write (.json.gz: gzip)")->required();
   return {merge, [args] {

@@ -1,8 +1,10 @@
-// cmd_train.cpp: `dtlab train --config FILE [section.key=value ...] --out DIR` — one training run, or one rank of a
-// job when a launcher's environment (dtlab launch, torchrun, srun) or --rank says so.
+// cmd_train.cpp: `dtlab train --config FILE [section.key=value ...] [--out DIR]` — one training run, or one rank of
+// a job when a launcher's environment (dtlab launch, torchrun, srun) or --rank says so. Without --out the run goes to
+// results/train/<the config's name>; a missing data/corpus.bin (the shipped configs' token file) is built first.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -11,6 +13,7 @@
 #include "lab/cli/command.hpp"
 #include "lab/comm/nccl_backend.hpp"
 #include "lab/config.hpp"
+#include "lab/data/default_corpus.hpp"
 #include "lab/dist/dist_world.hpp"
 #include "lab/dist/rank_env.hpp"
 #include "lab/launch/cluster.hpp"
@@ -66,10 +69,23 @@ analysis::Topology run_topology(const RankEnv& env) {
   return topology;
 }
 
-int run_train(const TrainArgs& args, const std::string& command) {
+// Where the run's results go: --out, else results/train/<config stem> (as `make train` writes results/train/<name>).
+std::string results_dir(const TrainArgs& args) {
+  if (!args.out_dir.empty()) return args.out_dir;
+  return (std::filesystem::path("results") / "train" / std::filesystem::path(args.config_path).stem()).string();
+}
+
+int run_train(TrainArgs args, const std::string& command) {
   const RankEnv env = discover_rank_env(args.rank, current_environment());
   // Validate before any rendezvous, so a bad config (or machine profile) fails fast on every rank alike.
   Config config = load_config(args.config_path, args.overrides, env.world_size);
+  if (args.out_dir.empty()) {
+    args.out_dir = results_dir(args);
+    if (env.rank == 0) std::printf("results: %s (no --out given)\n", args.out_dir.c_str());
+  }
+  // The shipped configs read data/corpus.bin, which is built, not committed: a fresh clone builds it here.
+  if (config.data.source == "file")
+    if (const auto built = build_default_corpus_if_missing(config.data.path)) std::printf("%s\n", built->c_str());
   if (config.parallel.backend == "nccl" && !comm::nccl_built())
     throw ConfigError(
         "parallel.backend=nccl needs the cuda configuration (cmake -DDTLAB_CUDA=ON, make build-cuda) "
@@ -126,23 +142,22 @@ int run_train(const TrainArgs& args, const std::string& command) {
 
 Command add_train_command(CLI::App& app, const CommandLine& line) {
   auto args = std::make_shared<TrainArgs>();
-  auto* train = app.add_subcommand("train", "run one training (one rank of a job when rank env is set)");
+  auto* train = app.add_subcommand("train", "one training run (one rank of a job under a launcher)");
+  train->footer(
+      "Builds data/corpus.bin first when a config reads it and it is missing.\n"
+      "example: dtlab train --config scenarios/configs/baseline.yaml train.steps=30\n"
+      "example: dtlab launch -n 2 dtlab train --config scenarios/configs/ddp.yaml parallel.strategy=ddp");
   train->add_option("--config", args->config_path, "YAML config file (scenarios/configs/*.yaml)")->required();
-  train->add_option("--out", args->out_dir, "results directory (result.json, rank<r>/steps.jsonl)")->required();
-  train->add_option("overrides", args->overrides,
-                    "section.key=value overrides, e.g. train.steps=50 model.preset=small");
-  train->add_option("--rank", args->rank.rank, "this process's rank (else from the launcher's environment)");
+  train->add_option("--out", args->out_dir, "results directory (default results/train/<config name>)");
+  train->add_option("overrides", args->overrides, "section.key=value overrides, e.g. train.steps=50 model.preset=tiny");
+  train->add_option("--rank", args->rank.rank, "this process's rank (else the launcher's environment's)");
   train->add_option("--world-size", args->rank.world_size, "number of ranks (with --rank)");
   train->add_option("--local-rank", args->rank.local_rank, "rank on this machine (with --rank)");
   train->add_option("--master-addr", args->rank.master_addr, "rendezvous host (rank 0's address)");
   train->add_option("--master-port", args->rank.master_port, "rendezvous port");
-  train->add_option("--bind", args->bind_addr,
-                    "address rank 0's store listens on when MASTER_ADDR is not loopback (explicit by design)");
+  train->add_option("--bind", args->bind_addr, "rank 0's listening address when MASTER_ADDR is not loopback");
   train->add_option("--timeout", args->timeout_s, "rendezvous and collective timeout in seconds");
-  train
-      ->add_option("--stop-after", args->stop_after,
-                   "stop cleanly after this optimizer step, as a preempted job would (saving a checkpoint there when "
-                   "checkpoint.dir is set); the same config resumes it")
+  train->add_option("--stop-after", args->stop_after, "stop cleanly after this step, as a preempted job would")
       ->check(CLI::PositiveNumber);
   return {train, [args, line] { return run_train(*args, job_command(line)); }};
 }

@@ -9,7 +9,8 @@
 namespace dtlab::cli {
 
 Command add_version_command(CLI::App& app) {
-  auto* version = app.add_subcommand("version", "print versions");
+  auto* version = app.add_subcommand("version", "print dtlab's version and git commit, and torch's");
+  version->footer("example: dtlab version");
   return {version, [] {
             std::printf("dtlab %s (git %s), torch %s\n", dtlab_version().c_str(), git_sha().c_str(), TORCH_VERSION);
             return 0;

@@ -1,7 +1,7 @@
 // main.cpp: the `dtlab` command-line tool — wires the subcommands (one cmd_<name>.cpp each, see command.hpp),
 // parses, runs the chosen one and maps errors to exit codes.
 //
-//   dtlab train --config FILE [section.key=value ...] --out DIR   one training run (one rank of a job)
+//   dtlab train --config FILE [section.key=value ...] [--out DIR] one training run (one rank of a job)
 //   dtlab data build --out FILE [TEXT_FILE ...]                    byte-level token file from text
 //   dtlab report RESULT_DIR... -o reports/NAME                     HTML + PNG report
 //   dtlab launch -n N [--] PROGRAM ARGS...                         N local ranks, torchrun-style env
@@ -10,11 +10,13 @@
 //   dtlab comm-bench [-b 1K -e 256M -f 4 -n 10 -w 3 --op all --json FILE --model FILE]   nccl-tests-style table
 //   dtlab calibrate --out FILE [--ranks 2] [--quick] [--config FILE key=value ...]   machine profile JSON
 //   dtlab predict --config FILE [key=value ...] [--world-size N] [--profile FILE]   prediction JSON
-//   dtlab advise --config FILE --world-size N --memory-budget B --profile FILE [--verify K]   ranked advice
+//   dtlab advise --config FILE --world-size N --memory-budget B [--profile FILE] [--verify K]   ranked advice
 //   dtlab max-batch --config FILE --world-size N --memory-budget B [--verify]      the largest micro-batch that fits
 //   dtlab compare A B [--threshold 5] [--fail-on-regression PCT] [--json FILE]   faster / slower / no change
 //   dtlab export csv RUN_OR_STUDY_DIR... [-o OUT_DIR]               steps, summary, collectives as CSV
 //   dtlab version
+//
+// `dtlab --help` and every command's fit one screen, each with an example (tests/cli/newcomer_test.cpp).
 #include <cstdio>
 #include <exception>
 #include <vector>
@@ -26,6 +28,9 @@ int main(int argc, char** argv) {
   namespace cli = dtlab::cli;
   CLI::App app{"dtlab: one GPT model, many distributed training strategies — measured, explained, predicted"};
   app.require_subcommand(1);
+  app.footer(
+      "`dtlab COMMAND --help`: its options and an example. The whole lab: make benchmark (README.md).\n"
+      "example: dtlab train --config scenarios/configs/baseline.yaml   (results in results/train/baseline)");
   const cli::CommandLine line{argc, argv};
   const std::vector<cli::Command> commands = {cli::add_train_command(app, line),
                                               cli::add_data_command(app),

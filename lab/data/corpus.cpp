@@ -2,14 +2,16 @@
 #include "lab/data/corpus.hpp"
 
 #include <fcntl.h>   // defines: open, O_RDONLY
-#include <unistd.h>  // defines: close, read, access
+#include <unistd.h>  // defines: close, read, access, getpid
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <set>
+#include <system_error>
 
+#include "lab/data/default_corpus.hpp"
 #include "lab/data/token_file.hpp"
 
 namespace dtlab {
@@ -83,6 +85,31 @@ std::vector<std::string> default_corpus_files() {
   }
   std::sort(files.begin(), files.end());
   return files;
+}
+
+std::optional<std::string> build_default_corpus_if_missing(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path file = fs::path(path).lexically_normal();
+  std::error_code error;
+  if (file != fs::path(kDefaultCorpusPath) || fs::exists(file, error)) return std::nullopt;
+  const std::vector<std::string> texts = default_corpus_files();
+  if (texts.empty())
+    throw_data_error(path,
+                     "missing, and there are no license texts in /usr/share/common-licenses to build it from; build "
+                     "it from text files of your own with 'dtlab data build --out " +
+                         path + " FILE.txt ...', or set data.source=synthetic");
+  if (!file.parent_path().empty()) fs::create_directories(file.parent_path());
+  // This process's own file, renamed into place: ranks building it at the same time never share a temporary file.
+  const fs::path own = file.string() + "." + std::to_string(::getpid()) + ".building";
+  const int64_t tokens = build_token_file_from_text(texts, own.string());
+  fs::rename(own, file, error);
+  if (error) {
+    fs::remove(own);
+    throw_data_error(path, "cannot rename " + own.string() + " into place: " + error.message());
+  }
+  return "data: " + path + " was missing: built it from the " + std::to_string(texts.size()) +
+         " license texts in /usr/share/common-licenses (" + std::to_string(tokens) +
+         " tokens), as 'dtlab data build --out " + path + "' does";
 }
 
 }  // namespace dtlab

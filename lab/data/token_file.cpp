@@ -104,7 +104,14 @@ void TokenFile::release() noexcept {
 
 void TokenFile::open_and_validate() {
   fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd_ < 0) throw_data_error(path_, "cannot open token file: " + errno_text(errno));
+  if (fd_ < 0) {
+    const int error_number = errno;
+    throw_data_error(path_, "cannot open token file: " + errno_text(error_number) +
+                                (error_number == ENOENT ? "; build it with 'dtlab data build --out " + path_ +
+                                                              " [TEXT_FILE ...]' (no files: Debian's license texts), "
+                                                              "or set data.source=synthetic"
+                                                        : std::string()));
+  }
   struct stat file_stat {};
   if (::fstat(fd_, &file_stat) != 0) throw_data_error(path_, "cannot stat token file: " + errno_text(errno));
   if (!S_ISREG(file_stat.st_mode))
