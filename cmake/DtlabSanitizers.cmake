@@ -1,8 +1,8 @@
 # DtlabSanitizers.cmake: the sanitizer builds (`make check-asan`; docs/testing.md, "Sanitizers").
 #   DTLAB_SANITIZE=address  AddressSanitizer + UndefinedBehaviorSanitizer on every dtlab target. Any undefined
 #                           behaviour stops the program (-fno-sanitize-recover), as a memory error does.
-#   DTLAB_SANITIZE=thread   ThreadSanitizer on every dtlab target (cmake/sanitizers/check_tsan.sh says what it can
-#                           run here: LibTorch is not instrumented).
+#   DTLAB_SANITIZE=thread   ThreadSanitizer on every dtlab target (cmake/sanitizers/tsan_probe.sh is the quick
+#                           check over the async paths that runs here; docs/testing.md).
 # LibTorch, gloo and the system libraries stay uninstrumented: the sanitizers see dtlab's own code, and the memory
 # and calls it hands to them. -O1 -g1 (line tables) keeps the reports' stacks exact and the build shorter than -O3.
 # Tests are listed when ctest runs (PRE_TEST), so the build never runs an instrumented program.
