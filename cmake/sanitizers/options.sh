@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # options.sh: the sanitizer runtime options of `make check-asan` (sourced by check_asan.sh; docs/testing.md).
 # A report stops the program with exit code 1 and a symbolized stack (llvm-symbolizer or addr2line).
 #   check_initialization_order / strict_init_order: a global read before its constructor ran is an error

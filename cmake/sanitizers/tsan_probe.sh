@@ -9,7 +9,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 source=$(cd "$here/../.." && pwd)
 out=${1:-$source/build-tsan-probe}
 cache=${DTLAB_CACHE:-$HOME/.cache/dtlab}
-torch=$(ls -d "$cache"/venv/lib/python3*/site-packages/torch | head -n 1)
+torch=$(find "$cache"/venv/lib -maxdepth 3 -path "*/site-packages/torch" -type d | head -n 1)
 mkdir -p "$out"
 export TSAN_OPTIONS="halt_on_error=1:exitcode=66:second_deadlock_stack=1"
 flags=(-std=c++20 -fsanitize=thread -O1 -g -fno-omit-frame-pointer)
