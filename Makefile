@@ -170,6 +170,17 @@ train-fsdp: build $(CORPUS)
 	$(DTLAB) launch -n 2 $(DTLAB) train --config $(CONFIG) parallel.strategy=fsdp_full_shard train.micro_batch=4 \
 	  $(RUN_OVERRIDES) $(ARGS) --out $(or $(OUT),$(RESULTS)/train/fsdp)
 
+# AddressSanitizer + UndefinedBehaviorSanitizer (docs/testing.md, "Sanitizers"): a separate build, BUILD_ASAN, of only
+# what it runs (the torch-free test programs, the launcher's tests, dtlab), then cmake/sanitizers/check_asan.sh: those
+# tests and short two-rank training runs, any report failing the target.
+BUILD_ASAN   ?= build-asan
+ASAN_TARGETS := dtlab dtlab-report analysis_tests config_tests process_tests layers_tests study_tests launch_tests
+.PHONY: check-asan
+check-asan: setup
+	@cmake -S . -B $(BUILD_ASAN) -G Ninja -DCMAKE_BUILD_TYPE=Release -DDTLAB_SANITIZE=address $(CMAKE_ARGS)
+	@cmake --build $(BUILD_ASAN) -j $(JOBS) --target $(ASAN_TARGETS)
+	@bash cmake/sanitizers/check_asan.sh $(BUILD_ASAN)
+
 # Two runs or two study directories, matched by run name: medians, ratio, confidence interval and a verdict per metric.
 compare: build
 	@if [ -z "$(A)" ] || [ -z "$(B)" ]; then \
