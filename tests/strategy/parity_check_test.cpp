@@ -58,9 +58,13 @@ TEST(ParityCheck, TheBf16RuleRejectsGradientsSummedInsteadOfAveraged) {
   EXPECT_FALSE(verdict.same) << "the bf16 rule accepted gradients summed over 2 ranks:\n" << verdict.report;
   std::printf("%s", verdict.report.c_str());
   // Where: the norm doubles at step 1, where the loss (the same initial weights) still agrees.
-  EXPECT_NE(verdict.report.find("MISMATCH"), std::string::npos) << verdict.report;
-  const std::string step1 = verdict.report.substr(verdict.report.find("step 1 "));
-  EXPECT_NE(step1.substr(0, step1.find('\n')).find("grad norm"), std::string::npos);
+  const size_t at = verdict.report.find("step 1 |");
+  ASSERT_NE(at, std::string::npos) << verdict.report;
+  const std::string step1 = verdict.report.substr(at, verdict.report.find('\n', at) - at);
+  const size_t norm = step1.find("| grad norm");
+  ASSERT_NE(norm, std::string::npos) << step1;
+  EXPECT_NE(step1.find("MISMATCH", norm), std::string::npos) << "the norm at step 1 passed: " << step1;
+  EXPECT_EQ(step1.substr(0, norm).find("MISMATCH"), std::string::npos) << "the loss at step 1 failed: " << step1;
   // The loss alone sees it too, from step 2 on (the first update is twice as large): with the norm ignored, the
   // comparison must still fail.
   testing::ParityTolerance loss_only = testing::bf16_tolerance(reference);
