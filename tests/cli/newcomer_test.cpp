@@ -183,9 +183,11 @@ TEST(Newcomer, EveryHelpFitsOneScreenWithAnExample) {
       EXPECT_LE(line.size(), kScreenColumns) << "`dtlab " << command << " --help`, line " << count << ": " << line;
     }
     EXPECT_LE(count, kScreenLines) << "`dtlab " << command << " --help`:\n" << job.output;
-    const std::string example = command.empty() ? "example: dtlab " : "example: dtlab " + command + " ";
-    EXPECT_TRUE(has(job.output, example)) << "`dtlab " << command << " --help` lacks '" << example << "...':\n"
-                                          << job.output;
+    // "example: dtlab COMMAND" ends the line or goes on with the command's arguments.
+    const std::string example = command.empty() ? "example: dtlab " : "example: dtlab " + command;
+    const bool found =
+        command.empty() ? has(job.output, example) : std::regex_search(job.output, std::regex(example + "( |\n|$)"));
+    EXPECT_TRUE(found) << "`dtlab " << command << " --help` lacks '" << example << " ...':\n" << job.output;
     return job.output;
   };
   const std::vector<std::string> commands = listed_subcommands(check(""));
