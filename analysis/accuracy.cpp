@@ -21,6 +21,7 @@ constexpr const char* kProfileKind = "profile_kind";
 constexpr const char* kMemoryBytes = "memory_bytes";
 constexpr const char* kLogits = "logits";
 constexpr const char* kDevicePeak = "device_peak";
+constexpr const char* kPeakTimingDependent = "peak_timing_dependent";
 constexpr const char* kPredictionNotes = "notes";
 constexpr const char* kComputeMs = "compute_ms";
 constexpr const char* kOptimizerMs = "optimizer_ms";
@@ -113,6 +114,8 @@ std::optional<RunComparison> compare_run(const RunResult& run, const std::string
   c.profile = opt_string(p, kProfile);
   c.profile_kind = opt_string(p, kProfileKind);
   c.oversubscribed = run.cpu && run.cpu->cores > 0 && run.world_size > run.cpu->cores;
+  c.peak_timing_dependent = p.contains(kPeakTimingDependent) && p.at(kPeakTimingDependent).is_boolean() &&
+                            p.at(kPeakTimingDependent).get<bool>();
   if (p.contains(kPredictionNotes) && p.at(kPredictionNotes).is_array()) {
     for (const json& n : p.at(kPredictionNotes))
       if (n.is_string()) c.notes.push_back(n.get<std::string>());

@@ -102,6 +102,9 @@ struct RunComparison {
   std::map<std::string, PredictedMeasured> memory_bytes;     // by kMemoryCategories name; absent when either side is
   std::vector<std::string> notes;                            // prediction.notes
   bool oversubscribed = false;  // more ranks than the machine's cores: not in the step-time median or ranking
+  // prediction.peak_timing_dependent: the strategy's comm thread allocates while the main thread computes, so the
+  // measured peak moves between identical runs (strategies/spec.hpp); printed, not judged by the peak target.
+  bool peak_timing_dependent = false;
 };
 
 // The comparison for one run, or nullopt when its result.json has no "prediction" object.

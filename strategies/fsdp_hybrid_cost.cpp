@@ -34,6 +34,7 @@ const StrategySpec fsdp_hybrid_spec{
     .exposed_comm_ms = &exposed,
     .dp_shard_size = &sharded_dp_shard_size<ShardingMode::hybrid>,
     .hooks_unit_outputs = true,
+    .peak_depends_on_thread_timing = true,
 };
 
 }  // namespace dtlab

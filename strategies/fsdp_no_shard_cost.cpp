@@ -52,6 +52,7 @@ const StrategySpec fsdp_no_shard_spec{
     .exposed_comm_ms = &exposed,
     .dp_shard_size = &sharded_dp_shard_size<ShardingMode::no_shard>,
     .hooks_unit_outputs = true,
+    .peak_depends_on_thread_timing = true,
 };
 
 }  // namespace dtlab

@@ -33,6 +33,7 @@ const StrategySpec fsdp_shard_grad_op_spec{
     .exposed_comm_ms = &exposed,
     .dp_shard_size = &sharded_dp_shard_size<ShardingMode::shard_grad_op>,
     .hooks_unit_outputs = true,
+    .peak_depends_on_thread_timing = true,
 };
 
 }  // namespace dtlab

@@ -48,6 +48,11 @@ struct StrategySpec {
   // The strategy hooks every unit's output in backward (sharded units), which keeps one more activation gradient
   // alive at the peak (analysis/cost/memory_model.hpp activation_peak).
   bool hooks_unit_outputs = false;
+  // The strategy's comm thread allocates while the main thread computes (the ring reduce-scatter's scratch, gathers
+  // issued ahead, offload's copies), so which buffers are live at the memory peak depends on thread timing: measured
+  // peaks of identical runs differ by a few percent. The prediction says so (prediction.peak_timing_dependent) and
+  // the accuracy gate prints such peaks without judging them (analysis/accuracy.hpp).
+  bool peak_depends_on_thread_timing = false;
 };
 
 }  // namespace dtlab

@@ -59,6 +59,7 @@ const StrategySpec zero1_spec{
     .exposed_comm_ms = &exposed,
     .dp_shard_size = &sharded_dp_shard_size<ShardingMode::zero1>,
     .hooks_unit_outputs = true,
+    .peak_depends_on_thread_timing = true,
 };
 
 }  // namespace dtlab

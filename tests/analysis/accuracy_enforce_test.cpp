@@ -19,13 +19,19 @@ using testing::contains;
 using testing::TempDir;
 
 // Two runs whose kept state and peak are predicted exactly and whose step times are predicted 2x too slow: the
-// memory targets are met, step time is missed (a quick benchmark on a loaded machine looks like this).
-std::string memory_right_time_wrong(const fs::path& dir) {
+// memory targets are met, step time is missed (a quick benchmark on a loaded machine looks like this). With
+// `peak_measured` the runs' measured peak is that instead (the activations absorb the difference); with
+// `timing_dependent` their prediction says the peak depends on thread timing (a sharded strategy's).
+std::string memory_right_time_wrong(const fs::path& dir, double peak_measured = 8600, bool timing_dependent = false) {
   for (const auto& [name, measured_ms] : std::vector<std::tuple<std::string, double>>{{"a", 400}, {"b", 700}}) {
     json doc = testing::minimal_result(name, 2);
-    json rank0 = {
-        {"rank", 0},          {"params_bytes", 1000},      {"grads_bytes", 1000},      {"optimizer_bytes", 2000},
-        {"buffers_bytes", 0}, {"activations_bytes", 4600}, {"tensor_peak_bytes", 8600}};
+    json rank0 = {{"rank", 0},
+                  {"params_bytes", 1000},
+                  {"grads_bytes", 1000},
+                  {"optimizer_bytes", 2000},
+                  {"buffers_bytes", 0},
+                  {"activations_bytes", peak_measured - 4000},
+                  {"tensor_peak_bytes", peak_measured}};
     doc["memory"] = rank0;
     doc["memory"]["ranks"] = json::array({rank0});
     doc["summary"]["step_ms_median"] = measured_ms;
@@ -44,6 +50,7 @@ std::string memory_right_time_wrong(const fs::path& dir) {
                            {"logits", 600},
                            {"peak", 8600}}},
                          {"step_ms", 2 * measured_ms}};
+    if (timing_dependent) doc["prediction"]["peak_timing_dependent"] = true;
     testing::write_run(dir / "study" / name, doc);
   }
   testing::write_scenario(dir / "study", "study", {"a", "b"});
@@ -78,6 +85,24 @@ TEST(AccuracyEnforceOnly, AMissedMemoryTargetFailsNamingIt) {
             "accuracy: --enforce-only state-bytes,peak-memory: state-bytes (missed), peak-memory (missed); exit 3\n");
   std::ostringstream timing_out, timing_log;
   EXPECT_EQ(run_accuracy({study}, timing_out, timing_log, false, {"step-time", "ranking"}), 0) << timing_log.str();
+}
+
+// A peak 20% off misses the peak target, unless the prediction says the peak depends on thread timing: then it is
+// printed with its error and "timing-dependent", and not judged; with every peak timing-dependent the target cannot
+// be judged, which an --enforce-only of it refuses.
+TEST(AccuracyEnforceOnly, ATimingDependentPeakIsPrintedAndNotJudged) {
+  TempDir tmp;
+  std::ostringstream out, log;
+  EXPECT_EQ(run_accuracy({memory_right_time_wrong(tmp.path() / "judged", 10320)}, out, log, false, {"peak-memory"}),
+            kAccuracyTargetsNotMet);
+  EXPECT_EQ(log.str(), "accuracy: --enforce-only peak-memory: peak-memory (missed); exit 3\n");
+  std::ostringstream timed_out, timed_log;
+  EXPECT_EQ(run_accuracy({memory_right_time_wrong(tmp.path() / "timed", 10320, true)}, timed_out, timed_log, false,
+                         {"peak-memory"}),
+            kAccuracyTargetsNotMet);
+  EXPECT_TRUE(contains(timed_out.str(), "error   -16.7%   timing-dependent")) << timed_out.str();
+  EXPECT_TRUE(contains(timed_out.str(), "every peak here is timing-dependent: none judged")) << timed_out.str();
+  EXPECT_EQ(timed_log.str(), "accuracy: --enforce-only peak-memory: peak-memory (not judged); exit 3\n");
 }
 
 TEST(AccuracyEnforceOnly, ATargetThatCannotBeJudgedFailsAndAnUnknownNameIsRefused) {
