@@ -90,11 +90,14 @@ struct ParallelConfig {
   std::string activation_checkpointing = "none";  // none | full | selective
   int64_t checkpoint_every = 1;                   // full: checkpoint blocks 0, k, 2k, ... (1 = every block)
   // Model-parallel degrees of the device mesh (lab/mesh.hpp); the ranks left, world / (pp * cp * tp), are the
-  // data-parallel ones `strategy` runs over. Each is 1 until its dimension is built (validation says "not yet").
+  // data-parallel ones `strategy` runs over. pp, cp and ep are 1 until their dimension is built (validation says
+  // "not yet").
   int64_t pp = 1;  // pipeline stages
   int64_t cp = 1;  // context parallel: ranks that split one sequence
   int64_t tp = 1;  // tensor parallel: ranks that split each layer's weights
   int64_t ep = 1;  // expert parallel: borrowed from dp_shard * cp * tp (MoE only)
+  // With tp > 1: the norm and residual regions split along the sequence too (lab/train/tensor_parallel.hpp).
+  bool sequence_parallel = false;
 };
 
 struct PrecisionConfig {

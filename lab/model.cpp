@@ -1,9 +1,12 @@
-// model.cpp: the GPT decoder (see model.hpp for the architecture and the unit split).
+// model.cpp: the GPT decoder (see model.hpp for the architecture and the unit split) and the whole-model
+// ParallelLinear (lab/parallel_linear.hpp), whose loss is GPT::loss_sum.
 #include "lab/model.hpp"
 
 #include "lab/memory.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 #include <ATen/CPUGeneratorImpl.h>
 
@@ -82,16 +85,23 @@ void GPT::to(at::Device device) {
   rope_.sin = rope_.sin.to(device);
 }
 
-at::Tensor GPT::embed(const at::Tensor& tokens) const { return at::embedding(tok_embedding, tokens); }
+at::Tensor GPT::embed(const at::Tensor& tokens) const { return parallel_->embed(tok_embedding, tokens); }
+
+void GPT::set_parallel_linear(std::shared_ptr<const ParallelLinear> parallel) {
+  if (!parallel) throw std::invalid_argument("GPT::set_parallel_linear: null (the whole-model layers are the default)");
+  parallel_ = std::move(parallel);
+}
 
 at::Tensor GPT::block_attention(int64_t index, const at::Tensor& x) const {
   const BlockParams& p = blocks[static_cast<size_t>(index)];
-  const int64_t B = x.size(0), S = x.size(1);
-  const int64_t H = config_.n_heads, KV = config_.n_kv_heads, hd = head_dim_;
-  at::Tensor h = rms_norm(x, p.attn_norm, config_.norm_eps);
-  at::Tensor q = at::linear(h, p.wq).view({B, S, H, hd});
-  at::Tensor k = at::linear(h, p.wk).view({B, S, KV, hd});
-  at::Tensor v = at::linear(h, p.wv).view({B, S, KV, hd}).transpose(1, 2);
+  const ParallelLinear& layers = *parallel_;
+  const int64_t hd = head_dim_;
+  at::Tensor h = layers.enter(rms_norm(x, layers.replicated(p.attn_norm), config_.norm_eps));
+  const int64_t B = h.size(0), S = h.size(1);
+  const int64_t H = p.wq.size(0) / hd, KV = p.wk.size(0) / hd;  // the heads this rank's weights hold
+  at::Tensor q = layers.column(h, p.wq).view({B, S, H, hd});
+  at::Tensor k = layers.column(h, p.wk).view({B, S, KV, hd});
+  at::Tensor v = layers.column(h, p.wv).view({B, S, KV, hd}).transpose(1, 2);
   if (fused_ops_apply(h)) {  // a GPU: RoPE in one kernel on the [B, S, heads, hd] layout, then the transpose (a view)
     q = fused_rope(q, rope_.cos, rope_.sin).transpose(1, 2);
     k = fused_rope(k, rope_.cos, rope_.sin).transpose(1, 2);
@@ -99,28 +109,28 @@ at::Tensor GPT::block_attention(int64_t index, const at::Tensor& x) const {
     q = apply_rope(q.transpose(1, 2), rope_);
     k = apply_rope(k.transpose(1, 2), rope_);
   }
-  if (KV !=
-      H) {  // grouped-query: each K/V head serves H/KV query heads (expanded here so SDPA's fused CPU kernel applies)
+  if (KV != H) {  // grouped-query: each K/V head serves H/KV query heads (expanded so SDPA's fused CPU kernel applies)
     k = k.unsqueeze(2).expand({B, KV, H / KV, S, hd}).reshape({B, H, S, hd});
     v = v.unsqueeze(2).expand({B, KV, H / KV, S, hd}).reshape({B, H, S, hd});
   }
   at::Tensor attn = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
                                                      /*is_causal=*/true);
   attn = attn.transpose(1, 2).reshape({B, S, H * hd});
-  return x + at::linear(attn, p.wo);
+  return x + layers.leave(layers.row(attn, p.wo));
 }
 
 at::Tensor GPT::block_mlp(int64_t index, const at::Tensor& x) const {
   const BlockParams& p = blocks[static_cast<size_t>(index)];
-  at::Tensor h = rms_norm(x, p.mlp_norm, config_.norm_eps);
-  return x + at::linear(at::silu(at::linear(h, p.w_gate)) * at::linear(h, p.w_up), p.w_down);
+  const ParallelLinear& layers = *parallel_;
+  at::Tensor h = layers.enter(rms_norm(x, layers.replicated(p.mlp_norm), config_.norm_eps));
+  return x + layers.leave(layers.row(at::silu(layers.column(h, p.w_gate)) * layers.column(h, p.w_up), p.w_down));
 }
 
 at::Tensor GPT::block(int64_t index, const at::Tensor& x) const { return block_mlp(index, block_attention(index, x)); }
 
 at::Tensor GPT::head(const at::Tensor& x) const {
-  at::Tensor h = rms_norm(x, final_norm, config_.norm_eps);
-  return at::linear(h, config_.tie_embeddings ? tok_embedding : lm_head);
+  at::Tensor h = rms_norm(x, parallel_->replicated(final_norm), config_.norm_eps);
+  return parallel_->logits(h, config_.tie_embeddings ? tok_embedding : lm_head);
 }
 
 at::Tensor GPT::forward(const at::Tensor& tokens) {
@@ -138,11 +148,25 @@ at::Tensor GPT::loss_sum(const at::Tensor& logits, const at::Tensor& targets) {
                                 /*weight=*/{}, at::Reduction::Sum, kIgnoreIndex);
 }
 
+at::Tensor ParallelLinear::embed(const at::Tensor& table, const at::Tensor& tokens) const {
+  return at::embedding(table, tokens);
+}
+
+at::Tensor ParallelLinear::loss_sum(const at::Tensor& logits, const at::Tensor& targets) const {
+  return GPT::loss_sum(logits, targets);
+}
+
 std::vector<ParamRef> GPT::parameters() {
   std::vector<ParamRef> out;
   for (auto& unit : units())
     for (auto& p : unit.params) out.push_back(p);
   return out;
+}
+
+void GPT::set_counted_in_norm(const std::string& name, bool counted) {
+  auto& names = not_counted_in_norm_;
+  names.erase(std::remove(names.begin(), names.end(), name), names.end());
+  if (!counted) names.push_back(name);
 }
 
 std::vector<ModelUnit> GPT::units() {
@@ -161,6 +185,10 @@ std::vector<ModelUnit> GPT::units() {
   ModelUnit head_unit{"head", {{"final_norm", &final_norm, true}}};
   if (lm_head.defined()) head_unit.params.push_back({"lm_head", &lm_head, false});
   out.push_back(std::move(head_unit));
+  for (auto& unit : out)
+    for (auto& p : unit.params)
+      p.counted_in_norm =
+          std::find(not_counted_in_norm_.begin(), not_counted_in_norm_.end(), p.name) == not_counted_in_norm_.end();
   return out;
 }
 

@@ -6,10 +6,13 @@
 // Parameters are ordinary leaf tensors (no nn::Module), grouped by unit (embedding, each block, final
 // norm + head) so strategies can flatten, shard and swap a unit's tensors. The forward is split into
 // the same units (embed, block, head) so a strategy can run code between them (gather, free, prefetch).
-// Shapes and counts: lab/model_shape.hpp.
+// Linear layers, the embedding, the head and the loss go through a ParallelLinear (lab/parallel_linear.hpp) that a
+// model-parallel plan may replace; heads and hidden width are read from the weights' shapes, so a plan that keeps a
+// slice of each weight needs no branch here. Shapes and counts: lab/model_shape.hpp.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,6 +20,7 @@
 #include <ATen/ATen.h>
 
 #include "lab/config.hpp"
+#include "lab/parallel_linear.hpp"
 
 namespace dtlab {
 
@@ -40,6 +44,9 @@ struct ParamRef {
   std::string name;
   at::Tensor* tensor;
   bool is_norm_or_embedding;  // AdamW weight decay excludes these unless configured otherwise
+  // Counted in the global gradient norm on this rank: false where a model-parallel plan replicates the parameter
+  // and another rank of the group counts it (lab/train/model_plan.hpp sum_over_model_parallel).
+  bool counted_in_norm = true;
 };
 
 // One unit of the model as strategies see it: the embedding, each block, the final norm with the head.
@@ -75,8 +82,19 @@ class GPT {
   at::Tensor block_attention(int64_t index, const at::Tensor& x) const;  // x + attn(norm(x))
   at::Tensor block_mlp(int64_t index, const at::Tensor& x) const;        // x + mlp(norm(x))
 
-  // Sum of token cross-entropies over targets != kIgnoreIndex (fp32 accumulation).
+  // Sum of token cross-entropies over targets != kIgnoreIndex (fp32 accumulation), whole logits [.., V].
   static at::Tensor loss_sum(const at::Tensor& logits, const at::Tensor& targets);
+  // The same through the installed ParallelLinear, from head()'s logits as this rank holds them.
+  at::Tensor loss(const at::Tensor& logits, const at::Tensor& targets) const {
+    return parallel_->loss_sum(logits, targets);
+  }
+
+  // A model-parallel plan marks the parameters this rank holds as a replica another rank counts (ParamRef).
+  void set_counted_in_norm(const std::string& name, bool counted);
+
+  // How linear layers, embedding, head and loss run (a model-parallel plan installs its own; never null).
+  const ParallelLinear& parallel_linear() const { return *parallel_; }
+  void set_parallel_linear(std::shared_ptr<const ParallelLinear> parallel);
 
   // Every parameter, in model order: embedding, blocks 0..L-1 (BlockParams order), final_norm, lm_head.
   std::vector<ParamRef> parameters();
@@ -94,6 +112,8 @@ class GPT {
  private:
   ModelConfig config_;
   int64_t head_dim_;
+  std::shared_ptr<const ParallelLinear> parallel_ = std::make_shared<ParallelLinear>();
+  std::vector<std::string> not_counted_in_norm_;  // names, set by a model-parallel plan
   RopeTables rope_;
 };
 

@@ -4,6 +4,8 @@
 
 #include <stdexcept>
 
+#include "strategies/tensor_parallel_cost.hpp"
+
 namespace dtlab {
 
 #define DTLAB_STRATEGY(id) extern const StrategySpec id##_spec;
@@ -64,7 +66,9 @@ CostPlan cost_plan(const Config& config, int rank) {
   const StrategySpec& spec = strategy_spec(config.parallel.strategy);
   if (spec.plan == nullptr)
     throw std::invalid_argument("parallel.strategy=" + config.parallel.strategy + " has no cost plan in this build");
-  return spec.plan(config, rank);
+  CostPlan plan = spec.plan(config, rank);        // the data-parallel strategy's calls over its group
+  add_tensor_parallel_collectives(plan, config);  // and each model-parallel dimension's over its own
+  return plan;
 }
 
 }  // namespace dtlab

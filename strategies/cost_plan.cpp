@@ -3,6 +3,8 @@
 #include "strategies/cost_plan.hpp"
 
 #include <stdexcept>
+#include <string>
+#include <utility>
 
 namespace dtlab {
 
@@ -13,25 +15,44 @@ int64_t CostPlan::step_bytes() const {
   return total;
 }
 
-std::vector<ParamShape> param_shapes(const ModelConfig& m) {
+std::vector<ParamShape> param_shapes(const ModelConfig& m, int64_t tp) {
+  if (tp < 1) throw std::invalid_argument("param_shapes: tp=" + std::to_string(tp) + " < 1");
   const int64_t d = m.d_model, hd = m.d_model / m.n_heads;
+  const std::string by = tp > 1 ? "tp" : "";
   std::vector<ParamShape> out;
-  out.push_back({"tok_embedding", m.vocab_size * d, true});
+  // Split tensors (embedding and head by vocabulary rows, projections by heads or hidden units) hold 1/tp each.
+  const auto split = [&](std::string name, int64_t numel, bool norm_or_embedding) {
+    out.push_back({std::move(name), numel / tp, norm_or_embedding, by});
+  };
+  const auto whole = [&](std::string name, int64_t numel) { out.push_back({std::move(name), numel, true}); };
+  split("tok_embedding", m.vocab_size * d, true);
   for (int64_t l = 0; l < m.n_layers; ++l) {
     const std::string b = "block." + std::to_string(l) + ".";
-    out.push_back({b + "attn_norm", d, true});
-    out.push_back({b + "wq", m.n_heads * hd * d, false});
-    out.push_back({b + "wk", m.n_kv_heads * hd * d, false});
-    out.push_back({b + "wv", m.n_kv_heads * hd * d, false});
-    out.push_back({b + "wo", d * m.n_heads * hd, false});
-    out.push_back({b + "mlp_norm", d, true});
-    out.push_back({b + "w_gate", m.ffn_hidden * d, false});
-    out.push_back({b + "w_up", m.ffn_hidden * d, false});
-    out.push_back({b + "w_down", d * m.ffn_hidden, false});
+    whole(b + "attn_norm", d);
+    split(b + "wq", m.n_heads * hd * d, false);
+    split(b + "wk", m.n_kv_heads * hd * d, false);
+    split(b + "wv", m.n_kv_heads * hd * d, false);
+    split(b + "wo", d * m.n_heads * hd, false);
+    whole(b + "mlp_norm", d);
+    split(b + "w_gate", m.ffn_hidden * d, false);
+    split(b + "w_up", m.ffn_hidden * d, false);
+    split(b + "w_down", d * m.ffn_hidden, false);
   }
-  out.push_back({"final_norm", d, true});
-  if (!m.tie_embeddings) out.push_back({"lm_head", m.vocab_size * d, false});
+  whole("final_norm", d);
+  if (!m.tie_embeddings) split("lm_head", m.vocab_size * d, false);
   return out;
+}
+
+std::vector<ParamShape> param_shapes(const Config& config) { return param_shapes(config.model, config.parallel.tp); }
+
+DataParallelGroup data_parallel_group(const Config& config) {
+  const int64_t model_parallel = config.parallel.pp * config.parallel.cp * config.parallel.tp;
+  if (model_parallel < 1 || config.world_size % model_parallel != 0)
+    throw std::invalid_argument(
+        "world size " + std::to_string(config.world_size) +
+        " is not a multiple of parallel.pp * parallel.cp * parallel.tp = " + std::to_string(model_parallel));
+  return {static_cast<int>(config.world_size / model_parallel),
+          static_cast<int>(config.parallel.cp * config.parallel.tp)};
 }
 
 int64_t optimizer_state_bytes_per_element(const TrainConfig& train, int64_t element_bytes) {

@@ -32,6 +32,9 @@ struct PlannedCollective {
   // The sharded unit whose gather or reduce-scatter this call is one level of (-1: a call of its own): a hierarchical
   // reduce-scatter or all-gather is two calls in a row (lab/comm/hierarchical.hpp), and the schedule runs them as one.
   int unit = -1;
+  // The mesh dimension whose group runs the call (lab/mesh.hpp names): "dp" for the data-parallel strategies' calls
+  // (over dp_replicate x dp_shard, or one of them for hybrid's two levels), "tp" for tensor parallelism's.
+  std::string mesh_dim = "dp";
 };
 
 struct PlannedState {  // bytes per rank, padding included
@@ -47,13 +50,28 @@ struct CostPlan {
   int64_t step_bytes() const;
 };
 
-// Parameter tensors of the model in model order (names and element counts), from the shape alone.
+// Parameter tensors of the model in model order (names and element counts on one rank), from the shape and the
+// layout alone: with tensor parallelism of degree `tp` each split tensor holds 1/tp of its rows or columns
+// (lab/train/tensor_parallel_plan.hpp says which), the norms stay whole. The one description of the model's
+// parameters every cost model reads.
 struct ParamShape {
   std::string name;
-  int64_t numel;
+  int64_t numel;  // on one rank
   bool is_norm_or_embedding;
+  std::string split_by = {};  // the mesh dimension that splits it ("tp"), empty when every rank holds it whole
 };
-std::vector<ParamShape> param_shapes(const ModelConfig& model);
+std::vector<ParamShape> param_shapes(const ModelConfig& model, int64_t tp = 1);
+// The layout's shapes for a config (its parallel.tp).
+std::vector<ParamShape> param_shapes(const Config& config);
+
+// The data-parallel group of the config's mesh (lab/mesh.hpp: pp, dp_replicate, dp_shard, cp, tp, outermost first)
+// as the plans see it: its size, world / (pp * cp * tp) (the rule of lab/config.hpp data_parallel_size; the plans do
+// not link the config rules), and the ranks between its neighbours (cp * tp). Throws std::invalid_argument when the
+// model-parallel degrees do not divide the world.
+struct DataParallelGroup {
+  int size = 1, stride = 1;
+};
+DataParallelGroup data_parallel_group(const Config& config);
 
 // Optimizer state bytes per parameter element: adamw 2 moments, sgd 1 buffer (0 without momentum).
 int64_t optimizer_state_bytes_per_element(const TrainConfig& train, int64_t element_bytes);

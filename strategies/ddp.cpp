@@ -8,8 +8,9 @@
 //            last one lands (on the last micro-step only), that bucket's all-reduce starts
 //            asynchronously. Buckets start strictly in index order, so every rank issues the same
 //            collectives in the same order.
-// finish:    wait for every bucket, divide by world size. The loss is scaled by world size, so the
-//            averaged gradient is the gradient of the global mean loss.
+// finish:    wait for every bucket, divide by the data-parallel size. The loss is scaled by it, so the
+//            averaged gradient is the gradient of the global mean loss. Every collective runs on the mesh's
+//            data-parallel group (lab/dist/mesh_comms.hpp): the world while pp = cp = tp = 1.
 // reduce_dtype (precision.reduce_dtype): bf16/fp16 communication of fp32 gradients through a
 //            temporary buffer per bucket.
 #include <cmath>
@@ -25,8 +26,8 @@
 #include "lab/dtype_torch.hpp"
 #include "lab/instrument/step_profiler.hpp"
 #include "lab/memory.hpp"
-#include "lab/train/checkpoint.hpp"
 #include "lab/train/device.hpp"
+#include "lab/train/model_runner.hpp"
 #include "lab/train/optimizer.hpp"
 #include "lab/train/state_pieces.hpp"
 #include "lab/train/strategy.hpp"
@@ -59,23 +60,24 @@ struct Bucket {
 class DdpStrategy final : public Strategy {
  public:
   std::string id() const override { return "ddp"; }
-  // Every rank is a data-parallel replica.
-  ParallelLayout layout() const override { return {.dp_rank = rank_, .dp_size = world_size_}; }
+  // Every rank of the data-parallel group is a replica.
+  ParallelLayout layout() const override { return {.dp_rank = dp_rank_, .dp_size = dp_size_, .dp_comm = comm_}; }
 
-  void wrap(std::shared_ptr<GPT> model, const Config& config, World& world) override {
+  void wrap(std::shared_ptr<GPT> model, const Config& config, MeshComms& comms) override {
     strategy_spec(id()).check(config);  // refusals (strategies/ddp_cost.cpp)
-    checkpointing_ = checkpoint_mode(config.parallel.activation_checkpointing);
-    checkpoint_every_ = config.parallel.checkpoint_every;
     model_ = std::move(model);
-    world_size_ = world.world_size();
-    rank_ = world.rank();
-    comm_ = &world.comm();
-    two_level_ = two_level_for(config.parallel.collectives, world);
+    runner_ = ModelRunner(model_, config.parallel);
+    rank_ = comms.rank();
+    dp_size_ = comms.size_of(kDataParallelDims);
+    dp_rank_ = comms.index_in(kDataParallelDims);
+    two_level_ = two_level_for(config.parallel.collectives, comms);  // refusals first, before any communicator
+    comm_ = &comms.data_parallel();
     reduce_dtype_ = scalar_type_named(config.precision.reduce_dtype, "precision.reduce_dtype");
 
     std::vector<bool> decay;
     for (const auto& p : model_->parameters()) {
       params_.push_back(*p.tensor);
+      counted_in_norm_.push_back(p.counted_in_norm);
       decay.push_back(!p.is_norm_or_embedding || config.train.decay_norms_and_embeddings);
     }
     broadcast_parameters();
@@ -113,17 +115,8 @@ class DdpStrategy final : public Strategy {
   double forward_backward(const Batch& batch, double loss_weight, bool is_last_micro) override {
     sync_ = is_last_micro;  // no communication on the non-final micro-steps of accumulation
     for (auto& b : buckets_) b.ready = 0;
-    at::Tensor loss;
-    {
-      ScopedPhase forward(Phase::forward, "forward-compute");
-      loss = GPT::loss_sum(forward_with_checkpointing(*model_, batch.inputs, checkpointing_, checkpoint_every_),
-                           batch.targets) *
-             loss_weight;
-    }
-    inject_delay("after_forward", rank_);
-    ScopedPhase backward(Phase::backward, "backward-compute");
-    (loss * static_cast<double>(layout().dp_size)).backward();  // the mean over data-parallel ranks is taken after
-    return loss.item<double>();
+    const at::Tensor loss = runner_.forward_loss(batch, loss_weight);
+    return runner_.backward(loss, static_cast<double>(dp_size_), rank_);  // the mean over dp ranks: finish_gradients
   }
 
   void on_grad_ready(size_t index) {
@@ -149,8 +142,8 @@ class DdpStrategy final : public Strategy {
   double grad_sum_of_squares() override {
     // Replicas hold identical gradients: no communication needed. Summed per parameter in model order
     // (as `single` does), so the result does not depend on the bucket layout.
-    std::vector<at::Tensor> grads;
-    for (const auto& p : params_) grads.push_back(p.grad());
+    std::vector<at::Tensor> grads;  // a parameter another model-parallel rank counts is left out (undefined)
+    for (size_t i = 0; i < params_.size(); ++i) grads.push_back(counted_in_norm_[i] ? params_[i].grad() : at::Tensor());
     return sum_of_squares(grads);
   }
 
@@ -188,7 +181,7 @@ class DdpStrategy final : public Strategy {
   std::vector<StatePiece> state_pieces() override {
     std::vector<std::string> names;
     for (const auto& p : model_->parameters()) names.push_back(p.name);
-    return whole_tensor_pieces(names, params_, *optimizer_, /*written_here=*/rank_ == 0);
+    return whole_tensor_pieces(names, params_, *optimizer_, /*written_here=*/dp_rank_ == 0);
   }
   std::map<std::string, double> state_scalars() const override {
     std::map<std::string, double> scalars{{kStepsSeenScalar, static_cast<double>(steps_seen_)}};
@@ -232,8 +225,16 @@ class DdpStrategy final : public Strategy {
   std::shared_ptr<GPT> model_;
   // parallel.collectives: the hierarchical all-reduce when asked for, or (auto) when the job spans nodes with more
   // than one rank on each; null = one flat all-reduce over the world.
-  static std::unique_ptr<HierarchicalComm> two_level_for(const std::string& collectives, World& world) {
+  // The two levels are the world's nodes, so the data-parallel group must be the world.
+  static std::unique_ptr<HierarchicalComm> two_level_for(const std::string& collectives, MeshComms& comms) {
+    World& world = comms.world();
     const int k = world.local_world_size(), w = world.world_size();
+    if (collectives == "hierarchical" && comms.size_of(kDataParallelDims) != w)
+      throw std::invalid_argument(
+          "ddp: parallel.collectives=hierarchical needs the data-parallel group to be the "
+          "world (mesh " +
+          comms.mesh().describe() + "); use flat or auto");
+    if (comms.size_of(kDataParallelDims) != w) return nullptr;
     if (collectives == "hierarchical" && !job_spans_nodes(w, k))
       throw std::invalid_argument("ddp: parallel.collectives=hierarchical needs a job across nodes (LOCAL_WORLD_SIZE " +
                                   std::to_string(k) + " < WORLD_SIZE " + std::to_string(w) +
@@ -244,17 +245,17 @@ class DdpStrategy final : public Strategy {
 
   Comm* comm_ = nullptr;
   std::unique_ptr<HierarchicalComm> two_level_;
-  int world_size_ = 1, rank_ = 0;
+  int rank_ = 0, dp_size_ = 1, dp_rank_ = 0;  // rank_: in the world (fault injection); dp_: in the dp group
   at::ScalarType reduce_dtype_ = at::kFloat;
   std::vector<at::Tensor> params_;
+  std::vector<bool> counted_in_norm_;  // ParamRef::counted_in_norm, per parameter
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_;
   size_t next_launch_ = 0;
   int64_t steps_seen_ = 0;
   bool sync_ = true;
   std::unique_ptr<Optimizer> optimizer_;
-  CheckpointMode checkpointing_ = CheckpointMode::none;
-  int64_t checkpoint_every_ = 1;
+  ModelRunner runner_;
 };
 
 void GradReadyHook::operator()(const torch::autograd::Variable&) { strategy->on_grad_ready(index); }

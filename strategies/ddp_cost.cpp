@@ -23,16 +23,19 @@ int64_t bucket_cap_bytes(const Config& config) {
 // The hierarchical all-reduce's pieces (lab/comm/hierarchical.hpp: buffers over 16 MiB go in 16 MiB pieces).
 constexpr int64_t kHierarchicalPieceBytes = int64_t{16} << 20;
 
-// One bucket's all-reduce as lab/comm runs it: one flat all-reduce over the world, or per piece a ring
+// One bucket's all-reduce as lab/comm runs it: one flat all-reduce over the data-parallel group, or per piece a ring
 // reduce-scatter inside the node, the backend all-reduce of this rank's chunk across nodes (the ranks of one
 // local rank, stride K) and a ring all-gather inside the node.
 void add_bucket_all_reduce(CostPlan& plan, const Config& config, int rank, int bucket, int64_t numel,
                            int64_t element_bytes, const std::string& dtype) {
   const int world = static_cast<int>(config.world_size);
+  const DataParallelGroup dp_group = data_parallel_group(config);
+  const int dp = dp_group.size;
   const std::string what = "bucket " + std::to_string(bucket);
-  if (!uses_hierarchical_all_reduce(config.parallel.collectives, world, config.ranks_per_node)) {
+  // The two levels are the world's nodes: a data-parallel group smaller than the world all-reduces flat (ddp.cpp).
+  if (dp != world || !uses_hierarchical_all_reduce(config.parallel.collectives, world, config.ranks_per_node)) {
     plan.collectives.push_back(
-        {"all_reduce", "backend", dtype, numel * element_bytes, world, "backward", 1, what, 1, bucket});
+        {"all_reduce", "backend", dtype, numel * element_bytes, dp, "backward", 1, what, dp_group.stride, bucket});
     return;
   }
   const int k = static_cast<int>(config.ranks_per_node), nodes = world / k, local = rank % k;
@@ -55,20 +58,20 @@ void add_bucket_all_reduce(CostPlan& plan, const Config& config, int rank, int b
 CostPlan ddp_plan(const Config& config, int rank) {
   CostPlan plan;
   plan.strategy = "ddp";
-  const auto shapes = param_shapes(config.model);
+  const auto shapes = param_shapes(config);  // this rank's slices under tensor parallelism
   std::vector<int64_t> grad_bytes;
   int64_t numel = 0;
   for (const auto& p : shapes) {
     grad_bytes.push_back(p.numel * 4);
     numel += p.numel;
   }
-  const int world = static_cast<int>(config.world_size);
+  const DataParallelGroup dp = data_parallel_group(config);
   const Dtype wire = dtype_named(config.precision.reduce_dtype, "precision.reduce_dtype");
   const int64_t wire_bytes_per_element = bytes_of(wire);
   const std::string wire_dtype(torch_name(wire));
   for (const auto& p : shapes)  // one in-place broadcast per parameter tensor (ddp.cpp)
     plan.collectives.push_back(
-        {"broadcast", "backend", "float32", p.numel * 4, world, "setup", 1, p.name + " from rank 0"});
+        {"broadcast", "backend", "float32", p.numel * 4, dp.size, "setup", 1, p.name + " from rank 0", dp.stride});
   const BucketLayout layout = assign_buckets(grad_bytes, bucket_cap_bytes(config), kFirstBucketCapBytes);
   for (size_t b = 0; b < layout.buckets.size(); ++b) {
     int64_t bucket_numel = 0;
@@ -126,7 +129,7 @@ BucketCalls bucket_calls(const ScheduleInput& in) {
 double bucket_overlap(const ScheduleInput& in) {
   const BucketCalls calls = bucket_calls(in);
   const std::vector<double>& all_reduce = calls.overlapped;
-  const auto shapes = param_shapes(in.config.model);
+  const auto shapes = param_shapes(in.config);
   std::vector<int64_t> grad_bytes;
   double total = 0;
   std::vector<double> weight;

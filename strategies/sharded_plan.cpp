@@ -72,7 +72,7 @@ struct UnitShape {
 // The engine's units per parallel.wrap, from the parameter shapes (embedding, 9 tensors per block, then
 // the final norm and the head).
 std::vector<UnitShape> units_of(const Config& config, int64_t F) {
-  const auto shapes = param_shapes(config.model);
+  const auto shapes = param_shapes(config);  // this rank's slices under tensor parallelism
   const int64_t L = config.model.n_layers;
   constexpr int64_t kPerBlock = 9;
   std::vector<std::vector<int64_t>> model_unit_numel;  // per model unit: 0 embedding, 1..L blocks, L+1 head
@@ -116,6 +116,12 @@ TypeOnWire type_on_wire(const std::string& config_name, std::string_view key) {
 
 }  // namespace
 
+int64_t sharded_dp_shard_size_of(ShardingMode mode, const Config& config, int64_t data_parallel) {
+  // The data-parallel ranks of one node: the node's ranks over the model-parallel ones placed inside it (cp, tp).
+  const int64_t per_node = config.ranks_per_node / std::max<int64_t>(1, config.parallel.cp * config.parallel.tp);
+  return shard_group_size(mode, data_parallel, config.parallel.shard_size, per_node);
+}
+
 void check_sharded(ShardingMode mode, std::string_view id, const Config& config) {
   if (config.parallel.collectives == "hierarchical") {
     // No_shard's all-reduce and hybrid's groups have no two-level form here; running them flat would mislabel a study.
@@ -149,6 +155,7 @@ namespace {
 // What one rank of a sharded mode works with, derived once from the config: the groups, the units and the types.
 struct ShardedSetting {
   ShardingTraits t;
+  DataParallelGroup dp;    // the ranks the strategy runs over: the world, or what tensor parallelism leaves
   int64_t F = 1;           // shard group size
   int64_t R = 1;           // replicas of each shard (hybrid); 1 otherwise
   int64_t shard_rank = 0;  // this rank's chunk of each unit: its place in its shard group, or (two levels) l*M + m
@@ -163,10 +170,14 @@ struct ShardedSetting {
 ShardedSetting sharded_setting(ShardingMode mode, const Config& config, int rank) {
   ShardedSetting s;
   s.t = traits(mode);
-  s.F = shard_group_size(mode, config.world_size, config.parallel.shard_size, config.ranks_per_node);
-  s.R = config.world_size / s.F;
-  s.shard_rank = s.t.shard_group == ShardGroup::none ? 0 : rank % s.F;
+  s.dp = data_parallel_group(config);
+  s.F = sharded_dp_shard_size_of(mode, config, s.dp.size);
+  s.R = s.dp.size / s.F;
+  // This rank's place among the data-parallel ranks (consecutive shard groups of F of them; lab/mesh.hpp).
+  const int64_t dp_index = rank / s.dp.stride % s.dp.size;
+  s.shard_rank = s.t.shard_group == ShardGroup::none ? 0 : dp_index % s.F;
   s.two_level =
+      s.dp.size == config.world_size &&  // the two levels are the world's nodes
       uses_hierarchical_shard_collectives(mode, config.parallel.collectives, config.world_size, config.ranks_per_node);
   if (s.two_level) {
     s.K = config.ranks_per_node;
@@ -186,7 +197,7 @@ ShardedSetting sharded_setting(ShardingMode mode, const Config& config, int rank
 void add_sharded_collectives(const ShardedSetting& s, const Config& config, CostPlan& plan) {
   const ShardingTraits& t = s.t;
   const int n = static_cast<int>(s.units.size());
-  const int f = static_cast<int>(s.F);
+  const int f = static_cast<int>(s.F), stride = s.dp.stride;
   const int64_t c = s.compute.bytes, r = s.reduce.bytes;
   const std::string rs_algorithm = config.parallel.reduce_scatter == "backend" ? "backend" : "ring";
   const std::string rs_note = rs_algorithm == "backend"
@@ -199,7 +210,8 @@ void add_sharded_collectives(const ShardedSetting& s, const Config& config, Cost
   auto all_gather = [&](int index, const UnitShape& u, const char* phase, int64_t count, const std::string& what) {
     const std::string label = "unit " + u.name + " parameters (" + what + ")";
     if (!s.two_level) {
-      plan.collectives.push_back({"all_gather", "backend", s.compute.name, u.padded * c, f, phase, count, label});
+      plan.collectives.push_back(
+          {"all_gather", "backend", s.compute.name, u.padded * c, f, phase, count, label, stride});
       return;
     }
     plan.collectives.push_back({"all_gather", "backend", s.compute.name, u.padded / k * c, m, phase, count,
@@ -211,7 +223,7 @@ void add_sharded_collectives(const ShardedSetting& s, const Config& config, Cost
     const std::string label = "unit " + u.name + " gradients (" + when + ")";
     if (!s.two_level) {
       plan.collectives.push_back(
-          {"reduce_scatter", rs_algorithm, s.reduce.name, u.padded * r, f, "backward", count, label + rs_note});
+          {"reduce_scatter", rs_algorithm, s.reduce.name, u.padded * r, f, "backward", count, label + rs_note, stride});
       return;
     }
     plan.collectives.push_back({"reduce_scatter", "ring", s.reduce.name, u.padded * r, k, "backward", count,
@@ -219,8 +231,8 @@ void add_sharded_collectives(const ShardedSetting& s, const Config& config, Cost
     plan.collectives.push_back({"reduce_scatter", "ring", s.reduce.name, u.padded / k * r, m, "backward", count,
                                 label + " across nodes", k, -1, index});
   };
-  auto one_double = [&](int group, const std::string& what, int stride = 1) {
-    plan.collectives.push_back({"all_reduce", "backend", "float64", 8, group, "after-backward", 1, what, stride});
+  auto one_double = [&](int group, const std::string& what, int group_stride) {
+    plan.collectives.push_back({"all_reduce", "backend", "float64", 8, group, "after-backward", 1, what, group_stride});
   };
   const bool sharded = s.F > 1;  // F = 1: the engine copies instead of gathering / reduce-scattering
   for (int u = 0; u < n; ++u) {
@@ -236,9 +248,8 @@ void add_sharded_collectives(const ShardedSetting& s, const Config& config, Cost
         if (sharded) reduce_scatter(u, unit, s.A, "every micro-step");
         break;
       case GradReduction::all_reduce_last_micro_step:
-        plan.collectives.push_back({"all_reduce", "backend", s.reduce.name, unit.padded * r,
-                                    static_cast<int>(config.world_size), "backward", 1,
-                                    "unit " + unit.name + " gradients (last micro-step)"});
+        plan.collectives.push_back({"all_reduce", "backend", s.reduce.name, unit.padded * r, s.dp.size, "backward", 1,
+                                    "unit " + unit.name + " gradients (last micro-step)", stride});
         break;
       case GradReduction::reduce_scatter_last_micro_step:
         if (sharded) reduce_scatter(u, unit, 1, "last micro-step");
@@ -249,15 +260,14 @@ void add_sharded_collectives(const ShardedSetting& s, const Config& config, Cost
   if (t.replica_all_reduce && replicas > 1)
     for (const auto& unit : s.units)
       plan.collectives.push_back({"all_reduce", "backend", s.reduce.name, unit.shard * r, replicas, "after-backward", 1,
-                                  "unit " + unit.name + " gradient shard across replicas", static_cast<int>(s.F)});
+                                  "unit " + unit.name + " gradient shard across replicas", f * stride});
   if (config.precision.loss_scale == "dynamic") {
-    // Over the shard group; with none (F = 1, every rank a replica), over the world.
-    one_double(t.shard_group == ShardGroup::none ? static_cast<int>(config.world_size) : f,
-               "loss scaling: found inf/nan");
+    // Over the shard group; with none (F = 1, every rank a replica), over the data-parallel group.
+    one_double(t.shard_group == ShardGroup::none ? s.dp.size : f, "loss scaling: found inf/nan", stride);
     if (t.replica_all_reduce && replicas > 1)
-      one_double(replicas, "loss scaling: found inf/nan across replicas", static_cast<int>(s.F));
+      one_double(replicas, "loss scaling: found inf/nan across replicas", f * stride);
   }
-  if (!t.grads_replicated()) one_double(f, "grad-norm sum of squares");
+  if (!t.grads_replicated()) one_double(f, "grad-norm sum of squares", stride);
   if (t.gathers_after_optimizer)
     for (int u = 0; u < n; ++u)
       all_gather(u, s.units[static_cast<size_t>(u)], "optimizer", 1, "updated shards, after the optimizer step");

@@ -24,9 +24,11 @@ void check_sharded(ShardingMode mode, std::string_view id, const Config& config)
 
 // The sharded strategies' spec.dp_shard_size: `Mode`'s shard group over the data-parallel ranks (the world for
 // FULL_SHARD, SHARD_GRAD_OP and ZeRO-1; parallel.shard_size or the node for HYBRID; 1 for NO_SHARD).
+// (A node holds ranks_per_node / (cp * tp) data-parallel ranks: the model-parallel dimensions are placed inside it.)
+int64_t sharded_dp_shard_size_of(ShardingMode mode, const Config& config, int64_t data_parallel);
 template <ShardingMode Mode>
 int64_t sharded_dp_shard_size(const Config& config, int64_t data_parallel) {
-  return shard_group_size(Mode, data_parallel, config.parallel.shard_size, config.ranks_per_node);
+  return sharded_dp_shard_size_of(Mode, config, data_parallel);
 }
 
 }  // namespace dtlab

@@ -11,9 +11,9 @@
 #include "lab/dtype_torch.hpp"
 #include "lab/instrument/step_profiler.hpp"
 #include "lab/memory.hpp"
-#include "lab/train/checkpoint.hpp"
 #include "lab/train/device.hpp"
 #include "lab/train/loss_scaler.hpp"
+#include "lab/train/model_runner.hpp"
 #include "lab/train/optimizer.hpp"
 #include "lab/train/state_pieces.hpp"
 #include "lab/train/strategy.hpp"
@@ -28,15 +28,14 @@ class SingleStrategy final : public Strategy {
   std::string id() const override { return "single"; }
   ParallelLayout layout() const override { return {}; }  // one process: data-parallel rank 0 of 1
 
-  void wrap(std::shared_ptr<GPT> model, const Config& config, World& world) override {
+  void wrap(std::shared_ptr<GPT> model, const Config& config, MeshComms& comms) override {
     strategy_spec(id()).check(config);  // refusals (strategies/single_cost.cpp)
-    if (world.world_size() != config.world_size)
-      throw std::logic_error("single: the world has " + std::to_string(world.world_size()) +
+    if (comms.world().world_size() != config.world_size)
+      throw std::logic_error("single: the world has " + std::to_string(comms.world().world_size()) +
                              " ranks, the config says world_size=" + std::to_string(config.world_size));
     scaler_ = LossScaler(config.precision);
-    checkpointing_ = checkpoint_mode(config.parallel.activation_checkpointing);
-    checkpoint_every_ = config.parallel.checkpoint_every;
     model_ = std::move(model);
+    runner_ = ModelRunner(model_, config.parallel);
     std::vector<at::Tensor> params;
     std::vector<bool> decay;
     for (const auto& p : model_->parameters()) {
@@ -69,16 +68,8 @@ class SingleStrategy final : public Strategy {
       for (size_t i = 0; i < compute_.size(); ++i) compute_[i].copy_(params_[i]);
       compute_fresh_ = true;
     }
-    at::Tensor loss;
-    {
-      ScopedPhase forward(Phase::forward, "forward-compute");
-      loss = GPT::loss_sum(forward_with_checkpointing(*model_, batch.inputs, checkpointing_, checkpoint_every_),
-                           batch.targets) *
-             loss_weight;
-    }
-    ScopedPhase backward(Phase::backward, "backward-compute");
-    (loss * scaler_.scale()).backward();
-    return loss.item<double>();
+    const at::Tensor loss = runner_.forward_loss(batch, loss_weight);
+    return runner_.backward(loss, scaler_.scale(), /*rank=*/0);
   }
 
   void finish_gradients() override {
@@ -177,8 +168,7 @@ class SingleStrategy final : public Strategy {
   }
 
   std::unique_ptr<Optimizer> optimizer_;
-  CheckpointMode checkpointing_ = CheckpointMode::none;
-  int64_t checkpoint_every_ = 1;
+  ModelRunner runner_;
   at::ScalarType compute_dtype_ = at::kFloat;
   std::vector<at::Tensor> compute_;       // 16-bit compute copies bound into the model (mixed precision)
   std::vector<at::Tensor> master_grads_;  // their gradients in fp32

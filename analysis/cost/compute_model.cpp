@@ -87,7 +87,10 @@ ComputeTime compute_time(const Config& config, const MachineProfile& profile) {
   t.rate_tflops = achieved_tflops(config, profile, &t.notes);
   const ComputeFlops f = compute_flops(config);
   const double tokens = static_cast<double>(config.train.micro_batch * config.model.seq_len);
-  const double ms_per_flop = 1e3 / (t.rate_tflops * 1e12);
+  // Tensor parallelism splits every matmul (projections by heads or hidden units, attention by heads, the head by
+  // vocabulary): each rank of a tp group runs 1/tp of the FLOPs on its micro-batch's tokens, in as many GEMM calls.
+  const double ms_per_flop =
+      1e3 / (t.rate_tflops * 1e12) / static_cast<double>(std::max<int64_t>(1, config.parallel.tp));
   const double forward = f.model_per_token / 3.0;
   t.overhead_ms = gemm_overhead_us_for(profile, config.precision.param_dtype) / 1e3 * linear_layers(config.model) *
                   (f.executed_per_token / f.model_per_token);

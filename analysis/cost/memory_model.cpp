@@ -49,18 +49,27 @@ double fsdp_peak_param_elements(const std::vector<int64_t>& unit_numel, int shar
 
 namespace {
 
+// The shapes one rank's activations have: T tokens of the micro-batch, and under tensor parallelism (t ranks) the
+// heads, the hidden width and the vocabulary split by t; with sequence parallelism the norm and residual regions
+// hold T/t tokens (`seq` = t), else all of them (`seq` = 1).
 struct Dims {
-  int64_t T, d, f, H, V, c;
+  int64_t T, d, f, H, V, c, t, seq;
+  bool sp;
 };
 
 Dims dims_of(const Config& config) {
   const ModelConfig& m = config.model;
+  const int64_t t = std::max<int64_t>(1, config.parallel.tp);
+  const bool sp = t > 1 && config.parallel.sequence_parallel;
   return {config.train.micro_batch * m.seq_len,
           m.d_model,
-          m.ffn_hidden,
-          m.n_heads,
-          m.vocab_size,
-          bytes_of(dtype_named(config.precision.param_dtype, "precision.param_dtype"))};
+          m.ffn_hidden / t,
+          m.n_heads / t,
+          m.vocab_size / t,
+          bytes_of(dtype_named(config.precision.param_dtype, "precision.param_dtype")),
+          t,
+          sp ? t : 1,
+          sp};
 }
 
 enum class BlockMode { none, full, selective };
@@ -79,16 +88,24 @@ BlockMode block_mode(const Config& config, int64_t index) {
 BlockActivationBytes block_activation_bytes(const Config& config) {
   const Dims x = dims_of(config);
   BlockActivationBytes b;
-  b.norm = 8 * x.T * x.d + x.c * x.T * x.d + 4 * x.T;
-  b.attention = 5 * x.c * x.T * x.d + 4 * x.T * x.H;
-  b.mlp = 4 * x.c * x.T * x.f;
+  if (!x.sp) {
+    b.norm = 8 * x.T * x.d + x.c * x.T * x.d + 4 * x.T;  // its output is the column-parallel linears' input
+    b.attention = 5 * x.c * x.T * x.d / x.t + 4 * x.T * x.H;
+    b.mlp = 4 * x.c * x.T * x.f;
+    return b;
+  }
+  // Sequence parallel: the norm runs on T/t tokens and its output goes to the all-gather (not saved); the
+  // gathered [T, d] input of each half's column-parallel linears is saved by them.
+  b.norm = (8 * x.T * x.d + 4 * x.T) / x.seq;
+  b.attention = 5 * x.c * x.T * x.d / x.t + 4 * x.T * x.H + x.c * x.T * x.d;
+  b.mlp = 4 * x.c * x.T * x.f + x.c * x.T * x.d;
   return b;
 }
 
 int64_t block_saved_bytes(const Config& config, int64_t index) {
   const Dims x = dims_of(config);
   const BlockActivationBytes b = block_activation_bytes(config);
-  const int64_t input = x.c * x.T * x.d;
+  const int64_t input = x.c * x.T * x.d / x.seq;
   switch (block_mode(config, index)) {
     case BlockMode::none:
       return b.block();
@@ -104,14 +121,17 @@ ActivationPeak activation_peak(const Config& config, bool sharded) {
   const Dims x = dims_of(config);
   const BlockActivationBytes b = block_activation_bytes(config);
   const int64_t L = config.model.n_layers;
-  const int64_t input = x.c * x.T * x.d;              // a block's input (the residual stream)
+  const int64_t input = x.c * x.T * x.d / x.seq;      // a block's input (the residual stream)
   const int64_t shared_input = x.c == 4 ? input : 0;  // fp32: the first norm keeps the input itself
   const int64_t head_dim = x.d / config.model.n_heads;
   // Inputs and targets (int64), the model's fp32 RoPE tables (cos, sin: [seq_len, head_dim/2] each; not a state
   // category, so the counting allocator's peak carries them) and, for sharded strategies, the unit-output
   // gradient their backward hooks keep.
   const int64_t batch = 2 * x.T * 8 + 4 * config.model.seq_len * head_dim + (sharded ? input : 0);
-  const int64_t log_probs = 4 * x.T * x.V;  // log_softmax output, fp32 (the loss upcasts)
+  // log_softmax output, fp32 (the loss upcasts); under tensor parallelism the vocabulary-parallel loss keeps the
+  // exponentials of this rank's [T, V/t] shifted logits instead.
+  const int64_t log_probs = 4 * x.T * x.V;
+  const int64_t head_input = x.sp ? x.c * x.T * x.d : 0;  // sequence parallel: the head's gathered input
   // SwiGLU backward: the product's gradient plus w_down's weight-gradient temporary, then the gradients of
   // silu(gate) and up (the product's own storage is released by then).
   const int64_t mlp_backward = std::max(2 * x.c * x.T * x.f, x.c * x.T * x.f + x.c * x.d * x.f);
@@ -119,7 +139,7 @@ ActivationPeak activation_peak(const Config& config, bool sharded) {
   std::vector<int64_t> before(static_cast<size_t>(L) + 1, batch);  // saved by blocks < k, plus the batch
   for (int64_t k = 0; k < L; ++k)
     before[static_cast<size_t>(k) + 1] = before[static_cast<size_t>(k)] + block_saved_bytes(config, k);
-  const int64_t forward_end = before[static_cast<size_t>(L)] + b.norm + log_probs;
+  const int64_t forward_end = before[static_cast<size_t>(L)] + b.norm + head_input + log_probs;
 
   ActivationPeak peak;
   peak.forward_end = forward_end;
@@ -142,7 +162,7 @@ ActivationPeak activation_peak(const Config& config, bool sharded) {
   // LM head backward: the logits' gradient, the head input's gradient and the [V, d] weight-gradient temporary.
   consider(without_logits + x.c * x.T * x.d + x.c * x.V * x.d, 4 * x.T * x.V, "head backward");
   // Final RMSNorm backward (composite, fp32): three [T, d] fp32 temporaries (+ the 16-bit gradient copy).
-  consider(without_logits + (16 - x.c) * x.T * x.d, 0, "final norm backward");
+  consider(without_logits + (16 - x.c) * x.T * x.d / x.seq, 0, "final norm backward");
   for (int64_t k = L - 1; k >= 0; --k) {
     const int64_t base = before[static_cast<size_t>(k)];
     const std::string phase = "block " + std::to_string(k) + " backward";
@@ -183,7 +203,7 @@ MemoryPrediction predict_memory(const Config& config, const CostPlan& plan, cons
   m.peak_phase = a.phase;
   int64_t largest_gather = 0;
   for (const auto& c : plan.collectives)
-    if (c.op == "all_gather" && c.algorithm == "backend" && c.phase == "backward")
+    if (c.op == "all_gather" && c.algorithm == "backend" && c.phase == "backward" && c.mesh_dim == "dp")
       largest_gather = std::max(largest_gather, c.bytes);
   // Gloo stages a prefetched unit's gather: only plans that re-gather in backward (with Gloo's own all-gather; the
   // lab's ring, as in DDP's hierarchical all-reduce, writes in place) prefetch into its peak.
@@ -201,7 +221,11 @@ MemoryPrediction predict_memory(const Config& config, const CostPlan& plan, cons
   std::vector<int64_t> ring;
   int last_unit = -1;
   for (const auto& c : plan.collectives) {
-    if (c.op != "reduce_scatter" || c.algorithm != "ring" || c.phase != "backward" || c.group_size < 2) continue;
+    // The data-parallel strategy's calls only: tensor parallelism's run synchronously inside a layer's backward,
+    // their scratch freed before the next layer's (not a peak the schedule can stack).
+    if (c.op != "reduce_scatter" || c.algorithm != "ring" || c.phase != "backward" || c.group_size < 2 ||
+        c.mesh_dim != "dp")
+      continue;
     if (c.unit >= 0 && c.unit == last_unit) continue;  // the second level: inside the first's lifetime, smaller
     last_unit = c.unit;
     const int64_t scratch = ring_reduce_scatter_scratch_bytes(c);

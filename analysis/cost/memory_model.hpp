@@ -44,6 +44,10 @@ double fsdp_peak_param_elements(const std::vector<int64_t>& unit_numel, int shar
 //   attention     5·c·T·d + 4·T·H          q after RoPE, K and V expanded to H heads, SDPA output, wo input;
 //                                          SDPA's fp32 log-sum-exp (the s×s matrix is never stored)
 //   SwiGLU MLP    4·c·T·ffn                gate and up outputs, silu(gate), the product (w_down input)
+// Under tensor parallelism (parallel.tp = t) each rank holds its heads' and its hidden slice's tensors: H, ffn and
+// the attention's T·d terms divide by t, the norms do not (Korthikanti et al. 2022's 10 + 24/t shape). With sequence
+// parallelism the norms hold T/t tokens and their output goes to the all-gather unsaved, and each half's column-
+// parallel linears save the gathered [T, d] input instead (our layers keep it; Megatron re-gathers it in backward).
 struct BlockActivationBytes {
   int64_t norm = 0, attention = 0, mlp = 0;
   int64_t block() const { return 2 * norm + attention + mlp; }

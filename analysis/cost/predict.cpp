@@ -72,10 +72,10 @@ nlohmann::json memory_by_world(const dtlab::Config& config, const std::string& b
 }  // namespace
 
 const std::vector<std::string>& prediction_keys() {
-  static const std::vector<std::string> keys = {"label",   "profile",      "profile_kind",    "world_size",
-                                                "rank",    "strategy",     "memory_bytes",    "memory_by_world",
-                                                "comm",    "compute_ms",   "optimizer_ms",    "offload_ms",
-                                                "step_ms", "tokens_per_s", "flops_per_token", "notes"};
+  static const std::vector<std::string> keys = {
+      "label",           "profile", "profile_kind",         "world_size",   "rank",       "strategy", "memory_bytes",
+      "memory_by_world", "comm",    "compute_ms",           "optimizer_ms", "offload_ms", "step_ms",  "tokens_per_s",
+      "flops_per_token", "notes",   "peak_timing_dependent"};
   return keys;
 }
 
@@ -92,6 +92,7 @@ nlohmann::json predict(const dtlab::Config& config, const MachineProfile* profil
   j["world_size"] = config.world_size;
   j["rank"] = rank;
   j["strategy"] = plan.strategy;
+  j["peak_timing_dependent"] = strategy_spec(plan.strategy).peak_depends_on_thread_timing;
 
   // The backend that gathers: the profile's (its comm model was measured on it), else the config's (auto = Gloo
   // on this lab's CPU ranks).

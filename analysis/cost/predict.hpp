@@ -44,7 +44,8 @@ nlohmann::json predict(const dtlab::Config& config, const MachineProfile* profil
 // TrainOptions::predict, lab/train/trainer.hpp, and never includes this code). The machine profile named by
 // instrument.profile is loaded here, before the run starts, so a bad path fails before any work and alike on every
 // rank; the returned function predicts for the rank it is given once the run has finished. `topology`: the nodes and
-// link rates the run has (dtlab launch --nodes; analysis/cost/topology.hpp), applied to the profile.
+// link rates the run has (dtlab launch --nodes; analysis/cost/topology.hpp), applied to the profile. A tensor-parallel
+// run is predicted from this rank's slices (strategies/cost_plan.hpp param_shapes) and its tp collectives.
 std::function<nlohmann::json(const dtlab::Config&, int rank)> run_prediction(const dtlab::Config& config,
                                                                              const Topology& topology = {});
 

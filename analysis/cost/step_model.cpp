@@ -103,21 +103,30 @@ StepPrediction predict_step(const Config& config, const CostPlan& plan, const Ma
   s.compute_ms = compute.step_ms;
 
   // Per-call times and rows of by_op; the calls every strategy runs synchronously after backward are summed here,
-  // the rest go to the strategy's own schedule (its StrategySpec::exposed_comm_ms).
+  // and so are a model-parallel dimension's (tensor parallelism's all-reduces, gathers and reduce-scatters block
+  // the compute that needs their result: exposed in full); the data-parallel strategy's own calls go to its
+  // schedule (its StrategySpec::exposed_comm_ms), which sees only them.
   const StrategySpec& spec = strategy_spec(plan.strategy);
+  CostPlan data_parallel_plan = plan;
+  data_parallel_plan.collectives.clear();
+  std::vector<double> data_parallel_call_ms;
+  double model_parallel_ms = 0;
   std::map<std::tuple<std::string, std::string, std::string, int>, OpTime> rows;
-  std::vector<double> call_ms(plan.collectives.size(), 0.0);
   double after_backward_ms = 0;      // synchronous after backward: replica all-reduces and the 8-byte all-reduces
   double scheduled_ms = 0;           // the calls the strategy's schedule places (it may overlap them with compute)
   double unhideable_ms = 0;          // Σ (1 - overlap_hidden of the call's level) × time over those calls
   double unhideable_in_node_ms = 0;  // the same over the calls inside a node
   bool any_inter = false, spans_without_model = false;
-  for (size_t i = 0; i < plan.collectives.size(); ++i) {
-    const PlannedCollective& c = plan.collectives[i];
-    if (c.phase == "setup") continue;
+  for (const PlannedCollective& c : plan.collectives) {
+    if (c.phase == "setup") {  // not a step's call; the schedule sees it, untimed, in plan order
+      if (c.mesh_dim == "dp") {
+        data_parallel_plan.collectives.push_back(c);
+        data_parallel_call_ms.push_back(0.0);
+      }
+      continue;
+    }
     bool inter = false;
     const double ms = planned_collective_us(c, config, profile, &inter) / 1e3;
-    call_ms[i] = ms;
     any_inter = any_inter || inter;
     if (spans_nodes(c, profile) && !profile.comm.inter_node) spans_without_model = true;
     OpTime& row = rows[{c.op, c.algorithm, c.dtype, c.group_size}];
@@ -126,6 +135,12 @@ StepPrediction predict_step(const Config& config, const CostPlan& plan, const Ma
     row.bytes_per_step += c.bytes * c.count;
     row.time_ms += ms * static_cast<double>(c.count);
     s.comm_ms += ms * static_cast<double>(c.count);
+    if (c.mesh_dim != "dp") {
+      model_parallel_ms += ms * static_cast<double>(c.count);
+      continue;
+    }
+    data_parallel_plan.collectives.push_back(c);
+    data_parallel_call_ms.push_back(ms);
     if (runs_after_backward(c)) {
       after_backward_ms += ms * static_cast<double>(c.count);
     } else {
@@ -143,10 +158,12 @@ StepPrediction predict_step(const Config& config, const CostPlan& plan, const Ma
         "some groups span more than comm.ranks_per_node ranks but the profile has no inter_node "
         "model: the intra_node one was used");
 
-  // The trainer's loss all-reduce (8 bytes over the world), every step when world > 1.
-  if (config.world_size > 1) {
-    const PlannedCollective loss{"all_reduce",     "backend", "float64",     8, static_cast<int>(config.world_size),
-                                 "after-backward", 1,         "trainer loss"};
+  // The trainer's loss all-reduce (8 bytes over the data-parallel group), every step when it has more than one rank.
+  const DataParallelGroup data_parallel = data_parallel_group(config);
+  if (data_parallel.size > 1) {
+    const PlannedCollective loss{"all_reduce",        "backend",        "float64", 8,
+                                 data_parallel.size,  "after-backward", 1,         "trainer loss",
+                                 data_parallel.stride};
     const double ms = planned_collective_us(loss, config, profile) / 1e3;
     after_backward_ms += ms;
     s.comm_ms += ms;
@@ -155,8 +172,8 @@ StepPrediction predict_step(const Config& config, const CostPlan& plan, const Ma
   const UnitTimes ut =
       unit_times(config, compute, wrap_unit_groups(config.parallel.wrap, static_cast<int>(config.model.n_layers)));
   const ScheduleInput schedule{.config = config,
-                               .plan = plan,
-                               .call_ms = call_ms,
+                               .plan = data_parallel_plan,
+                               .call_ms = data_parallel_call_ms,
                                .unit_forward_ms = ut.forward,
                                .unit_backward_ms = ut.backward,
                                .forward_ms = compute.forward_ms,
@@ -166,7 +183,7 @@ StepPrediction predict_step(const Config& config, const CostPlan& plan, const Ma
     exposed = spec.exposed_comm_ms(schedule);
   } else {
     s.notes.push_back("no schedule for strategy " + plan.strategy + ": all of its communication counted as exposed");
-    exposed = s.comm_ms - after_backward_ms;
+    exposed = s.comm_ms - after_backward_ms - model_parallel_ms;
   }
   // What the schedule overlapped is hidden only as far as the profile's overlap_hidden says (comm_model.hpp): the
   // rest costs the step its time, on the collective stream or as compute slowed by a backend thread on its cores.
@@ -190,7 +207,14 @@ StepPrediction predict_step(const Config& config, const CostPlan& plan, const Ma
                     overlapped_ms, s.overlap_lost_ms, hidden, -100.0 * hidden);
     s.notes.emplace_back(note);
   }
-  s.exposed_comm_ms = exposed + s.overlap_lost_ms + after_backward_ms;
+  s.exposed_comm_ms = exposed + s.overlap_lost_ms + after_backward_ms + model_parallel_ms;
+  if (model_parallel_ms > 0) {
+    char note[160];
+    std::snprintf(note, sizeof note,
+                  "%.1f ms of tensor-parallel collectives per step, exposed in full (each blocks the layer after it)",
+                  model_parallel_ms);
+    s.notes.emplace_back(note);
+  }
 
   // Optimizer and the elementwise passes over parameters and gradients (memory-bound).
   s.optimizer_ms = elementwise_bytes(config, plan) / (profile.compute.memory_GBps * 1e9) * 1e3;

@@ -22,6 +22,7 @@
 #include "lab/train/oom_stop.hpp"
 #include "lab/train/trainer.hpp"
 #include "lab/world.hpp"
+#include "strategies/catalog.hpp"
 #include "strategies/registry.hpp"
 
 namespace dtlab::cli {
@@ -120,7 +121,7 @@ int run_train(TrainArgs args, const std::string& command) {
   auto world = make_world(args, config.parallel.backend, config.instrument.check_collectives);
   TrainOutcome outcome;
   try {
-    outcome = train(config, *strategy, *world, options);
+    outcome = train(config, *strategy, *world, device_mesh(config), options);
   } catch (const OutOfMemoryStop& e) {
     std::fprintf(stderr, "error: %s; result.json records status oom\n", e.what());
     std::fflush(nullptr);

@@ -218,7 +218,12 @@ const std::vector<KeySpec>& key_table() {
         key("parallel.pp", &C::parallel, &P::pp, at_least(1), "pipeline-parallel stages (mesh dimension pp)"),
         key("parallel.cp", &C::parallel, &P::cp, at_least(1),
             "context-parallel ranks per sequence (mesh dimension cp)"),
-        key("parallel.tp", &C::parallel, &P::tp, at_least(1), "tensor-parallel ranks per layer (mesh dimension tp)"),
+        key("parallel.tp", &C::parallel, &P::tp, at_least(1),
+            "tensor-parallel ranks per layer (mesh dimension tp): Megatron column/row-parallel linears, a "
+            "vocabulary-parallel embedding, head and loss; parallel.strategy=ddp runs over the world / tp ranks left"),
+        key("parallel.sequence_parallel", &C::parallel, &P::sequence_parallel, any(),
+            "with parallel.tp > 1: split the norm and residual regions along the sequence (all-gather before and "
+            "reduce-scatter after each tensor-parallel region; their activations / tp)"),
         key("parallel.ep", &C::parallel, &P::ep, at_least(1),
             "expert-parallel ranks, borrowed from dp_shard * cp * tp (MoE)"),
         key("precision.param_dtype", &C::precision, &X::param_dtype, dtype, "dtype of compute parameters"),

@@ -34,6 +34,40 @@ std::string divisors_hint(int64_t n) {
   return "; choose one of " + join(divisors, ", ");
 }
 
+// parallel.tp > 1: every split dimension of the model divides by tp (lab/train/tensor_parallel_plan.hpp), and what
+// a tensor-parallel run cannot do yet is refused with the way out.
+void check_tensor_parallel_rules(const Config& c) {
+  const ModelConfig& m = c.model;
+  const int64_t tp = c.parallel.tp;
+  const auto n = [](int64_t x) { return std::to_string(x); };
+  const struct {
+    const char* key;
+    int64_t value;
+    const char* what;
+  } split[] = {{"model.n_heads", m.n_heads, "query heads (wq's rows, wo's columns)"},
+               {"model.ffn_hidden", m.ffn_hidden, "MLP hidden width (w_gate's and w_up's rows, w_down's columns)"},
+               {"model.vocab_size", m.vocab_size, "vocabulary (the embedding's and the head's rows)"}};
+  for (const auto& s : split)
+    if (s.value % tp != 0)
+      throw Problem{s.key, std::string(s.key) + "=" + n(s.value) + " is not divisible by parallel.tp=" + n(tp) +
+                               ": each tensor-parallel rank holds 1/tp of the " + s.what};
+  if (m.n_kv_heads < tp)
+    throw Problem{"model.n_kv_heads", "model.n_kv_heads=" + n(m.n_kv_heads) + " < parallel.tp=" + n(tp) +
+                                          ": each tensor-parallel rank needs whole key/value heads, and replicating "
+                                          "them across ranks is not built; choose parallel.tp <= n_kv_heads"};
+  if (m.n_kv_heads % tp != 0)
+    throw Problem{"model.n_kv_heads", "model.n_kv_heads=" + n(m.n_kv_heads) + " is not divisible by parallel.tp=" +
+                                          n(tp) + ": each tensor-parallel rank holds 1/tp of the key/value heads"};
+  if (c.parallel.sequence_parallel && m.seq_len % tp != 0)
+    throw Problem{"parallel.sequence_parallel", "parallel.sequence_parallel=true with model.seq_len=" + n(m.seq_len) +
+                                                    " not divisible by parallel.tp=" + n(tp) +
+                                                    ": each rank holds seq_len / tp positions of the sequence"};
+  if (!c.checkpoint.dir.empty())
+    throw Problem{"checkpoint.dir", "checkpoint.dir with parallel.tp=" + n(tp) +
+                                        ": checkpoints of tensor-parallel slices are not built yet (their pieces "
+                                        "need N-D chunks); leave checkpoint.dir empty"};
+}
+
 // The mesh's model-parallel degrees: their product divides the world (the rest is data parallel), and each
 // dimension is accepted once it is built. The data-parallel split (dp_replicate x dp_shard) and ep's divisibility
 // are the strategy's and the mesh's (strategies/catalog.hpp device_mesh).
@@ -53,15 +87,18 @@ void check_mesh_rules(const Config& c) {
     const char* key;
     int64_t value;
     const char* what;
-  } unbuilt[] = {{"parallel.tp", p.tp, "tensor parallelism"},
-                 {"parallel.pp", p.pp, "pipeline parallelism"},
+  } unbuilt[] = {{"parallel.pp", p.pp, "pipeline parallelism"},
                  {"parallel.cp", p.cp, "context parallelism"},
                  {"parallel.ep", p.ep, "expert parallelism"}};
   for (const auto& u : unbuilt)
     if (u.value != 1)
       throw Problem{u.key, std::string(u.key) + "=" + n(u.value) + ": " + u.what +
-                               " is not built yet; the mesh accepts only " + u.key +
-                               "=1 in this version (the data-parallel strategies run over every rank)"};
+                               " is not built yet; the mesh accepts only " + u.key + "=1 in this version"};
+  if (p.tp > 1) check_tensor_parallel_rules(c);
+  if (p.sequence_parallel && p.tp == 1)
+    throw Problem{"parallel.sequence_parallel",
+                  "parallel.sequence_parallel=true needs parallel.tp > 1: sequence "
+                  "parallelism splits the regions tensor parallelism replicates"};
 }
 
 // Rules relating two or more keys. REQUIRES: every single-key rule holds (no zero divisors).

@@ -17,6 +17,7 @@
 #include "analysis/cost/step_model.hpp"
 #include "lab/config.hpp"
 #include "lab/data.hpp"
+#include "lab/dist/mesh_comms.hpp"
 #include "lab/dtype_torch.hpp"
 #include "lab/model.hpp"
 #include "lab/model_shape.hpp"
@@ -150,7 +151,8 @@ class StepRunner {
         source_(make_token_source(run.data, run.model.vocab_size)),
         sampler_(*source_, run.model.seq_len, run.train.global_batch, run.train.micro_batch, 1, 0, 1, run.data.seed) {
     if (device_.cuda()) model_->to(device_.device);
-    strategy_->wrap(model_, run, world_);
+    MeshComms comms(device_mesh(run), world_);
+    strategy_->wrap(model_, run, comms);
     loss_weight_ = 1.0 / static_cast<double>(sampler_.global_target_count(0));
   }
 

@@ -1,9 +1,13 @@
-// strategy.hpp: the Strategy seam — how the trainer drives any way of training across ranks.
+// strategy.hpp: the data-parallel wrapper seam — how the trainer drives any data-parallel strategy (ddp, zero1, the
+// FSDP family, single) over the mesh's data-parallel group.
 //
-// The trainer does, per optimizer step:
-//   wrap(model, config, world); layout();    // once: which ranks share data (the sampler, the loss sum)
+// It is the third of three seams (docs/architecture.md, "Three seams"): the model-parallel plan
+// (lab/train/model_plan.hpp) has split the model before wrap(); the step schedule (lab/train/step_schedule.hpp)
+// owns the micro-batches and calls forward_backward for each; the strategy runs the model through
+// lab/train/model_runner.hpp and owns what is around it. The trainer does, per optimizer step:
+//   wrap(model, config, comms); layout();    // once: which ranks share data (the sampler, the loss sum)
 //   zero_grad();
-//   for each micro-step m: loss += forward_backward(batch_m, loss_weight, m == last);
+//   schedule: for each micro-step m: loss += forward_backward(batch_m, loss_weight, m == last);
 //   finish_gradients();                       // all communication done, gradients final (maybe sharded)
 //   norm = sqrt(grad_sum_of_squares());       // global over ranks and shards
 //   if clipping: scale_gradients(clip / (norm + 1e-6));
@@ -24,6 +28,7 @@
 
 #include "lab/config.hpp"
 #include "lab/data.hpp"
+#include "lab/dist/mesh_comms.hpp"
 #include "lab/model.hpp"
 #include "lab/world.hpp"
 
@@ -40,14 +45,12 @@ struct StateBytes {
   int64_t host = 0;
 };
 
-// How the world's ranks are arranged for a strategy: which ranks see different data (data parallel, the loss and
-// gradients are averaged over them), with room for tensor- and pipeline-parallel groups. dp_size * tp_size *
-// pp_size == world size. dp_comm: the communicator over this rank's data-parallel peers, for the trainer's loss sum;
-// nullptr = the world (every rank is a data-parallel peer: every strategy so far).
+// Which ranks see different data for a strategy (data parallel: the loss and gradients are averaged over them):
+// this rank's place in the mesh's data-parallel group. dp_size * (pp * cp * tp, the mesh's model-parallel ranks) ==
+// world size. dp_comm: the communicator over this rank's data-parallel peers (MeshComms::data_parallel), for the
+// trainer's loss sum; nullptr = the world's sum (`single`, alone in a single-process world).
 struct ParallelLayout {
   int dp_rank = 0, dp_size = 1;
-  int tp_rank = 0, tp_size = 1;
-  int pp_rank = 0, pp_size = 1;
   Comm* dp_comm = nullptr;
 };
 
@@ -69,8 +72,9 @@ class Strategy {
   virtual std::string id() const = 0;
 
   // Takes over how `model` is trained (and shares its ownership, so full_state() works after train()
-  // returns). The model was built from the same seed on every rank.
-  virtual void wrap(std::shared_ptr<GPT> model, const Config& config, World& world) = 0;
+  // returns). The model was built from the same seed on every rank and the model-parallel plan applied to it. The
+  // strategy communicates over comms.data_parallel() (and, for fsdp_hybrid, the dp_shard and dp_replicate groups).
+  virtual void wrap(std::shared_ptr<GPT> model, const Config& config, MeshComms& comms) = 0;
 
   // REQUIRES: wrap() was called. The trainer's sampler, accumulation and loss sum follow it; dp_size equals the
   // config's data_parallel_size(config) (lab/config.hpp: the world over pp * cp * tp).
@@ -98,7 +102,8 @@ class Strategy {
   // Dtypes of what the strategy holds: {"params": compute dtype, "master": ..., "grads": ...,
   // "reduce": ..., "optimizer_state": ...} (names as c10 prints them: float32, bfloat16, float16).
   virtual std::map<std::string, std::string> dtype_audit() const { return {}; }
-  // Full (gathered) parameters by name, in model order: parity checks and checkpoints. Collective.
+  // Full parameters by name, in model order, gathered over the data-parallel group: parity checks and checkpoints.
+  // Under a model-parallel plan they are this rank's slices (ModelParallelPlan::splits says which). Collective.
   virtual std::vector<std::pair<std::string, at::Tensor>> full_state() = 0;
 
   // Checkpoints (docs/checkpointing.md). The training state this rank holds, as pieces of named tensors, and the

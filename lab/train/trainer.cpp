@@ -19,6 +19,7 @@
 #include "lab/data.hpp"
 #include "lab/device_memory.hpp"
 #include "lab/dist/fault_injection.hpp"
+#include "lab/dist/mesh_comms.hpp"
 #include "lab/dtype_torch.hpp"
 #include "lab/instrument/clock.hpp"
 #include "lab/instrument/peak_flops.hpp"
@@ -31,9 +32,11 @@
 #include "lab/results.hpp"
 #include "lab/results_schema.hpp"
 #include "lab/train/device.hpp"
+#include "lab/train/model_plan.hpp"
 #include "lab/train/oom_stop.hpp"
 #include "lab/train/run_trace.hpp"
 #include "lab/train/schedule.hpp"
+#include "lab/train/step_schedule.hpp"
 #include "lab/train/train_checkpoint.hpp"
 
 namespace dtlab {
@@ -64,15 +67,16 @@ double sum_over(Comm& comm, double value) {
   return t.item<double>();
 }
 
-// The strategy's layout must tile the world and split the global batch (its spec promised as much to config
-// validation, which derived train.accumulation from it).
-void check_layout(const ParallelLayout& layout, const Strategy& strategy, const World& world, const TrainConfig& t) {
-  if (static_cast<int64_t>(layout.dp_size) * layout.tp_size * layout.pp_size != world.world_size() ||
-      t.global_batch % (t.micro_batch * layout.dp_size) != 0)
-    throw std::logic_error("strategy " + strategy.id() + " reports dp " + std::to_string(layout.dp_size) + " x tp " +
-                           std::to_string(layout.tp_size) + " x pp " + std::to_string(layout.pp_size) +
-                           " ranks for world_size=" + std::to_string(world.world_size()) + " and global_batch=" +
-                           std::to_string(t.global_batch) + ": its layout() and its spec disagree");
+// The strategy's data-parallel ranks times the mesh's model-parallel ranks must tile the world, and the data-parallel
+// ranks split the global batch (its spec promised as much to config validation, which derived train.accumulation).
+void check_layout(const ParallelLayout& layout, const Strategy& strategy, const DeviceMesh& mesh,
+                  const TrainConfig& t) {
+  const int64_t model_parallel = mesh.dims().model_parallel();
+  if (layout.dp_size * model_parallel != mesh.world_size() || t.global_batch % (t.micro_batch * layout.dp_size) != 0)
+    throw std::logic_error(
+        "strategy " + strategy.id() + " reports dp " + std::to_string(layout.dp_size) + " ranks beside " +
+        std::to_string(model_parallel) + " model-parallel ranks for world_size=" + std::to_string(mesh.world_size()) +
+        " and global_batch=" + std::to_string(t.global_batch) + ": its layout() and its spec disagree");
 }
 
 // What one optimizer step gives the record besides its timings.
@@ -80,27 +84,25 @@ struct StepOutcome {
   double loss = 0, grad_norm = 0, lr = 0;
 };
 
-// One optimizer step (0-based `step`): the micro-batches through forward/backward, gradient completion, the loss
-// summed over the data-parallel group, the global norm, clipping and the optimizer at the scheduled rate. Throws
-// TrainingError on a non-finite loss, or a non-finite norm without dynamic loss scaling.
+// One optimizer step (0-based `step`): the step schedule runs the micro-batches forward and backward through the
+// strategy, then gradient completion, the loss summed over the data-parallel group, the global norm, clipping and the
+// optimizer at the scheduled rate. Throws TrainingError on a non-finite loss, or a non-finite norm without dynamic
+// loss scaling.
 StepOutcome train_step(int64_t step, const Config& config, Strategy& strategy, World& world, Sampler& sampler,
-                       const ParallelLayout& layout, int64_t accumulation, const TrainDevice& device) {
+                       const ParallelLayout& layout, StepSchedule& schedule, ModelParallelPlan& plan,
+                       const TrainDevice& device) {
   const TrainConfig& t = config.train;
   strategy.zero_grad();
   const double loss_weight = 1.0 / static_cast<double>(std::max<int64_t>(1, sampler.global_target_count(step)));
-  double local_loss = 0.0;
-  for (int64_t micro = 0; micro < accumulation; ++micro) {
-    Batch batch;
-    {
-      ScopedPhase data(Phase::data, "batch-generator");
-      MemoryScope inputs(MemoryCategory::activations);  // the micro-batch's tokens, as the activation model counts
-      batch = sampler.batch(step, micro);
-      batch.inputs = to_device(batch.inputs, device);  // pinned, non-blocking: ordered before the forward reads it
-      batch.targets = to_device(batch.targets, device);
-    }
-    MemoryScope activations(MemoryCategory::activations);  // strategies tag their own buffers inside
-    local_loss += strategy.forward_backward(batch, loss_weight, micro == accumulation - 1);
-  }
+  const MicroBatchSource batches = [&sampler, &device](int64_t at_step, int64_t micro) {
+    ScopedPhase data(Phase::data, "batch-generator");
+    MemoryScope inputs(MemoryCategory::activations);  // the micro-batch's tokens, as the activation model counts
+    Batch batch = sampler.batch(at_step, micro);
+    batch.inputs = to_device(batch.inputs, device);  // pinned, non-blocking: ordered before the forward reads it
+    batch.targets = to_device(batch.targets, device);
+    return batch;
+  };
+  const double local_loss = schedule.run(step, loss_weight, batches, strategy);
   {
     // Strategies tag their own buffers (wire copies, reduce-scatter outputs); what else finishing allocates is
     // `other`: a scalar operand ATen wraps in a 0-dim tensor, a finite check's flags.
@@ -113,7 +115,8 @@ StepOutcome train_step(int64_t step, const Config& config, Strategy& strategy, W
     throw TrainingError("training: loss is " + std::string(std::isnan(out.loss) ? "nan" : "inf") + " at step " +
                         std::to_string(step + 1) + "/" + std::to_string(t.steps) +
                         "; stopping (lower train.lr, enable train.grad_clip, or check the data)");
-  out.grad_norm = std::sqrt(strategy.grad_sum_of_squares());
+  // The strategy's sum covers this rank's slices; the plan adds the other model-parallel ranks' (identity: none).
+  out.grad_norm = std::sqrt(plan.sum_over_model_parallel(strategy.grad_sum_of_squares()));
   // The norm is global (agreed by every rank), so every rank stops here together. With dynamic loss scaling a
   // non-finite norm is expected: the strategy skips the step and halves the scale.
   if (!std::isfinite(out.grad_norm) && config.precision.loss_scale != "dynamic")
@@ -289,8 +292,9 @@ int configure_threads(const Config& config, const World& world) {
 namespace {
 
 // The run after its checks: setup, the steps and the results. `progress` says how far it got, for a stop.
-void run_training(const Config& config, Strategy& strategy, World& world, const TrainOptions& options,
-                  const TrainDevice& device, TrainOutcome& outcome, RunProgress& progress) {
+void run_training(const Config& config, Strategy& strategy, World& world, const DeviceMesh& mesh,
+                  const TrainOptions& options, const TrainDevice& device, TrainOutcome& outcome,
+                  RunProgress& progress) {
   const int threads = configure_threads(config, world);
   const TrainConfig& t = config.train;
 
@@ -305,12 +309,18 @@ void run_training(const Config& config, Strategy& strategy, World& world, const 
     return gpt;
   }();
   auto source = make_token_source(config.data, config.model.vocab_size);
-  strategy.wrap(model, config, world);
+  // The three seams, in order: the mesh's communicators, the model-parallel plan on the model, the data-parallel
+  // strategy around it; then the step schedule over the micro-batches (docs/architecture.md, "Three seams").
+  MeshComms comms(mesh, world);
+  const std::unique_ptr<ModelParallelPlan> plan = make_model_plan(config);
+  plan->apply(*model, comms);
+  strategy.wrap(model, config, comms);
   progress.wrapped = true;
   // The data each rank reads, the accumulation and the loss sum follow the strategy's data-parallel layout.
   const ParallelLayout layout = strategy.layout();
-  check_layout(layout, strategy, world, t);
+  check_layout(layout, strategy, mesh, t);
   const int64_t accumulation = t.global_batch / (t.micro_batch * layout.dp_size);
+  const std::unique_ptr<StepSchedule> schedule = make_step_schedule(config, accumulation);
   Sampler sampler(*source, config.model.seq_len, t.global_batch, t.micro_batch, accumulation, layout.dp_rank,
                   layout.dp_size, config.data.seed, config.data.mask_token);
   // A checkpoint to continue from (checkpoint.resume), then the saver of this run's checkpoints.
@@ -392,7 +402,7 @@ void run_training(const Config& config, Strategy& strategy, World& world, const 
     set_fault_step(step + 1);
     progress.step = step + 1;
     profiler.begin_step(step + 1);
-    const StepOutcome stepped = train_step(step, config, strategy, world, sampler, layout, accumulation, device);
+    const StepOutcome stepped = train_step(step, config, strategy, world, sampler, layout, *schedule, *plan, device);
     synchronize(device);  // the step ends when the device's queued work has run, not when the host queued it
     profiler.end_step();
     const StepComm comm =
@@ -445,7 +455,8 @@ void run_training(const Config& config, Strategy& strategy, World& world, const 
 
 }  // namespace
 
-TrainOutcome train(const Config& config, Strategy& strategy, World& world, const TrainOptions& options) {
+TrainOutcome train(const Config& config, Strategy& strategy, World& world, const DeviceMesh& mesh,
+                   const TrainOptions& options) {
   const TrainDevice device = resolve_train_device(config.train.device, world.local_rank());
   if (!config.model.trainable && !device.cuda())
     throw std::invalid_argument("model.preset=" + config.model.preset +
@@ -462,7 +473,7 @@ TrainOutcome train(const Config& config, Strategy& strategy, World& world, const
   oom.listen();
   if (!options.out_dir.empty()) progress.writer = std::make_unique<ResultsWriter>(options.out_dir, world.rank());
   try {
-    run_training(config, strategy, world, options, device, outcome, progress);
+    run_training(config, strategy, world, mesh, options, device, outcome, progress);
   } catch (const std::exception& e) {
     const std::optional<RefusedAllocation> refused = refused_allocation();
     if (!refused) throw;

@@ -1,11 +1,13 @@
 // trainer.hpp: the training loop — the same for every strategy (no strategy special cases).
 //
 //   Config c = load_config(...);  auto s = make_strategy(c.parallel.strategy);  SingleProcessWorld w;
-//   TrainOutcome out = train(c, *s, w, {.out_dir = "results/x", .command = "dtlab train ..."});
+//   TrainOutcome out = train(c, *s, w, device_mesh(c), {.out_dir = "results/x", .command = "dtlab train ..."});
 //
-// Per step: micro-batches from the sampler, forward/backward through the strategy, gradient
-// completion, global-norm clipping, the optimizer at the scheduled learning rate; a step line on
-// rank 0; one JSON line per step per rank; result.json on rank 0 at the end.
+// Setup: the mesh's communicators (lab/dist/mesh_comms.hpp), the model-parallel plan applied to the model
+// (lab/train/model_plan.hpp), the data-parallel strategy wrapped around it, the step schedule
+// (lab/train/step_schedule.hpp). Per step: the schedule runs the sampler's micro-batches forward/backward through
+// the strategy, then gradient completion, global-norm clipping, the optimizer at the scheduled learning rate; a step
+// line on rank 0; one JSON line per step per rank; result.json on rank 0 at the end.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +20,7 @@
 
 #include "lab/config.hpp"
 #include "lab/instrument/step_profiler.hpp"
+#include "lab/mesh.hpp"
 #include "lab/train/run_record.hpp"
 #include "lab/train/strategy.hpp"
 #include "lab/world.hpp"
@@ -52,9 +55,11 @@ struct TrainOutcome {
 // an emulated cluster's nodes share its cores). Returns it.
 int configure_threads(const Config& config, const World& world);
 
-// Throws TrainingError on a non-finite loss (naming the step), ConfigError / std::invalid_argument
+// `mesh`: the job's device mesh (strategies/catalog.hpp device_mesh(config): the command layer builds it from the
+// catalogue). Throws TrainingError on a non-finite loss (naming the step), ConfigError / std::invalid_argument
 // for configurations the model or strategy cannot run.
-TrainOutcome train(const Config& config, Strategy& strategy, World& world, const TrainOptions& options);
+TrainOutcome train(const Config& config, Strategy& strategy, World& world, const DeviceMesh& mesh,
+                   const TrainOptions& options);
 
 // "step 12/100 | loss 3.2104 | lr 3.0e-04 | 412.3 ms | 9920 tok/s | 0.0123 TFLOPS | mfu 41.2% | mem 0.02 GiB
 //  | comm 30.1 ms, 12.0 exposed (overlap 60%)" — the parts after tok/s only when known (non-zero).

@@ -12,8 +12,8 @@
 #include "lab/dtype_torch.hpp"
 #include "lab/instrument/step_profiler.hpp"
 #include "lab/memory.hpp"
-#include "lab/train/checkpoint.hpp"
 #include "lab/train/loss_scaler.hpp"
+#include "lab/train/model_runner.hpp"
 #include "lab/train/state_pieces.hpp"
 #include "strategies/catalog.hpp"
 #include "strategies/sharded/flat_unit.hpp"
@@ -29,11 +29,11 @@ class ShardedEngine final : public Strategy {
  public:
   ShardedEngine(ShardingMode mode, std::string id) : mode_(mode), traits_(traits(mode)), id_(std::move(id)) {}
   std::string id() const override { return id_; }
-  // Every rank sees its own data: shard groups and replica groups (hybrid) both split the model's state, not the
-  // batch, so the data-parallel group is the world.
-  ParallelLayout layout() const override { return {.dp_rank = rank_, .dp_size = world_size_}; }
+  // Every data-parallel rank sees its own data: shard groups and replica groups (hybrid) both split the model's
+  // state, not the batch, so the layout is the mesh's data-parallel group.
+  ParallelLayout layout() const override { return {.dp_rank = dp_rank_, .dp_size = dp_size_, .dp_comm = dp_comm_}; }
 
-  void wrap(std::shared_ptr<GPT> model, const Config& config, World& world) override {
+  void wrap(std::shared_ptr<GPT> model, const Config& config, MeshComms& comms) override {
     precision_.compute = scalar_type_named(config.precision.param_dtype, "precision.param_dtype");
     precision_.reduce = scalar_type_named(config.precision.reduce_dtype, "precision.reduce_dtype");
     precision_.master = scalar_type_named(config.precision.master_dtype, "precision.master_dtype");
@@ -41,16 +41,20 @@ class ShardedEngine final : public Strategy {
     strategy_spec(id_).check(config);  // refusals (check_sharded in strategies/sharded_plan.cpp)
     model_ = std::move(model);
     config_ = config;
-    world_size_ = world.world_size();
-    rank_ = world.rank();
+    rank_ = comms.rank();
+    dp_size_ = comms.size_of(kDataParallelDims);
+    dp_rank_ = comms.index_in(kDataParallelDims);
+    runner_ = ModelRunner(model_, config.parallel);
     precision_.offload = config.parallel.offload;
     precision_.device = model_->tok_embedding.device();
     prefetch_ = config.parallel.prefetch;
-    checkpointing_ = checkpoint_mode(config.parallel.activation_checkpointing);
     const CommAlgorithm algorithm =
         config.parallel.reduce_scatter == "backend" ? CommAlgorithm::backend : CommAlgorithm::ring;
-    groups_ = make_shard_groups(mode_, config_, world);
+    groups_ = make_shard_groups(mode_, config_, comms);  // refusals first, before any communicator is used
+    dp_comm_ = &comms.data_parallel();
     units_ = build_flat_units(*model_, config_, mode_, precision_, groups_.size, groups_.rank);
+    counted_.clear();
+    for (const FlatUnit& unit : units_) counted_.push_back(counted_shard_ranges(unit, groups_.rank));
     schedule_ = std::make_unique<ShardedSchedule>(mode_, units_, groups_, precision_, prefetch_, algorithm);
     schedule_->register_grad_hooks();
     optimizer_ = std::make_unique<ShardedOptimizer>(config_, units_, groups_.rank, precision_);
@@ -58,28 +62,26 @@ class ShardedEngine final : public Strategy {
 
   double forward_backward(const Batch& batch, double loss_weight, bool is_last_micro) override {
     schedule_->begin_micro_step(is_last_micro);
-    at::Tensor x = batch.inputs;
-    at::Tensor loss;
-    {
-      ScopedPhase forward(Phase::forward, "forward-compute");
-      for (size_t u = 0; u < units_.size(); ++u) {
-        schedule_->before_unit_forward(u);
-        {
-          ScopedPhase unit_forward(Phase::forward, "forward-compute " + units_[u].name);
-          for (int m : units_[u].model_units) x = run_model_unit(m, x);
-        }
-        x.register_hook([schedule = schedule_.get(), u](const at::Tensor&) { schedule->before_unit_backward(u); });
-        schedule_->after_unit_forward(u);
-      }
-      loss = GPT::loss_sum(x, batch.targets) * loss_weight;
+    UnitGroups groups;  // the flat units: gather before each, hook its output's gradient, free after
+    for (const FlatUnit& unit : units_) {
+      groups.names.push_back(unit.name);
+      groups.units.push_back(unit.model_units);
     }
-    inject_delay("after_forward", rank_);
-    {
-      ScopedPhase backward(Phase::backward, "backward-compute");
-      (loss * (static_cast<double>(layout().dp_size) * scaler_.scale())).backward();
-      schedule_->finish_backward();  // the last unit's reduce-scatter, still in flight
-    }
-    return loss.item<double>();
+    ShardedSchedule* schedule = schedule_.get();
+    // The last unit's output (the logits) stays alive until backward ends, as the memory model and the measured
+    // peaks of the sharded strategies have it (analysis/cost/memory_model.cpp); releasing it before backward
+    // lowers their peak by the logits' bytes and is a change of the model, not of this seam.
+    at::Tensor logits;
+    groups.before = [schedule](size_t u) { schedule->before_unit_forward(u); };
+    groups.after = [schedule, &logits, last = units_.size() - 1](size_t u, at::Tensor& output) {
+      output.register_hook([schedule, u](const at::Tensor&) { schedule->before_unit_backward(u); });
+      schedule->after_unit_forward(u);
+      if (u == last) logits = output;
+    };
+    const at::Tensor loss = runner_.forward_loss(batch, loss_weight, &groups);
+    // The last unit's reduce-scatter is still in flight when autograd returns: finish_backward waits for it.
+    return runner_.backward(loss, static_cast<double>(dp_size_) * scaler_.scale(), rank_,
+                            [schedule] { schedule->finish_backward(); });
   }
 
   void finish_gradients() override {
@@ -105,8 +107,10 @@ class ShardedEngine final : public Strategy {
 
   double grad_sum_of_squares() override {
     if (scaler_.skipped()) return std::numeric_limits<double>::infinity();  // reported; the step is skipped anyway
-    double local = 0.0;
-    for (const auto& unit : units_) local += unit.shard_grad.pow(2).sum().item<double>();
+    double local = 0.0;  // this rank's shard, less what another model-parallel rank counts (counted_)
+    for (size_t u = 0; u < units_.size(); ++u)
+      for (const auto& [begin, end] : counted_[u])
+        local += units_[u].shard_grad.narrow(0, begin, end - begin).pow(2).sum().item<double>();
     if (traits_.grads_replicated()) return local;  // every rank holds every gradient
     at::Tensor t = at::full({1}, local, at::kDouble);
     groups_.shard->all_reduce(t, "grad_norm").wait();
@@ -169,14 +173,7 @@ class ShardedEngine final : public Strategy {
   double mean_divisor() const {
     if (mutation("drop_world_factor")) return 1.0;
     if (mutation("sum_hybrid_replicas") && traits_.replica_all_reduce) return groups_.size;
-    return static_cast<double>(layout().dp_size);
-  }
-
-  at::Tensor run_model_unit(int m, const at::Tensor& x) {
-    const int L = static_cast<int>(model_->config().n_layers);
-    if (m == 0) return model_->embed(x);
-    if (m == L + 1) return model_->head(x);
-    return run_block(*model_, m - 1, x, checkpointing_, config_.parallel.checkpoint_every);
+    return static_cast<double>(dp_size_);
   }
 
   ShardingMode mode_;
@@ -184,14 +181,17 @@ class ShardedEngine final : public Strategy {
   std::string id_;
   std::shared_ptr<GPT> model_;
   Config config_;
-  int world_size_ = 1, rank_ = 0;
+  int rank_ = 0, dp_size_ = 1, dp_rank_ = 0;  // rank_: in the world (fault injection, rounding); dp_: in dp group
+  Comm* dp_comm_ = nullptr;
+  ModelRunner runner_;
   bool prefetch_ = true;
-  CheckpointMode checkpointing_ = CheckpointMode::none;
   ShardedPrecision precision_;
   LossScaler scaler_{PrecisionConfig{}};
   int64_t steps_seen_ = 0;
   ShardGroups groups_;
   std::vector<FlatUnit> units_;
+  // Per unit, the ranges of its shard the gradient norm counts on this rank (flat_unit.hpp counted_shard_ranges).
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> counted_;
   std::unique_ptr<ShardedSchedule> schedule_;
   std::unique_ptr<ShardedOptimizer> optimizer_;
 };
@@ -264,7 +264,7 @@ std::vector<std::pair<std::string, at::Tensor>> ShardedEngine::full_state() {
 // excluded). The ranks of the first shard group write them; replicas (hybrid's other groups, no_shard's other ranks)
 // hold the same pieces.
 std::vector<StatePiece> ShardedEngine::state_pieces() {
-  const bool written_here = rank_ < groups_.size;
+  const bool written_here = dp_rank_ < groups_.size;
   Optimizer& inner = optimizer_->inner();
   const auto& slots = optimizer_->slots();
   std::vector<StatePiece> out;

@@ -160,4 +160,23 @@ std::vector<FlatUnit> build_flat_units(GPT& model, const Config& config, Shardin
   return units;
 }
 
+std::vector<std::pair<int64_t, int64_t>> counted_shard_ranges(const FlatUnit& unit, int shard_rank) {
+  const int64_t begin = static_cast<int64_t>(shard_rank) * unit.shard_numel, end = begin + unit.shard_numel;
+  bool all_counted = true;
+  for (const ParamRef& p : unit.params) all_counted = all_counted && p.counted_in_norm;
+  if (all_counted) return {{0, unit.shard_numel}};
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  for (size_t i = 0; i < unit.params.size(); ++i) {
+    if (!unit.params[i].counted_in_norm) continue;
+    const int64_t lo = std::max(begin, unit.offsets[i]);
+    const int64_t hi = std::min(end, unit.offsets[i] + numel_of(unit.shapes[i]));
+    if (lo >= hi) continue;
+    if (!ranges.empty() && ranges.back().second == lo - begin)
+      ranges.back().second = hi - begin;  // adjacent to the previous one: one range
+    else
+      ranges.emplace_back(lo - begin, hi - begin);
+  }
+  return ranges;
+}
+
 }  // namespace dtlab

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -73,6 +74,12 @@ std::vector<FlatUnit> build_flat_units(GPT& model, const Config& config, Shardin
                                        const ShardedPrecision& precision, int shard_group_size, int shard_rank);
 
 int64_t numel_of(const std::vector<int64_t>& shape);
+
+// The [begin, end) ranges of shard `shard_rank` of `unit` (offsets within the shard) that the gradient norm counts
+// on this rank: everything but the parameters a model-parallel plan marks as counted by another rank
+// (ParamRef::counted_in_norm: tensor parallelism's replicated norms on tp ranks > 0). One range [0, shard_numel)
+// when every parameter counts (padding holds zero gradients).
+std::vector<std::pair<int64_t, int64_t>> counted_shard_ranges(const FlatUnit& unit, int shard_rank);
 
 // Storage of `t` (and every view of it) released / re-allocated in place: views stay valid objects and see the new
 // bytes once they are written. ensure_storage counts what it allocates as buffers (transient working memory).

@@ -8,48 +8,43 @@
 
 namespace dtlab {
 
-ShardGroups make_shard_groups(ShardingMode mode, const Config& config, World& world) {
+ShardGroups make_shard_groups(ShardingMode mode, const Config& config, MeshComms& comms) {
+  World& world = comms.world();
   const int world_size = world.world_size(), k = world.local_world_size();
+  const int dp = comms.size_of(kDataParallelDims);
   if (config.parallel.collectives == "hierarchical" && traits(mode).shard_group == ShardGroup::world &&
       !job_spans_nodes(world_size, k))
     throw std::invalid_argument("parallel.strategy=" + config.parallel.strategy +
                                 " with parallel.collectives=hierarchical needs a job across nodes (LOCAL_WORLD_SIZE " +
                                 std::to_string(k) + " < WORLD_SIZE " + std::to_string(world_size) +
                                 ", e.g. dtlab launch --nodes 2); use flat or auto");
+  if (config.parallel.collectives == "hierarchical" && dp != world_size)
+    throw std::invalid_argument("parallel.strategy=" + config.parallel.strategy +
+                                " with parallel.collectives=hierarchical needs the data-parallel group to be the world "
+                                "(mesh " +
+                                comms.mesh().describe() + "); use flat or auto");
   ShardGroups groups;
-  Comm& all = world.comm();
   switch (traits(mode).shard_group) {
-    case ShardGroup::world:
-      groups.shard = &all;
-      groups.size = world_size;
+    case ShardGroup::world:  // every data-parallel rank holds one shard
+      groups.shard = &comms.data_parallel();
+      groups.size = dp;
       break;
-    case ShardGroup::none:
-      groups.replica = &all;
+    case ShardGroup::none:  // every data-parallel rank a replica
+      groups.replica = &comms.data_parallel();
       groups.size = 1;
       break;
-    case ShardGroup::shard_size: {
-      const int f =
-          static_cast<int>(shard_group_size(mode, world_size, config.parallel.shard_size, config.ranks_per_node));
-      groups.size = f;
-      std::vector<std::vector<int>> shard_groups(static_cast<size_t>(world_size / f)),
-          replica_groups(static_cast<size_t>(f));
-      for (int r = 0; r < world_size; ++r) {
-        shard_groups[static_cast<size_t>(r / f)].push_back(r);
-        replica_groups[static_cast<size_t>(r % f)].push_back(r);
-      }
-      if (f == world_size) {
-        groups.shard = &all;
+    case ShardGroup::shard_size:  // the mesh's dp_shard x dp_replicate (strategies/catalog.cpp parallel_dims)
+      groups.size = comms.size_of({MeshDim::dp_shard});
+      if (groups.size == dp) {
+        groups.shard = &comms.data_parallel();
       } else {
-        groups.owned_shard = world.split("fsdp_shard", shard_groups);
-        groups.shard = groups.owned_shard.get();
-        groups.owned_replica = world.split("fsdp_replica", replica_groups);
-        groups.replica = groups.owned_replica.get();
+        groups.shard = &comms.comm({MeshDim::dp_shard});
+        groups.replica = &comms.comm({MeshDim::dp_replicate});
       }
       break;
-    }
   }
   groups.rank = groups.shard ? groups.shard->rank() : 0;
-  if (uses_hierarchical_shard_collectives(mode, config.parallel.collectives, world_size, k)) {
+  if (dp == world_size && uses_hierarchical_shard_collectives(mode, config.parallel.collectives, world_size, k)) {
     groups.two_level = std::make_unique<HierarchicalComm>(world, k);
     groups.rank = groups.two_level->chunk_index();
   }

@@ -206,6 +206,38 @@ TEST(StepModel, SingleIsComputePlusOptimizer) {
   EXPECT_NEAR(s.tokens_per_s, 144991.7529, 1e-3);  // 256 tokens / 1.765617664 ms
 }
 
+// Tensor parallelism (tp 2, dp 1, one micro-step): each rank runs half of every matmul, so compute is half of
+// TimeIsTokensTimesFlopsOverAchievedRate's; its collectives block the layer after them, so every one of them is
+// exposed in full on top of what the data-parallel strategy's schedule leaves exposed, and counts in comm_ms.
+TEST(StepModel, TensorParallelComputeIsSplitAndItsCallsAreExposedInFull) {
+  const Config c = tiny({"parallel.strategy=ddp", "parallel.tp=2", "train.global_batch=4"}, 2);
+  ASSERT_EQ(c.train.accumulation, 1);
+  const MachineProfile p = synthetic();
+  EXPECT_NEAR(compute_time(c, p).step_ms, 0.380043264 / 2, 1e-12);
+  const CostPlan plan = cost_plan(c, 0);
+  CostPlan data_parallel_only = plan;
+  std::erase_if(data_parallel_only.collectives, [](const PlannedCollective& x) { return x.mesh_dim == "tp"; });
+  ASSERT_LT(data_parallel_only.collectives.size(), plan.collectives.size());
+  double tp_ms = 0;
+  int64_t block_all_reduces = 0;
+  for (const PlannedCollective& x : plan.collectives) {
+    if (x.mesh_dim != "tp") continue;
+    tp_ms += planned_collective_us(x, c, p) / 1e3 * static_cast<double>(x.count);
+    // [4, 64, 64] fp32 activations: 65 536 bytes; all_reduce/backend at p = 2 on the synthetic profile:
+    // 2·100 + 65 536·1e-3 + (1/2)·65 536·2e-4 = 200 + 65.536 + 6.5536 = 272.0896 us.
+    if (x.op == "all_reduce" && x.bytes == 65536) {
+      block_all_reduces += x.count;
+      EXPECT_NEAR(planned_collective_us(x, c, p), 272.0896, 1e-9);
+    }
+  }
+  EXPECT_EQ(block_all_reduces, 2 * (1 + 2 * 2));  // forward and backward: the embedding / head and 2 per block
+  const StepPrediction with_tp = predict_step(c, plan, p), without = predict_step(c, data_parallel_only, p);
+  EXPECT_GT(tp_ms, 10 * 0.2720896);
+  EXPECT_NEAR(with_tp.exposed_comm_ms, without.exposed_comm_ms + tp_ms, 1e-9);
+  EXPECT_NEAR(with_tp.comm_ms, without.comm_ms + tp_ms, 1e-9);
+  EXPECT_NEAR(with_tp.step_ms, without.step_ms + tp_ms, 1e-9);
+}
+
 TEST(StepModel, DdpBucketReadyAtTheEndOfBackwardIsExposed) {
   // tiny's gradients (494 848 bytes) fit the 1 MiB first bucket, which holds the embedding: its all-reduce can
   // start only when backward ends, so all of it is exposed, plus the trainer's loss all-reduce.

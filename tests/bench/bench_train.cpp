@@ -14,8 +14,10 @@
 
 #include "lab/config.hpp"
 #include "lab/data.hpp"
+#include "lab/dist/mesh_comms.hpp"
 #include "lab/model_shape.hpp"
 #include "lab/train/trainer.hpp"
+#include "strategies/catalog.hpp"
 #include "strategies/registry.hpp"
 
 namespace {
@@ -82,7 +84,8 @@ void BM_TrainStepSmall(benchmark::State& state) {
   auto model = std::make_shared<dtlab::GPT>(c.model, c.train.seed);
   auto source = dtlab::make_token_source(c.data, c.model.vocab_size);
   dtlab::Sampler sampler(*source, c.model.seq_len, c.train.global_batch, c.train.micro_batch, 1, 0, 1, 1);
-  strategy->wrap(model, c, world);
+  dtlab::MeshComms comms(dtlab::device_mesh(c), world);
+  strategy->wrap(model, c, comms);
   // One untimed step first: it allocates gradients and optimizer state.
   strategy->zero_grad();
   strategy->forward_backward(sampler.batch(0, 0), 1.0 / tokens, true);

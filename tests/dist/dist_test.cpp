@@ -1,5 +1,7 @@
 // dist_test.cpp: the distributed runtime on real processes (RELIABILITY A2, C17).
 //   * `dtlab launch -n W comm_rank` for W = 2, 3, 4: ring vs backend collectives, records, replica check;
+//   * `dtlab launch -n 4 mesh_rank DIMS` for five meshes: every mesh dimension's communicator joins the ranks the
+//     device mesh says (lab/dist/mesh_comms.hpp);
 //   * `dtlab launch -n 2 desync_rank`: the desync check (instrument.check_collectives, RELIABILITY C16) stops every
 //     rank with one message naming the ranks, the call and both signatures, for a skipped call, a reshaped call and
 //     a ring call of another size; without a desync the same collectives agree, with the check on or off;
@@ -46,6 +48,7 @@ const std::string kBin = std::string(DTLAB_BINARY_DIR) + "/bin/";
 const std::string kDtlab = kBin + "dtlab";
 const std::string kCommRank = kBin + "comm_rank";
 const std::string kDesyncRank = kBin + "desync_rank";
+const std::string kMeshRank = kBin + "mesh_rank";
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -259,6 +262,29 @@ TEST(CommRingFailure, ALaterRingIsNotRunAndNamesTheOneThatFailed) {
 INSTANTIATE_TEST_SUITE_P(World, CommRankJob, ::testing::Values(2, 3, 4, 6),
                          [](const ::testing::TestParamInfo<int>& info) {
                            return std::string("W").append(std::to_string(info.param));
+                         });
+
+// --- mesh_rank: one communicator per mesh dimension ----------------------------------------------
+
+class MeshRankJob : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(MeshRankJob, EveryDimensionsCommunicatorJoinsTheMeshsRanks) {
+  const Outcome job = run({{kDtlab, "launch", "-n", "4", "--timeout", "60", kMeshRank, GetParam()}, {}}, 75);
+  ASSERT_FALSE(job.timed_out) << job.describe();
+  EXPECT_EQ(job.exit_code, 0) << job.describe();
+  EXPECT_EQ(count_of(job.output, "mesh_rank: all checks passed"), 4) << job.describe();
+  EXPECT_EQ(count_of(job.output, "FAIL"), 0) << job.describe();
+  // Six dimension sets (pp, dp_replicate, dp_shard, cp, tp, dp), four checks each, plus the count, on every rank.
+  EXPECT_EQ(count_of(job.output, "ok  "), 4 * (6 * 4 + 1)) << job.describe();
+}
+
+INSTANTIATE_TEST_SUITE_P(Meshes, MeshRankJob,
+                         ::testing::Values("dp_shard=4", "dp_replicate=2,dp_shard=2", "dp_shard=2,tp=2", "pp=2,tp=2",
+                                           "pp=2,dp_replicate=2"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string name;
+                           for (char c : info.param) name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+                           return name;
                          });
 
 // --- the desync check over desync_rank (tests/dist/desync_rank.cpp) ------------------------------

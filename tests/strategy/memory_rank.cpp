@@ -43,6 +43,7 @@
 #include "lab/dist/rank_env.hpp"
 #include "lab/memory.hpp"
 #include "lab/model.hpp"
+#include "lab/train/tensor_parallel_plan.hpp"
 #include "lab/train/trainer.hpp"
 #include "strategies/catalog.hpp"
 #include "strategies/cost_plan.hpp"
@@ -74,12 +75,13 @@ std::vector<std::string> with_defaults(const std::vector<std::string>& overrides
   return all;
 }
 
-// Element counts of the engine's units per parallel.wrap, from the model itself (not the cost plan).
-std::vector<int64_t> unit_numels(dtlab::GPT& model, const std::string& wrap) {
+// Element counts of the engine's units per parallel.wrap, from the model itself (not the cost plan); under tensor
+// parallelism (tp > 1) of this rank's slices (tensor_parallel_axis, the runtime plan's rule).
+std::vector<int64_t> unit_numels(dtlab::GPT& model, const std::string& wrap, int64_t tp) {
   std::vector<int64_t> per_model_unit;
   for (const auto& u : model.units()) {
     int64_t n = 0;
-    for (const auto& p : u.params) n += p.tensor->numel();
+    for (const auto& p : u.params) n += p.tensor->numel() / (dtlab::tensor_parallel_axis(p.name) >= 0 ? tp : 1);
     per_model_unit.push_back(n);
   }
   const size_t last = per_model_unit.size() - 1;  // the head
@@ -108,9 +110,16 @@ struct Expected {
 Expected zero_paper_bytes(const dtlab::Config& config, int rank) {
   dtlab::GPT model(config.model, config.train.seed);
   const std::string& id = config.parallel.strategy;
-  const int64_t psi = model.parameter_count();
+  // Ψ: the parameters this rank holds — under tensor parallelism its slices (1/tp of each tensor the runtime plan
+  // splits, tensor_parallel_axis; the norms whole), counted from the model's tensors, not from the cost plan.
+  int64_t psi = model.parameter_count();
+  if (config.parallel.tp > 1) {
+    psi = 0;
+    for (const dtlab::ParamRef& p : model.parameters())
+      psi += p.tensor->numel() / (dtlab::tensor_parallel_axis(p.name) >= 0 ? config.parallel.tp : 1);
+  }
   const int64_t s = config.train.optimizer == "adamw" ? 8 : config.train.momentum != 0.0 ? 4 : 0;
-  const int64_t world = config.world_size;
+  const int64_t data_parallel = config.world_size / config.parallel.tp;  // the data-parallel ranks (tp innermost)
   char buf[512];
   // Offload keeps a separate fp32 master shard beside the flat parameters of no_shard / zero1.
   const int64_t master_copy = config.parallel.offload && (id == "fsdp_no_shard" || id == "zero1") ? 4 : 0;
@@ -119,10 +128,10 @@ Expected zero_paper_bytes(const dtlab::Config& config, int rank) {
                   static_cast<long long>(s), static_cast<long long>(psi));
     return {(8 + master_copy + s) * psi, buf};
   }
-  const int64_t F = id == "fsdp_hybrid" && config.parallel.shard_size > 0 ? config.parallel.shard_size : world;
-  const int64_t shard_rank = rank % F;
+  const int64_t F = id == "fsdp_hybrid" && config.parallel.shard_size > 0 ? config.parallel.shard_size : data_parallel;
+  const int64_t shard_rank = rank / config.parallel.tp % F;
   int64_t padded_total = 0, shard_total = 0, non_padding = 0;
-  for (int64_t n : unit_numels(model, config.parallel.wrap)) {
+  for (int64_t n : unit_numels(model, config.parallel.wrap, config.parallel.tp)) {
     const int64_t padded = (n + F - 1) / F * F, shard = padded / F, begin = shard_rank * shard;
     padded_total += padded;
     shard_total += shard;
@@ -273,7 +282,7 @@ int main(int argc, char** argv) {
       }
       std::fflush(stdout);
     };
-    const auto outcome = dtlab::train(config, *strategy, world, options);
+    const auto outcome = dtlab::train(config, *strategy, world, dtlab::device_mesh(config), options);
     const dtlab::StateBytes real = strategy->state_bytes();
     // Every rank prints its line (ranks differ by padding); the test reads them all.
     std::printf("rank %d %s: params %lld grads %lld optimizer %lld buffers %lld | params+grads+optimizer %lld = %s\n",

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include "lab/model.hpp"
+#include "lab/train/tensor_parallel_plan.hpp"
 #include "lab/train/trainer.hpp"
+#include "strategies/catalog.hpp"
 #include "strategies/cost_plan.hpp"
 #include "strategies/ddp_buckets.hpp"
 #include "strategies/registry.hpp"
@@ -49,6 +51,38 @@ TEST(CostPlan, ParamShapesMatchTheModel) {
   }
 }
 
+// The cost code's layout-aware shapes cut what the tensor-parallel plan cuts (tensor_parallel_axis, the runtime's
+// rule): a split tensor holds 1/tp of the model's, a norm stays whole; the data-parallel group is what tp leaves.
+TEST(CostPlan, TensorParallelShapesAreTheRuntimePlansSlices) {
+  for (const bool tied : {false, true}) {
+    const Config c = tiny(
+        {"parallel.strategy=ddp", "parallel.tp=2", "model.tie_embeddings=" + std::string(tied ? "true" : "false")}, 4);
+    GPT model(c.model, 1);
+    const auto shapes = param_shapes(c);
+    const auto params = model.parameters();
+    ASSERT_EQ(shapes.size(), params.size());
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      const bool split = tensor_parallel_axis(params[i].name) >= 0;
+      EXPECT_EQ(shapes[i].name, params[i].name);
+      EXPECT_EQ(shapes[i].numel, params[i].tensor->numel() / (split ? 2 : 1)) << shapes[i].name;
+      EXPECT_EQ(shapes[i].split_by, split ? "tp" : "") << shapes[i].name;
+    }
+    EXPECT_EQ(data_parallel_group(c).size, 2);
+    EXPECT_EQ(data_parallel_group(c).stride, 2);
+    // DDP over the two ranks tp leaves: its buckets carry this rank's slices, over a group of 2 at stride 2.
+    int64_t local = 0;
+    for (const auto& s : shapes) local += s.numel;
+    int64_t bucket_bytes = 0;
+    for (const PlannedCollective& p : cost_plan(c, 0).collectives)
+      if (p.mesh_dim == "dp" && p.phase == "backward") {
+        EXPECT_EQ(p.group_size, 2);
+        EXPECT_EQ(p.stride, 2);
+        bucket_bytes += p.bytes * p.count;
+      }
+    EXPECT_EQ(bucket_bytes, local * 4);
+  }
+}
+
 TEST(CostPlan, SingleStateBytesEqualTheStrategysExactly) {
   for (const std::string opt : {"adamw", "sgd", "adamw bf16"}) {
     const bool bf16 = opt == "adamw bf16";
@@ -58,7 +92,7 @@ TEST(CostPlan, SingleStateBytesEqualTheStrategysExactly) {
     SingleProcessWorld world;
     TrainOptions o;
     o.print_steps = o.print_config = false;
-    train(c, *strategy, world, o);
+    train(c, *strategy, world, device_mesh(c), o);
     const StateBytes real = strategy->state_bytes();
     const CostPlan plan = cost_plan(c);
     EXPECT_EQ(plan.state.params, real.params) << opt;

@@ -128,7 +128,7 @@ TEST(ConfigMesh, EachStrategyLaysTheDataParallelRanksOnTheMesh) {
   }
 }
 
-TEST(ConfigMesh, ModelParallelDegreesDivideTheWorldAndAreNotBuiltYet) {
+TEST(ConfigMesh, ModelParallelDegreesDivideTheWorldAndTheUnbuiltOnesAreRefused) {
   const auto error = [](std::vector<std::string> overrides, int64_t world) {
     return error_of([&] { load_config_text("", overrides, world); });
   };
@@ -145,14 +145,42 @@ TEST(ConfigMesh, ModelParallelDegreesDivideTheWorldAndAreNotBuiltYet) {
             std::string::npos)
       << e;
   EXPECT_NE(error({"parallel.pp=4"}, 2).find("does not divide world_size(2)"), std::string::npos);
-  // A degree that divides is refused as not built yet, naming the key.
-  for (const std::string key : {"parallel.tp", "parallel.pp", "parallel.cp", "parallel.ep"}) {
+  // A degree that divides is refused as not built yet, naming the key (tensor parallelism is built).
+  for (const std::string key : {"parallel.pp", "parallel.cp", "parallel.ep"}) {
     const std::string text = error({key + "=2", "train.global_batch=8"}, 4);
     EXPECT_NE(text.find(key + "=2: "), std::string::npos) << text;
     EXPECT_NE(text.find("not built yet"), std::string::npos) << text;
   }
   EXPECT_NE(error({"parallel.tp=0"}, 1).find("parallel.tp=0 must be"), std::string::npos);
   EXPECT_EQ(error({"parallel.tp=1", "parallel.pp=1", "parallel.cp=1", "parallel.ep=1"}, 2), "(no error)");
+}
+
+// parallel.tp > 1: every split dimension of the model divides by tp, whole key/value heads per rank, no checkpoints
+// yet; each refusal names the key and the rule. The tiny preset: 4 heads, 2 key/value heads, ffn 172, vocab 256.
+TEST(ConfigMesh, TensorParallelDegreesSplitEveryDimensionItCuts) {
+  const auto error = [](std::vector<std::string> overrides, int64_t world) {
+    overrides.insert(overrides.begin(), {"model.preset=tiny", "train.global_batch=8", "train.micro_batch=4"});
+    return error_of([&] { load_config_text("", overrides, world); });
+  };
+  EXPECT_EQ(error({"parallel.tp=2"}, 2), "(no error)");
+  EXPECT_EQ(error({"parallel.tp=2"}, 4), "(no error)");  // tp 2 x dp 2
+  EXPECT_EQ(error({"parallel.tp=4", "model.n_kv_heads=4"}, 4), "(no error)");
+  const std::string kv = error({"parallel.tp=4"}, 4);
+  EXPECT_NE(kv.find("model.n_kv_heads=2 < parallel.tp=4"), std::string::npos) << kv;
+  EXPECT_NE(kv.find("choose parallel.tp <= n_kv_heads"), std::string::npos) << kv;
+  const std::string heads = error({"parallel.tp=2", "model.n_heads=3", "model.n_kv_heads=1", "model.d_model=48"}, 2);
+  EXPECT_NE(heads.find("model.n_heads=3 is not divisible by parallel.tp=2"), std::string::npos) << heads;
+  const std::string ffn = error({"parallel.tp=2", "model.ffn_hidden=171"}, 2);
+  EXPECT_NE(ffn.find("model.ffn_hidden=171 is not divisible by parallel.tp=2"), std::string::npos) << ffn;
+  const std::string vocab = error({"parallel.tp=2", "model.vocab_size=255"}, 2);
+  EXPECT_NE(vocab.find("model.vocab_size=255 is not divisible by parallel.tp=2"), std::string::npos) << vocab;
+  const std::string ckpt = error({"parallel.tp=2", "checkpoint.dir=/tmp/x"}, 2);
+  EXPECT_NE(ckpt.find("checkpoint.dir with parallel.tp=2"), std::string::npos) << ckpt;
+  // The mesh: tp innermost, the rest data parallel.
+  const DeviceMesh mesh = device_mesh(
+      load_config_text("", {"model.preset=tiny", "parallel.tp=2", "train.global_batch=8", "train.micro_batch=4"}, 4));
+  EXPECT_EQ(mesh.groups({MeshDim::tp}), (std::vector<std::vector<int>>{{0, 1}, {2, 3}}));
+  EXPECT_EQ(mesh.groups(kDataParallelDims), (std::vector<std::vector<int>>{{0, 2}, {1, 3}}));
 }
 
 }  // namespace

@@ -8,8 +8,10 @@
 #include <vector>
 
 #include "lab/config.hpp"
+#include "lab/dist/mesh_comms.hpp"
 #include "lab/model.hpp"
 #include "lab/world.hpp"
+#include "strategies/catalog.hpp"
 #include "strategies/registry.hpp"
 
 namespace dtlab {
@@ -49,7 +51,8 @@ TEST_P(Refused, TheMessageNamesBothSettings) {
   auto model = std::make_shared<GPT>(config.model, config.train.seed);
   SilentWorld world(r.world);
   try {
-    strategy->wrap(model, config, world);
+    MeshComms comms(device_mesh(config), world);
+    strategy->wrap(model, config, comms);
     FAIL() << r.label << ": wrap accepted the combination";
   } catch (const std::invalid_argument& e) {
     for (const auto& name : r.named) EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();

@@ -17,6 +17,7 @@
 #include "lab/train/optimizer.hpp"
 #include "lab/train/schedule.hpp"
 #include "lab/train/trainer.hpp"
+#include "strategies/catalog.hpp"
 #include "strategies/registry.hpp"
 
 namespace dtlab {
@@ -111,7 +112,7 @@ TrainOutcome run(const Config& c, std::function<void(int64_t, Strategy&)> after 
   options.print_steps = false;
   options.print_config = false;
   options.after_step = std::move(after);
-  return train(c, *strategy, world, options);
+  return train(c, *strategy, world, device_mesh(c), options);
 }
 
 std::vector<double> losses(const TrainOutcome& o) {
@@ -127,7 +128,7 @@ TEST(Trainer, LossFallsAndParametersMove) {
   TrainOptions options;
   options.print_steps = options.print_config = false;
   GPT initial(c.model, c.train.seed);
-  auto outcome = train(c, *strategy, world, options);
+  auto outcome = train(c, *strategy, world, device_mesh(c), options);
   ASSERT_EQ(outcome.steps.size(), 15u);
   EXPECT_LT(outcome.steps.back().loss, outcome.steps.front().loss - 0.3);
   EXPECT_NEAR(outcome.steps.front().loss, std::log(256.0), 0.2);  // starts near uniform
@@ -166,7 +167,7 @@ TEST(Trainer, ClippingBoundsTheUpdateButReportsTheRawNorm) {
   TrainOptions o;
   o.print_steps = o.print_config = false;
   GPT reference(c.model, c.train.seed);
-  train(c, *strategy, world, o);
+  train(c, *strategy, world, device_mesh(c), o);
   double moved_sq = 0.0;
   auto after = strategy->full_state();
   auto before = reference.parameters();

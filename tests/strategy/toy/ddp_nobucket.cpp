@@ -7,7 +7,7 @@
 #include "lab/comm/comm.hpp"
 #include "lab/instrument/step_profiler.hpp"
 #include "lab/memory.hpp"
-#include "lab/train/checkpoint.hpp"
+#include "lab/train/model_runner.hpp"
 #include "lab/train/optimizer.hpp"
 #include "lab/train/state_pieces.hpp"
 #include "lab/train/strategy.hpp"
@@ -19,16 +19,15 @@ namespace {
 class DdpNoBucketStrategy final : public Strategy {
  public:
   std::string id() const override { return "ddp_nobucket"; }
-  ParallelLayout layout() const override { return {.dp_rank = rank_, .dp_size = world_size_}; }
+  ParallelLayout layout() const override { return {.dp_rank = rank_, .dp_size = world_size_, .dp_comm = comm_}; }
 
-  void wrap(std::shared_ptr<GPT> model, const Config& config, World& world) override {
+  void wrap(std::shared_ptr<GPT> model, const Config& config, MeshComms& comms) override {
     strategy_spec(id()).check(config);  // refusals (ddp_nobucket_cost.cpp)
-    checkpointing_ = checkpoint_mode(config.parallel.activation_checkpointing);
-    checkpoint_every_ = config.parallel.checkpoint_every;
     model_ = std::move(model);
-    world_size_ = world.world_size();
-    rank_ = world.rank();
-    comm_ = &world.comm();
+    runner_ = ModelRunner(model_, config.parallel);
+    comm_ = &comms.data_parallel();  // the data-parallel group: its rank and size are the layout's
+    world_size_ = comm_->size();
+    rank_ = comm_->rank();
     std::vector<bool> decay;
     for (const auto& p : model_->parameters()) {
       names_.push_back(p.name);
@@ -48,16 +47,8 @@ class DdpNoBucketStrategy final : public Strategy {
   }
 
   double forward_backward(const Batch& batch, double loss_weight, bool /*is_last_micro*/) override {
-    at::Tensor loss;
-    {
-      ScopedPhase forward(Phase::forward, "forward-compute");
-      loss = GPT::loss_sum(forward_with_checkpointing(*model_, batch.inputs, checkpointing_, checkpoint_every_),
-                           batch.targets) *
-             loss_weight;
-    }
-    ScopedPhase backward(Phase::backward, "backward-compute");
-    (loss * static_cast<double>(world_size_)).backward();  // averaged over the data-parallel ranks below
-    return loss.item<double>();
+    const at::Tensor loss = runner_.forward_loss(batch, loss_weight);
+    return runner_.backward(loss, static_cast<double>(world_size_), rank_);  // averaged over the dp ranks below
   }
 
   void finish_gradients() override {
@@ -123,8 +114,7 @@ class DdpNoBucketStrategy final : public Strategy {
   std::vector<std::string> names_;
   std::vector<at::Tensor> params_;
   std::unique_ptr<Optimizer> optimizer_;
-  CheckpointMode checkpointing_ = CheckpointMode::none;
-  int64_t checkpoint_every_ = 1;
+  ModelRunner runner_;
 };
 
 }  // namespace

@@ -1,0 +1,114 @@
+// tensor_parallel_comm_test.cpp: the collectives of real tensor-parallel jobs (`dtlab launch -n W dtlab train ...
+// parallel.tp=T`, Gloo on 127.0.0.1) against the cost plan, exactly: for every step, rank 0's records grouped by
+// (op, algorithm, dtype, bytes, group size) — counts and bytes — equal the plan's calls of that step (the
+// data-parallel strategy's over its group, tensor parallelism's over tp: strategies/tensor_parallel_cost.hpp).
+// The plan is written from the model's shape and the layout; the records come from lab/comm as the layers ran, so
+// a collective the layers add, drop or resize, or a plan that miscounts, fails here. Covers tensor parallel with
+// and without sequence parallel, full and selective activation checkpointing, accumulation and tp × dp under ddp,
+// fsdp_full_shard and zero1 (their units hold this rank's slices, over the data-parallel group at stride tp).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "lab/config.hpp"
+#include "strategies/cost_plan.hpp"
+#include "tests/strategy/job.hpp"
+
+namespace dtlab {
+namespace {
+
+const std::string kBin = std::string(DTLAB_BINARY_DIR) + "/bin/";
+const std::string kConfig = std::string(DTLAB_SOURCE_DIR) + "/tests/strategy/tiny_ddp.yaml";
+constexpr int kSteps = 2;
+
+// One kind of call: op, algorithm, dtype, bytes, group size.
+using CallKind = std::tuple<std::string, std::string, std::string, int64_t, int64_t>;
+using CallCounts = std::map<CallKind, int64_t>;
+
+std::string describe(const CallCounts& counts) {
+  std::ostringstream out;
+  for (const auto& [k, n] : counts)
+    out << "\n  " << n << " x " << std::get<0>(k) << " " << std::get<1>(k) << " " << std::get<2>(k) << " "
+        << std::get<3>(k) << " B over " << std::get<4>(k) << " ranks";
+  return out.str();
+}
+
+struct TpCommCase {
+  std::string label;
+  int world = 2;
+  std::vector<std::string> overrides;
+};
+void PrintTo(const TpCommCase& c, std::ostream* os) { *os << c.label; }
+
+class TensorParallelComm : public ::testing::TestWithParam<TpCommCase> {};
+
+TEST_P(TensorParallelComm, EveryStepsCallsAndBytesAreThePlans) {
+  const TpCommCase& c = GetParam();
+  const auto dir = std::filesystem::temp_directory_path() / ("dtlab_tp_comm_" + c.label);
+  std::filesystem::remove_all(dir);
+  std::vector<std::string> overrides = {"train.steps=" + std::to_string(kSteps), "instrument.warmup_steps=0"};
+  overrides.insert(overrides.end(), c.overrides.begin(), c.overrides.end());
+  std::vector<std::string> args = {kBin + "dtlab", "launch", "-n",       std::to_string(c.world),
+                                   kBin + "dtlab", "train",  "--config", kConfig};
+  args.insert(args.end(), overrides.begin(), overrides.end());
+  args.insert(args.end(), {"--out", dir.string()});
+  const auto job = testing::run_job(args, 180);
+  ASSERT_EQ(job.exit_code, 0) << job.output;
+
+  const Config config = load_config(kConfig, overrides, c.world);
+  ASSERT_GT(config.parallel.tp, 1) << "a tensor-parallel case";
+  CallCounts planned;
+  int64_t tp_calls = 0;
+  for (const PlannedCollective& p : cost_plan(config, 0).collectives) {
+    if (p.phase == "setup") continue;
+    planned[{p.op, p.algorithm, p.dtype, p.bytes, p.group_size}] += p.count;
+    if (p.mesh_dim == "tp") tp_calls += p.count;
+  }
+  ASSERT_GT(tp_calls, 0) << "the plan holds tensor parallelism's calls";
+
+  std::ifstream in(dir / "result.json");
+  ASSERT_TRUE(in.good()) << dir / "result.json";
+  const nlohmann::json result = nlohmann::json::parse(in);
+  ASSERT_FALSE(result.at("comm").at("records_truncated").get<bool>());
+  std::map<int64_t, CallCounts> recorded;  // by step
+  for (const auto& r : result.at("comm").at("records")) {
+    if (r.at("tag") == "metric") continue;
+    recorded[r.at("step").get<int64_t>()]
+            [{r.at("op"), r.at("algorithm"), r.at("dtype"), r.at("bytes"), r.at("group_size")}] += 1;
+  }
+  ASSERT_EQ(recorded.size(), static_cast<size_t>(kSteps)) << "records of every step";
+  for (const auto& [step, counts] : recorded)
+    EXPECT_EQ(counts, planned) << "step " << step << " recorded:" << describe(counts)
+                               << "\nthe cost plan:" << describe(planned);
+  std::filesystem::remove_all(dir);
+}
+
+const std::string kSp = "parallel.sequence_parallel=true";
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, TensorParallelComm,
+    ::testing::Values(
+        TpCommCase{"tp2", 2, {"parallel.tp=2"}}, TpCommCase{"tp2_sp", 2, {"parallel.tp=2", kSp}},
+        TpCommCase{"tp2_full_ac", 2, {"parallel.tp=2", "parallel.activation_checkpointing=full"}},
+        TpCommCase{"tp2_sp_selective_ac", 2, {"parallel.tp=2", kSp, "parallel.activation_checkpointing=selective"}},
+        TpCommCase{"tp2_sp_full_ac_accum4",
+                   2,
+                   {"parallel.tp=2", kSp, "parallel.activation_checkpointing=full", "train.micro_batch=2"}},
+        TpCommCase{"tp2_dp2", 4, {"parallel.tp=2", "train.micro_batch=2"}},
+        TpCommCase{"tp4_sp_kv4", 4, {"parallel.tp=4", kSp, "model.n_kv_heads=4"}},
+        TpCommCase{"tp2_dp2_full_shard",
+                   4,
+                   {"parallel.tp=2", kSp, "parallel.strategy=fsdp_full_shard", "train.micro_batch=2"}},
+        TpCommCase{"tp2_dp2_zero1", 4, {"parallel.tp=2", "parallel.strategy=zero1", "train.micro_batch=2"}}),
+    [](const auto& info) { return info.param.label; });
+
+}  // namespace
+}  // namespace dtlab
