@@ -33,6 +33,7 @@ Command add_trace_command(CLI::App& app);
 Command add_comm_bench_command(CLI::App& app, const CommandLine& line);
 Command add_calibrate_command(CLI::App& app, const CommandLine& line);
 Command add_predict_command(CLI::App& app);
+Command add_pp_schedule_command(CLI::App& app);
 Command add_version_command(CLI::App& app);
 Command add_checkpoint_command(CLI::App& app);
 Command add_advise_command(CLI::App& app);

@@ -32,21 +32,15 @@ int main(int argc, char** argv) {
       "`dtlab COMMAND --help`: its options and an example. The whole lab: make benchmark (README.md).\n"
       "example: dtlab train --config scenarios/configs/baseline.yaml   (results in results/train/baseline)");
   const cli::CommandLine line{argc, argv};
-  const std::vector<cli::Command> commands = {cli::add_train_command(app, line),
-                                              cli::add_data_command(app),
-                                              cli::add_report_command(app),
-                                              cli::add_launch_command(app, line),
-                                              cli::add_export_reference_command(app),
-                                              cli::add_trace_command(app),
-                                              cli::add_comm_bench_command(app, line),
-                                              cli::add_calibrate_command(app, line),
-                                              cli::add_predict_command(app),
-                                              cli::add_version_command(app),
-                                              cli::add_checkpoint_command(app),
-                                              cli::add_advise_command(app),
-                                              cli::add_max_batch_command(app),
-                                              cli::add_compare_command(app),
-                                              cli::add_export_command(app)};
+  const std::vector<cli::Command> commands = {
+      cli::add_train_command(app, line),      cli::add_data_command(app),
+      cli::add_report_command(app),           cli::add_launch_command(app, line),
+      cli::add_export_reference_command(app), cli::add_trace_command(app),
+      cli::add_comm_bench_command(app, line), cli::add_calibrate_command(app, line),
+      cli::add_predict_command(app),          cli::add_pp_schedule_command(app),
+      cli::add_version_command(app),          cli::add_checkpoint_command(app),
+      cli::add_advise_command(app),           cli::add_max_batch_command(app),
+      cli::add_compare_command(app),          cli::add_export_command(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
