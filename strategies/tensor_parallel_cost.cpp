@@ -67,6 +67,12 @@ void add_tensor_parallel_collectives(CostPlan& plan, const Config& config) {
   PlannedCollective norm{"all_reduce", "backend", "float64", 8, t, "after-backward", 1, "gradient norm's sum"};
   norm.mesh_dim = "tp";
   plan.collectives.push_back(norm);
+  if (config.precision.loss_scale == "dynamic") {  // the tp ranks' slices overflow apart: they vote together
+    PlannedCollective vote{
+        "all_reduce", "backend", "float64", 8, t, "after-backward", 1, "loss scaling: found inf/nan"};
+    vote.mesh_dim = "tp";
+    plan.collectives.push_back(vote);
+  }
 }
 
 }  // namespace dtlab

@@ -52,6 +52,8 @@ class ShardedEngine final : public Strategy {
         config.parallel.reduce_scatter == "backend" ? CommAlgorithm::backend : CommAlgorithm::ring;
     groups_ = make_shard_groups(mode_, config_, comms);  // refusals first, before any communicator is used
     dp_comm_ = &comms.data_parallel();
+    // A tp group's ranks hold different slices: the overflow vote of dynamic loss scaling spans them too.
+    tp_comm_ = comms.size_of({MeshDim::tp}) > 1 ? &comms.comm({MeshDim::tp}) : nullptr;
     units_ = build_flat_units(*model_, config_, mode_, precision_, groups_.size, groups_.rank);
     counted_.clear();
     for (const FlatUnit& unit : units_) counted_.push_back(counted_shard_ranges(unit, groups_.rank));
@@ -100,6 +102,7 @@ class ShardedEngine final : public Strategy {
       (groups_.shard ? groups_.shard : groups_.replica)->all_reduce(flag, "loss_scale.found_inf").wait();
       if (groups_.replica && groups_.shard && groups_.replica != groups_.shard)
         groups_.replica->all_reduce(flag, "loss_scale.found_inf").wait();
+      if (tp_comm_ != nullptr) tp_comm_->all_reduce(flag, "loss_scale.found_inf").wait();
       any_bad = flag.item<double>();
     }
     scaler_.finish_step(any_bad > 0);
@@ -183,6 +186,7 @@ class ShardedEngine final : public Strategy {
   Config config_;
   int rank_ = 0, dp_size_ = 1, dp_rank_ = 0;  // rank_: in the world (fault injection, rounding); dp_: in dp group
   Comm* dp_comm_ = nullptr;
+  Comm* tp_comm_ = nullptr;  // the tp group when tp > 1: the loss scaler's overflow vote spans it
   ModelRunner runner_;
   bool prefetch_ = true;
   ShardedPrecision precision_;

@@ -151,6 +151,10 @@ std::vector<ParityCase> tensor_parallel_matrix() {
   add(4, 2, "sgd", 1, no_clip, "_dp2_noclip");
   strategy = "fsdp_no_shard";
   add(4, 2, "adamw", 1, {sp}, "_sp_dp2");
+  // HYBRID over the ranks tp leaves: tp 2 x dp_replicate 2 x dp_shard 2 (8 ranks; shards over pairs of tp groups,
+  // all-reduces the shards across the two replicas).
+  strategy = "fsdp_hybrid";
+  add(8, 2, "sgd", 1, {"parallel.shard_size=2", "train.grad_clip=0"}, "_dp2x2_noclip");
   return cases;
 }
 
@@ -496,6 +500,7 @@ struct PrecisionCase {
   std::vector<std::string> expect_dtypes;  // OP=DTYPE
   std::string label;
   std::string tolerance = "bf16";  // bf16 | fp16 (strategy_rank.cpp says why each)
+  int tp = 1;                      // parallel.tp: the data-parallel ranks are world / tp
 };
 
 void PrintTo(const PrecisionCase& c, std::ostream* os) { *os << c.label << " world " << c.world; }
@@ -505,7 +510,8 @@ class MixedPrecision : public ::testing::TestWithParam<PrecisionCase> {};
 TEST_P(MixedPrecision, MatchesTheEmulatedReferenceAtBf16ToleranceWithTheRightWireDtypes) {
   const auto& c = GetParam();
   std::vector<std::string> args = {"--tolerance", c.tolerance, "parallel.strategy=" + c.strategy,
-                                   "train.micro_batch=" + std::to_string(8 / c.world / 2)};
+                                   "train.micro_batch=" + std::to_string(8 / (c.world / c.tp) / 2),
+                                   "parallel.tp=" + std::to_string(c.tp)};
   for (const auto& d : c.expect_dtypes) args.insert(args.begin(), {"--expect-dtype", d});
   args.insert(args.end(), c.overrides.begin(), c.overrides.end());
   auto job = launch(c.world, args);
@@ -601,7 +607,34 @@ INSTANTIATE_TEST_SUITE_P(
                        "precision.loss_scale_growth_interval=3", "train.optimizer=sgd", "train.grad_clip=0"},
                       {"reduce_scatter=float32"},
                       "zero1_fp16_dynamic_loss_scale",
-                      "fp16"}),
+                      "fp16"},
+        // Tensor parallelism in reduced precision, over the sharded strategies (ddp computes in fp32): the tp
+        // collectives carry the compute dtype, the data-parallel gathers the compute dtype and the reduce-scatters
+        // the reduce dtype; fp16 with dynamic loss scaling, whose overflow vote spans the tp ranks too. (bf16
+        // masters with stochastic rounding draw their noise per shard element, and a tp shard's elements are not
+        // the unsplit run's: the emulated reference cannot follow them, so that pairing is not parity-tested.)
+        PrecisionCase{"fsdp_full_shard",
+                      4,
+                      {"precision.param_dtype=bf16", "parallel.sequence_parallel=true"},
+                      {"all_gather=bfloat16", "reduce_scatter=float32"},
+                      "full_shard_tp2_dp2_sp_bf16",
+                      "bf16",
+                      2},
+        PrecisionCase{"fsdp_shard_grad_op",
+                      4,
+                      {"precision.param_dtype=bf16", "precision.reduce_dtype=bf16"},
+                      {"all_gather=bfloat16", "reduce_scatter=bfloat16"},
+                      "shard_grad_op_tp2_dp2_bf16_reduce",
+                      "bf16",
+                      2},
+        PrecisionCase{"fsdp_full_shard",
+                      4,
+                      {"precision.param_dtype=fp16", "precision.loss_scale=dynamic", "precision.loss_scale_init=1024",
+                       "precision.loss_scale_growth_interval=3", "train.optimizer=sgd", "train.grad_clip=0"},
+                      {"all_gather=float16", "reduce_scatter=float32"},
+                      "full_shard_tp2_dp2_fp16_dynamic_loss_scale",
+                      "fp16",
+                      2}),
     [](const auto& info) { return info.param.label; });
 
 // RELIABILITY D21: fp16 with dynamic loss scaling; an inf on rank 1's gradients at step 3 makes every
@@ -614,6 +647,21 @@ TEST(LossScaler, NonFiniteGradientOnOneRankSkipsTheStepEverywhereAndHalvesTheSca
              180, {"DTLAB_INJECT_INF=1:3"});
   EXPECT_EQ(job.exit_code, 0) << job.output;
   for (const std::string rank : {"0", "1"})
+    EXPECT_NE(job.output.find("rank " + rank + " step 3: skipped=1, parameters unchanged"), std::string::npos)
+        << job.output;
+}
+
+// Under tensor parallelism a tp group's ranks hold different slices, so an overflow in one rank's slices must make
+// its tp peers skip too (their parameters would otherwise leave the step's other half behind): tp 2 x dp 2, inf on
+// rank 1 only, every rank skips step 3.
+TEST(LossScaler, NonFiniteGradientOnOneTensorParallelRankSkipsTheStepOnEveryRank) {
+  auto job =
+      launch(4,
+             {"--no-reference", "--expect-skip", "3", "parallel.strategy=fsdp_full_shard", "parallel.tp=2",
+              "precision.param_dtype=fp16", "precision.loss_scale=dynamic", "train.micro_batch=4", "train.steps=6"},
+             180, {"DTLAB_INJECT_INF=1:3"});
+  EXPECT_EQ(job.exit_code, 0) << job.output;
+  for (const std::string rank : {"0", "1", "2", "3"})
     EXPECT_NE(job.output.find("rank " + rank + " step 3: skipped=1, parameters unchanged"), std::string::npos)
         << job.output;
 }

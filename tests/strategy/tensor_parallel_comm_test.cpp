@@ -107,7 +107,12 @@ INSTANTIATE_TEST_SUITE_P(
         TpCommCase{"tp2_dp2_full_shard",
                    4,
                    {"parallel.tp=2", kSp, "parallel.strategy=fsdp_full_shard", "train.micro_batch=2"}},
-        TpCommCase{"tp2_dp2_zero1", 4, {"parallel.tp=2", "parallel.strategy=zero1", "train.micro_batch=2"}}),
+        TpCommCase{"tp2_dp2_zero1", 4, {"parallel.tp=2", "parallel.strategy=zero1", "train.micro_batch=2"}},
+        // fp16 with dynamic loss scaling: the tp collectives carry fp16, and the overflow vote spans the tp group.
+        TpCommCase{"tp2_dp2_full_shard_fp16",
+                   4,
+                   {"parallel.tp=2", "parallel.strategy=fsdp_full_shard", "train.micro_batch=2",
+                    "precision.param_dtype=fp16", "precision.loss_scale=dynamic"}}),
     [](const auto& info) { return info.param.label; });
 
 }  // namespace
