@@ -106,6 +106,8 @@ a:hover { text-decoration: underline; }
 h2 { font-size: 22px; margin: 40px 0 4px; padding-top: 8px; border-top: 1px solid var(--line); }
 h2 .id { font: 500 13px ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; color: var(--muted);
          margin-left: 10px; vertical-align: middle; }
+h2 .course-step { display: block; font-size: 13px; font-weight: 500; color: var(--muted); letter-spacing: .04em;
+                  text-transform: uppercase; margin-bottom: 2px; }
 h3 { font-size: 16px; margin: 26px 0 8px; }
 .howto { background: var(--panel); border: 1px solid var(--line); border-radius: 8px; padding: 4px 18px 8px;
          margin-top: 20px; font-size: 14px; }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "analysis/results.hpp"
@@ -109,11 +110,45 @@ std::string epilogue(const std::string& id) {
   return gp.str();
 }
 
+// The name of the measured series that `name` is the model of ("ddp (predicted)", "ddp (model)" -> "ddp"), or "".
+std::string measured_name_of(const std::string& name) {
+  for (const std::string suffix : {" (predicted)", " (model)"})
+    if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+      return name.substr(0, name.size() - suffix.size());
+  return "";
+}
+
+// The report's convention for a measurement and its model: a series "<name> (predicted)" (or "(model)") is drawn
+// dashed in the colour of the series "<name>", so a reader pairs them, and the measured series take the palette in
+// order. A chart with no such pair keeps its colours by position. Series with an explicit colour keep it.
+std::vector<Series> with_paired_models(std::vector<Series> series) {
+  std::map<std::string, std::size_t> measured;
+  for (std::size_t i = 0; i < series.size(); ++i)
+    if (measured_name_of(series[i].name).empty()) measured.emplace(series[i].name, i);
+  bool any_pair = false;
+  for (const Series& s : series) any_pair = any_pair || measured.count(measured_name_of(s.name)) > 0;
+  if (!any_pair) return series;
+  int next = 0;
+  for (Series& s : series)
+    if (measured_name_of(s.name).empty() && s.colour == 0) s.colour = ++next;
+  for (Series& s : series) {
+    const auto base = measured.find(measured_name_of(s.name));
+    if (base == measured.end()) continue;
+    if (s.colour == 0) s.colour = series[base->second].colour;
+    s.dashed = true;
+  }
+  for (Series& s : series)
+    if (s.colour == 0) s.colour = ++next;  // a model without its measurement
+  return series;
+}
+
 }  // namespace
 
 std::string ChartFiles::rerun_command() const { return "gnuplot " + id + ".gp"; }
 
-ChartFiles write_chart(const LineChart& c, const fs::path& dir) {
+ChartFiles write_chart(const LineChart& chart, const fs::path& dir) {
+  LineChart c = chart;
+  c.series = with_paired_models(chart.series);
   check_id(c.id);
   if (c.series.empty()) throw AnalysisError("chart " + c.id + ": a line chart needs at least one series");
   for (const Series& s : c.series) {
@@ -161,7 +196,7 @@ ChartFiles write_chart(const LineChart& c, const fs::path& dir) {
     const Series& s = c.series[i];
     const char* style = s.points_only ? "points" : s.x.size() > 30 ? "lines" : "linespoints";
     gp << "  '" << c.id << ".dat' index " << i << " using 1:2 with " << style << " lt "
-       << (s.colour > 0 ? s.colour : static_cast<int>(i) + 1) << (s.dashed ? " dt 2" : "")
+       << (s.colour > 0 ? s.colour : static_cast<int>(i) + 1) << (s.dashed ? " dt 2 lw 1.5" : "")
        << (s.muted ? " lc rgb '#b0b0b0' pt 6 ps 0.9" : "") << " title " << gq(s.name);
     if (!s.point_labels.empty())
       gp << ", \\\n  '" << c.id << ".dat' index " << i

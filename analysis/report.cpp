@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "analysis/course.hpp"
 #include "analysis/html.hpp"
 
 namespace dtlab::analysis {
@@ -77,8 +78,10 @@ std::string render_section(const Scenario& sc, const std::string& slug, const st
                            std::vector<std::string>& problems) {
   SectionContext ctx{sc, slug, out_dir, out_dir_display, log, problems};
   std::ostringstream h;
-  h << "<section class=\"scenario\" id=\"scenario-" << html_escape(slug) << "\">\n<h2>" << html_escape(sc.title)
-    << "<span class=\"id\">" << html_escape(sc.name) << "</span></h2>\n";
+  h << "<section class=\"scenario\" id=\"scenario-" << html_escape(slug) << "\">\n<h2>";
+  if (const std::optional<int> place = course_place(sc.name))  // its step in the course (course.cpp)
+    h << "<span class=\"course-step\">Step " << *place << " · " << html_escape(course()[*place - 1].topic) << "</span>";
+  h << html_escape(sc.title) << "<span class=\"id\">" << html_escape(sc.name) << "</span></h2>\n";
   for (const SectionPart& part : parts) h << part(ctx);
   h << "</section>\n";
   return h.str();
@@ -122,7 +125,11 @@ std::string render_page(const std::vector<std::string>& inputs, const std::vecto
     page << "<nav class=\"toc\">";
     if (!summary.empty()) page << "<a href=\"#summary\">Every strategy against the baseline</a>";
     for (std::size_t i = 0; i < scenarios.size(); ++i) {
-      page << "<a href=\"#scenario-" << html_escape(slugs[i]) << "\">" << html_escape(scenarios[i].title) << "</a>";
+      const std::optional<int> place = course_place(scenarios[i].name);
+      page << "<a href=\"#scenario-" << html_escape(slugs[i]) << "\">"
+           << html_escape((place ? std::to_string(*place) + ". " + course()[*place - 1].topic + ": " : std::string()) +
+                          scenarios[i].title)
+           << "</a>";
     }
     page << "</nav>\n";
   }
@@ -224,7 +231,7 @@ int render_report(const std::vector<std::string>& inputs, const std::string& out
                   const std::vector<SectionPart>& parts) {
   std::vector<Scenario> scenarios;
   try {
-    scenarios = discover(inputs);
+    scenarios = in_course_order(discover(inputs));  // the learning order of course.cpp, not the file names
   } catch (const AnalysisError& e) {
     log << "error: " << e.what() << "\n";
     return 1;

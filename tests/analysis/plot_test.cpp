@@ -52,6 +52,27 @@ TEST(Plot, LineChartWritesRelativeScriptAndBlocks) {
   EXPECT_NE(dat.find("3 3.5\n\n\n"), std::string::npos) << dat;  // series blocks separated by two blank lines
 }
 
+// The report's convention: a prediction is drawn dashed in its measurement's colour, wherever it sits in the list;
+// measured series take the palette in order. A chart without such a pair keeps its colours by position.
+TEST(Plot, APredictionTakesItsMeasurementsColourDashed) {
+  TempDir tmp;
+  LineChart c = two_series();
+  c.series.push_back({"fsdp_full_shard (predicted)", {1, 2, 3}, {5.0, 4.1, 3.4}});
+  c.series.push_back({"ddp (model)", {1, 2}, {5.0, 4.0}});
+  c.series.push_back({"zero1", {1, 2}, {5.2, 4.2}});
+  const std::string gp = read_text(write_chart(c, tmp.path()).script);
+  EXPECT_NE(gp.find("index 0 using 1:2 with linespoints lt 1 title 'fsdp_full_shard'"), std::string::npos) << gp;
+  EXPECT_NE(gp.find("index 1 using 1:2 with linespoints lt 2 title 'ddp'"), std::string::npos) << gp;
+  EXPECT_NE(gp.find("index 2 using 1:2 with linespoints lt 1 dt 2 lw 1.5 title 'fsdp_full_shard (predicted)'"),
+            std::string::npos)
+      << gp;
+  EXPECT_NE(gp.find("index 3 using 1:2 with linespoints lt 2 dt 2 lw 1.5 title 'ddp (model)'"), std::string::npos)
+      << gp;
+  EXPECT_NE(gp.find("index 4 using 1:2 with linespoints lt 3 title 'zero1'"), std::string::npos) << gp;
+  const std::string plain = read_text(write_chart(two_series(), tmp.path()).script);
+  EXPECT_NE(plain.find("index 1 using 1:2 with linespoints lt 2 title 'ddp'"), std::string::npos) << plain;
+}
+
 TEST(Plot, BarChartStartsAtZero) {
   TempDir tmp;
   const ChartFiles f = write_chart(bars(), tmp.path());

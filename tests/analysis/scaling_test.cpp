@@ -108,7 +108,7 @@ TEST(MemoryScaling, ThePartDrawsMeasuredAndModelledAndTeachesFromTheRuns) {
   for (const char* chart : {"scaling_state_scaling", "scaling_peak_scaling", "scaling_time_scaling"})
     EXPECT_TRUE(std::filesystem::exists(tmp.path() / (std::string(chart) + ".png"))) << chart;
   const std::string gp = testing::read_text(tmp.path() / "scaling_peak_scaling.gp");
-  EXPECT_NE(gp.find("lt 1 dt 2 title 'ddp (model)'"), std::string::npos) << gp;
+  EXPECT_NE(gp.find("lt 1 dt 2 lw 1.5 title 'ddp (model)'"), std::string::npos) << gp;
   EXPECT_NE(gp.find("set logscale x 2"), std::string::npos);
   const bool shared = std::any_of(sc.runs.begin(), sc.runs.end(), [](const RunResult& r) {
     return r.cpu && r.world_size * std::max(1, r.threads) > r.cpu->cores;
