@@ -88,6 +88,10 @@ std::string checkpointing_part(SectionContext& ctx);
 // CPU offload, for series whose two runs differ only in parallel.offload (analysis/report_offload.cpp): each rank's
 // memory split into the device side and offload's host buffers, step time against the model's, takeaways. "" when none.
 std::string offload_part(SectionContext& ctx);
+// Tensor parallelism, for studies with runs that set parallel.tp > 1 (analysis/report_tensor_parallel.cpp): each
+// layout's step time, exposed communication and peak per rank against the model's at each link rate, what placing tp
+// across nodes cost (a run against its twin with tp inside the nodes), the fastest layout per rate. "" when none.
+std::string tensor_parallel_part(SectionContext& ctx);
 // Training checkpoints: bytes written per strategy against the checkpoint model, save and load times, async
 // (analysis/report_saving.cpp).
 std::string saving_part(SectionContext& ctx);

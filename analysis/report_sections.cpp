@@ -449,6 +449,7 @@ std::vector<SectionPart> default_section_parts() {
       granularity_part,
       checkpointing_part,
       offload_part,
+      tensor_parallel_part,
       saving_part,
       advice_part,
       prediction_part,
