@@ -345,14 +345,19 @@ void run_training(const Config& config, Strategy& strategy, World& world, const 
   std::map<Comm*, size_t> record_cursor = first_training_seq;
 
   const ModelCounts counts = model_counts(config.model);
-  nlohmann::json result = result_header(config, strategy, world, options.command, threads, model->parameter_count());
+  // The model's parameters, not this rank's: under tensor parallelism a rank holds only its slices.
+  nlohmann::json result = result_header(config, strategy, world, options.command, threads, counts.params);
   result[schema::kContext][schema::kDevice] = device.name;
   result[schema::kContext][schema::kAttention] = attention;
   if (world.is_main() && options.print_config) {
     std::printf("%s", format_table(config).c_str());
+    const std::string on_this_rank = config.parallel.tp > 1
+                                         ? " (each rank holds " + std::to_string(model->parameter_count()) +
+                                               ": its tp " + std::to_string(config.parallel.tp) + " slices)"
+                                         : "";
     std::printf(
-        "model: %lld parameters, %.3g training FLOPs/token | strategy %s | world %d | %d threads/rank | device %s\n",
-        static_cast<long long>(model->parameter_count()), counts.flops_per_token, strategy.id().c_str(),
+        "model: %lld parameters%s, %.3g training FLOPs/token | strategy %s | world %d | %d threads/rank | device %s\n",
+        static_cast<long long>(counts.params), on_this_rank.c_str(), counts.flops_per_token, strategy.id().c_str(),
         world.world_size(), threads, device.name.c_str());
     std::fflush(stdout);
   }
