@@ -3,7 +3,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <regex>
 
 namespace dtlab::analysis {
 
@@ -32,23 +31,6 @@ std::string html_escape(const std::string& text) {
     }
   }
   return out;
-}
-
-std::string svg_for_inline(const std::string& svg_text, const std::string& id_prefix, const std::string& title) {
-  const std::size_t start = svg_text.find("<svg");
-  if (start == std::string::npos) return "";
-  std::string s = svg_text.substr(start);
-  // ids and references in both quote styles; gnuplot uses id='gpPt0', id="gnuplot_canvas", href='#gpPt0', url(#x).
-  static const std::regex id_re(R"re(\bid=(['"]))re");
-  static const std::regex href_re(R"re(href=(['"])#)re");
-  static const std::regex url_re(R"re(url\(#)re");
-  s = std::regex_replace(s, id_re, "id=$1" + id_prefix);
-  s = std::regex_replace(s, href_re, "href=$1#" + id_prefix);
-  s = std::regex_replace(s, url_re, "url(#" + id_prefix);
-  static const std::regex title_re(R"re(<title>[^<]*</title>)re");
-  s = std::regex_replace(s, title_re, "<title>" + html_escape(title) + "</title>",
-                         std::regex_constants::format_first_only);
-  return s;
 }
 
 std::string fmt_fixed(double value, int decimals) {
@@ -118,7 +100,7 @@ ul.notes { margin: 6px 0 10px; padding-left: 20px; color: #333; }
 .callout { border-left: 4px solid #edc948; background: #fffbea; padding: 8px 14px; margin: 12px 0; font-size: 14px; }
 .problem { border-left: 4px solid #e15759; background: #fdf0f0; padding: 8px 14px; margin: 12px 0; font-size: 14px; }
 figure.chart { margin: 18px 0 22px; border: 1px solid var(--line); border-radius: 8px; padding: 10px 12px 8px; }
-figure.chart svg { width: 100%; height: auto; display: block; }
+figure.chart svg, figure.chart img.chart-svg { width: 100%; height: auto; display: block; }
 figure.chart figcaption { font-size: 13px; color: var(--muted); margin-top: 6px;
                           display: flex; flex-wrap: wrap; gap: 4px 14px; align-items: baseline; }
 figure.chart figcaption .what { color: var(--fg); flex-basis: 100%; }

@@ -13,11 +13,6 @@ namespace dtlab::analysis {
 // Escapes & < > " ' so the result is safe in element content and in quoted attribute values.
 std::string html_escape(const std::string& text);
 
-// Turns gnuplot's standalone SVG into a fragment that can sit inline in an HTML page:
-// drops the XML prolog/doctype, replaces <title> with `title`, and prefixes every id (and every
-// #reference to it) with `id_prefix` so several charts on one page do not share ids.
-std::string svg_for_inline(const std::string& svg_text, const std::string& id_prefix, const std::string& title);
-
 // Grouped digits with a narrow no-break space, as in "9 950" (the style of the step lines).
 std::string fmt_grouped(double value, int decimals = 0);
 // Fixed decimals; "–" for NaN.

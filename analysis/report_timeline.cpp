@@ -217,14 +217,21 @@ std::string timeline_figure(SectionContext& ctx) {
   } else {
     ctx.log << "  chart " << id << ": " << file.filename().string() << "\n";
   }
+  // Linked, not inlined (a timeline of many runs is megabytes of SVG): the figure's own width and height keep its box.
+  const auto attribute = [&svg](const std::string& name) {
+    const std::size_t at = svg.find(" " + name + "=\""), begin = at == std::string::npos ? at : at + name.size() + 3;
+    return begin == std::string::npos ? std::string() : svg.substr(begin, svg.find('"', begin) - begin);
+  };
   std::ostringstream h;
   h << "<figure class=\"chart\" id=\"chart-" << html_escape(id) << "\">\n"
-    << svg << "<figcaption><span class=\"what\">One training step per run (the step named in each panel), every "
+    << "<img class=\"chart-svg\" src=\"" << html_escape(id) << ".svg\" alt=\"timeline of one step per run\" width=\""
+    << attribute("width") << "\" height=\"" << attribute("height") << "\" loading=\"lazy\">\n"
+    << "<figcaption><span class=\"what\">One training step per run (the step named in each panel), every "
     << "rank on a common time axis: the <em>main</em> row is the training thread (data, forward and backward "
     << "compute, optimizer; red where it waits on a collective), the <em>comm</em> row shows collectives in flight. "
-    << "Orange above blue is communication hidden behind compute; red is exposed. Hover a bar for its name and "
-    << "times. From rank&lt;r&gt;/timeline.json.</span><a href=\"" << html_escape(id) << ".svg\">SVG</a></figcaption>\n"
-    << "</figure>\n";
+    << "Orange above blue is communication hidden behind compute; red is exposed. Open the SVG and hover a bar for "
+    << "its name and times. From rank&lt;r&gt;/timeline.json.</span><a href=\"" << html_escape(id)
+    << ".svg\">SVG</a></figcaption>\n</figure>\n";
   return h.str();
 }
 

@@ -6,11 +6,12 @@
 Drives Chromium over the DevTools protocol (a WebSocket; the small client below uses only the standard library) and
 fails (exit 1, one line per problem) unless:
   - index.html loads, with no console error, no uncaught exception and no failed request;
-  - every inline chart (<figure class="chart"> <svg>) has a drawn size, and every PNG a figure links to loads as an
-    image with a non-zero size;
+  - every chart (<figure class="chart">: its linked <img class="chart-svg">, or an inline <svg>) has a drawn size and
+    its SVG loads as an image, and every PNG a figure links to loads as an image with a non-zero size;
   - every <table> has at least one row of data (a <td>);
   - the table of contents points at sections that exist.
-It writes REPORT_DIR/screenshot.png (the whole page) and prints one summary line. Exit 77 (ctest's skip) when
+It writes REPORT_DIR/screenshot.png (the whole page, or its first 4000 pixels where Chromium cannot capture it all)
+and prints one summary line. Exit 77 (ctest's skip) when
 Chromium is not installed, naming the package.
 """
 import argparse
@@ -128,15 +129,26 @@ class DevTools:
 # Runs in the page: what a reader would see, as one JSON value.
 PAGE_CHECKS = r"""
 (async () => {
-  const out = {charts: 0, empty_charts: [], pngs: 0, broken_pngs: [], tables: 0, empty_tables: [],
+  const out = {charts: 0, empty_charts: [], broken_charts: [], pngs: 0, broken_pngs: [], tables: 0, empty_tables: [],
                toc: 0, broken_toc: []};
+  const linked = [];  // charts linked as <img class="chart-svg" loading="lazy">: load them all now, as a reader would
   for (const fig of document.querySelectorAll('figure.chart')) {
-    const svg = fig.querySelector('svg');
-    if (!svg) continue;
+    const chart = fig.querySelector('img.chart-svg') || fig.querySelector('svg');
+    if (!chart) continue;
     out.charts++;
-    const box = svg.getBoundingClientRect();
+    if (chart.tagName === 'IMG') {
+      chart.loading = 'eager';
+      linked.push(new Promise(done => {
+        const fail = () => { out.broken_charts.push(fig.id + ' ' + chart.getAttribute('src')); done(); };
+        if (chart.complete) { if (chart.naturalWidth > 0) done(); else fail(); return; }
+        chart.addEventListener('load', () => { if (chart.naturalWidth > 0) done(); else fail(); });
+        chart.addEventListener('error', fail);
+      }));
+    }
+    const box = chart.getBoundingClientRect();
     if (!(box.width > 50 && box.height > 50)) out.empty_charts.push(fig.id + ' ' + box.width + 'x' + box.height);
   }
+  await Promise.all(linked);
   const pngs = [...document.querySelectorAll('a[href$=".png"]')].map(a => a.href);
   out.pngs = pngs.length;
   await Promise.all(pngs.map(src => new Promise(done => {
@@ -236,8 +248,9 @@ def main():
             elif method == "Network.loadingFailed":
                 problems.append(f"request failed: {p.get('errorText')} ({p.get('type')})")
         if seen["charts"] == 0:
-            problems.append("no inline chart on the page")
+            problems.append("no chart on the page")
         problems += [f"chart drawn without a size: {c}" for c in seen["empty_charts"]]
+        problems += [f"chart's SVG does not load as an image: {c}" for c in seen["broken_charts"]]
         if seen["pngs"] == 0:
             problems.append("no PNG linked from the page")
         problems += [f"PNG does not load as an image: {p}" for p in seen["broken_pngs"]]
@@ -245,7 +258,13 @@ def main():
             problems.append("no table on the page")
         problems += [f"table without a row of data: {t}" for t in seen["empty_tables"]]
         problems += [f"table of contents points nowhere: {t}" for t in seen["broken_toc"]]
-        shot = tools.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
+        try:
+            shot = tools.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
+        except RuntimeError as e:  # a full report is taller than Chromium captures at once: its first screens
+            if "too large" not in str(e):
+                raise
+            tools.call("Emulation.setDeviceMetricsOverride", width=1280, height=4000, deviceScaleFactor=1, mobile=False)
+            shot = tools.call("Page.captureScreenshot", format="png")
         screenshot = args.report_dir / "screenshot.png"
         screenshot.write_bytes(base64.b64decode(shot["data"]))
         print(f"browser_check: {index}: {seen['charts']} charts, {seen['pngs']} PNGs, {seen['tables']} tables, "

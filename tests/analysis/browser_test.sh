@@ -13,17 +13,22 @@ mapfile -t studies < <(find "$fixtures" -name scenario.json -printf '%h\n' | sor
   { echo "browser_test: dtlab-report failed:" >&2; tail -20 "$out/report.log" >&2; exit 1; }
 python3 "$here/browser_check.py" "$out/report"
 
-# The control: a copy with one PNG gone, a table without rows and a script that logs an error must fail, naming each.
+# The control: a copy with one PNG and one chart's SVG gone, a table without rows and a script that logs an error must
+# fail, naming each.
 cp -r "$out/report" "$out/broken"
 mapfile -t pngs < <(find "$out/broken" -name '*.png' ! -name screenshot.png | sort)
 png=${pngs[0]}
 rm "$png"
+mapfile -t svgs < <(find "$out/broken" -name '*.svg' | sort)
+svg=$(basename "${svgs[-1]}")
+rm "${svgs[-1]}"
 sed -i 's|</main>|<table><tr><th>empty</th></tr></table><script>console.error("planted error")</script></main>|' \
   "$out/broken/index.html"
 if python3 "$here/browser_check.py" "$out/broken" > "$out/broken.log" 2>&1; then
   echo "browser_test: the check passed a broken report" >&2; cat "$out/broken.log" >&2; exit 1
 fi
-for want in "PNG does not load as an image: file://$png" "table without a row of data" "console error: planted error"; do
+for want in "PNG does not load as an image: file://$png" "chart's SVG does not load as an image: chart-${svg%.svg} $svg" \
+  "table without a row of data" "console error: planted error"; do
   grep -qF "$want" "$out/broken.log" || { echo "browser_test: the check missed: $want" >&2; cat "$out/broken.log" >&2; exit 1; }
 done
-echo "browser_test: the control (a missing PNG, an empty table, a console error) failed as it must"
+echo "browser_test: the control (a missing PNG, a missing SVG, an empty table, a console error) failed as it must"

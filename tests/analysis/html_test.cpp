@@ -28,20 +28,5 @@ TEST(Html, NumberFormatting) {
   EXPECT_EQ(fmt_params(512), "512");
 }
 
-TEST(Html, SvgInliningDropsPrologAndPrefixesIds) {
-  const std::string svg =
-      "<?xml version=\"1.0\"?>\n<!DOCTYPE svg>\n<svg viewBox=\"0 0 10 10\">\n<title>Gnuplot</title>\n"
-      "<g id=\"gnuplot_canvas\"><path id='gpPt0'/><use xlink:href='#gpPt0'/><rect fill=\"url(#grad)\"/></g></svg>";
-  const std::string out = svg_for_inline(svg, "loss_a-", "Loss <a>");
-  EXPECT_EQ(out.rfind("<svg", 0), 0u) << out;
-  EXPECT_EQ(out.find("<?xml"), std::string::npos);
-  EXPECT_NE(out.find("id=\"loss_a-gnuplot_canvas\""), std::string::npos) << out;
-  EXPECT_NE(out.find("id='loss_a-gpPt0'"), std::string::npos) << out;
-  EXPECT_NE(out.find("href='#loss_a-gpPt0'"), std::string::npos) << out;
-  EXPECT_NE(out.find("url(#loss_a-grad)"), std::string::npos) << out;
-  EXPECT_NE(out.find("<title>Loss &lt;a&gt;</title>"), std::string::npos) << out;
-  EXPECT_EQ(svg_for_inline("not an svg", "p-", "t"), "");
-}
-
 }  // namespace
 }  // namespace dtlab::analysis

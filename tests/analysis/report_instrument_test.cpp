@@ -81,8 +81,10 @@ TEST(ReportInstrument, TimelineDrawsEveryRankAndSpan) {
   const FixtureTimelines t = fixture_timelines();
   ASSERT_EQ(t.runs, (std::vector<std::string>{"ddp", "fsdp"})) << "the old run has no timeline";
 
-  // one figure, also written as a standalone file
+  // one figure, its SVG a standalone file the page links (with the figure's size) rather than inlines
   EXPECT_EQ(count(r.html, "id=\"chart-timeline_overlap\""), 1u);
+  EXPECT_TRUE(contains(r.html, "<img class=\"chart-svg\" src=\"timeline_overlap.svg\"")) << r.html;
+  EXPECT_FALSE(contains(r.html, "<svg")) << r.html;
   const std::string file = read_text(tmp.path() / "timeline_overlap.svg");
   EXPECT_EQ(file.rfind("<?xml", 0), 0u);
   EXPECT_TRUE(contains(file, "xmlns=\"http://www.w3.org/2000/svg\""));
@@ -90,11 +92,11 @@ TEST(ReportInstrument, TimelineDrawsEveryRankAndSpan) {
   // a panel per run with timelines, named by run, strategy and the step recorded; two rows per rank
   for (const std::string& run : t.runs) {
     const json result = testing::fixture_json("instrument/overlap/" + run + "/result.json");
-    EXPECT_TRUE(contains(r.html, run + " — " + result["context"]["strategy"].get<std::string>() + ", step " +
-                                     std::to_string(t.ranks.at(run)[0]["step"].get<int>())))
+    EXPECT_TRUE(contains(file, run + " — " + result["context"]["strategy"].get<std::string>() + ", step " +
+                                   std::to_string(t.ranks.at(run)[0]["step"].get<int>())))
         << run;
   }
-  EXPECT_FALSE(contains(r.html, "single (old result) —"));
+  EXPECT_FALSE(contains(file, "single (old result) —"));
   EXPECT_EQ(count(file, ">rank 0 main</text>"), 2u);
   EXPECT_EQ(count(file, ">rank 1 main</text>"), 2u);
   EXPECT_EQ(count(file, ">comm</text>"), t.rank_files);
