@@ -19,11 +19,10 @@ constexpr double kMiB = 1024.0 * 1024.0;
 
 struct LayoutPoint {
   const RunResult* run = nullptr;
-  std::string series;    // the run name before '@'
   double rate_mbps = 0;  // the inter-node rate; 0 = one node or unshaped
   int tp = 1;
   bool sp = false;
-  bool tp_crosses_nodes = false;  // a tp group holds ranks of two nodes (consecutive ranks, ranks_per_node < tp)
+  bool tp_crosses_nodes = false;  // a tp group (consecutive ranks) holds ranks of two nodes: ranks_per_node % tp != 0
   double step_ms = 0, exposed_ms = 0, peak = 0;
   std::optional<double> model_step_ms, model_exposed_ms, model_peak;
 };
@@ -36,7 +35,6 @@ int tp_of(const RunResult& r) {
 LayoutPoint point_of(const RunResult& r) {
   LayoutPoint p;
   p.run = &r;
-  p.series = r.name.substr(0, r.name.find('@'));
   p.rate_mbps = r.inter_link_bps.value_or(0) / 1e6;
   p.tp = tp_of(r);
   p.sp = r.config.value("parallel", nlohmann::json::object()).value("sequence_parallel", false);
