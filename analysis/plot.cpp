@@ -110,9 +110,10 @@ std::string epilogue(const std::string& id) {
   return gp.str();
 }
 
-// The name of the measured series that `name` is the model of ("ddp (predicted)", "ddp (model)" -> "ddp"), or "".
+// The name of the measured series that `name` goes with ("ddp (predicted)", "ddp (model)", "ddp (out of memory)" ->
+// "ddp"), or "".
 std::string measured_name_of(const std::string& name) {
-  for (const std::string suffix : {" (predicted)", " (model)"})
+  for (const std::string suffix : {" (predicted)", " (model)", " (out of memory)"})
     if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
       return name.substr(0, name.size() - suffix.size());
   return "";
@@ -120,7 +121,8 @@ std::string measured_name_of(const std::string& name) {
 
 // The report's convention for a measurement and its model: a series "<name> (predicted)" (or "(model)") is drawn
 // dashed in the colour of the series "<name>", so a reader pairs them, and the measured series take the palette in
-// order. A chart with no such pair keeps its colours by position. Series with an explicit colour keep it.
+// order; "<name> (out of memory)" (points where runs stopped) takes the colour too. A chart with no such pair keeps
+// its colours by position. Series with an explicit colour keep it.
 std::vector<Series> with_paired_models(std::vector<Series> series) {
   std::map<std::string, std::size_t> measured;
   for (std::size_t i = 0; i < series.size(); ++i)
@@ -135,7 +137,7 @@ std::vector<Series> with_paired_models(std::vector<Series> series) {
     const auto base = measured.find(measured_name_of(s.name));
     if (base == measured.end()) continue;
     if (s.colour == 0) s.colour = series[base->second].colour;
-    s.dashed = true;
+    s.dashed = !s.points_only;
   }
   for (Series& s : series)
     if (s.colour == 0) s.colour = ++next;  // a model without its measurement
@@ -197,7 +199,9 @@ ChartFiles write_chart(const LineChart& chart, const fs::path& dir) {
     const char* style = s.points_only ? "points" : s.x.size() > 30 ? "lines" : "linespoints";
     gp << "  '" << c.id << ".dat' index " << i << " using 1:2 with " << style << " lt "
        << (s.colour > 0 ? s.colour : static_cast<int>(i) + 1) << (s.dashed ? " dt 2 lw 1.5" : "")
-       << (s.muted ? " lc rgb '#b0b0b0' pt 6 ps 0.9" : "") << " title " << gq(s.name);
+       << (s.muted ? " lc rgb '#b0b0b0' pt 6 ps 0.9" : "")
+       << (s.point_type > 0 ? " pt " + std::to_string(s.point_type) + " ps 1.6" : std::string())
+       << (s.in_legend ? " title " + gq(s.name) : std::string(" notitle"));
     if (!s.point_labels.empty())
       gp << ", \\\n  '" << c.id << ".dat' index " << i
          << " using 1:2:3 with labels offset char 0.6, char 0.7 left font ',10' tc rgb '#444444' notitle";

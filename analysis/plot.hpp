@@ -26,6 +26,8 @@ struct Series {
   bool muted = false;        // drawn in light grey (points that are not the result, e.g. oversubscribed runs)
   bool points_only = false;  // points without a line (points that do not form a curve)
   int colour = 0;            // > 0: the palette's colour number (a model line in its points' colour); 0: by position
+  int point_type = 0;        // > 0: gnuplot's point type, drawn larger (2: a cross, e.g. where a run stopped)
+  bool in_legend = true;     // false: no legend entry (the caption explains the marks)
   std::vector<std::string> point_labels = {};  // empty, or one text per point drawn beside it (its setting)
 };
 

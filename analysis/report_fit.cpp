@@ -15,7 +15,8 @@ namespace {
 std::string mib(double bytes) { return fmt_fixed(bytes / (1024.0 * 1024.0), 0) + " MiB"; }
 std::string millions(double params) { return fmt_fixed(params / 1e6, params < 1e7 ? 1 : 0) + " M"; }
 
-// Peak memory per rank against model size: measured where the run fit, predicted for every run, and the cap.
+// Peak memory per rank against model size: measured where the run fit, marked where it ran out of memory, predicted
+// for every run, and the cap.
 LineChart peak_chart(const FitLadder& ladder) {
   LineChart c;
   c.title = "Peak memory per rank vs model size";
@@ -25,12 +26,20 @@ LineChart peak_chart(const FitLadder& ladder) {
   double smallest = 1e300, largest = 0;
   for (const FitSeries& s : ladder.series) {
     Series measured{s.name, {}, {}}, predicted{s.name + " (predicted)", {}, {}};
+    // Where a run stopped: what it held plus what it asked for, in its series' colour (plot.cpp pairs the names).
+    Series stopped{s.name + " (out of memory)", {}, {}};
+    stopped.points_only = true;
+    stopped.point_type = 2;     // a cross
+    stopped.in_legend = false;  // the caption says what a cross is
     for (const FitCell& cell : s.cells) {
       smallest = std::min(smallest, cell.params / 1e6);
       largest = std::max(largest, cell.params / 1e6);
       if (cell.fits) {
         measured.x.push_back(cell.params / 1e6);
         measured.y.push_back(cell.peak_bytes / (1024.0 * 1024.0));
+      } else {
+        stopped.x.push_back(cell.params / 1e6);
+        stopped.y.push_back(cell.peak_bytes / (1024.0 * 1024.0));
       }
       if (cell.predicted_peak_bytes) {
         predicted.x.push_back(cell.params / 1e6);
@@ -39,6 +48,7 @@ LineChart peak_chart(const FitLadder& ladder) {
     }
     if (!measured.x.empty()) c.series.push_back(std::move(measured));
     if (!predicted.x.empty()) c.series.push_back(std::move(predicted));
+    if (!stopped.x.empty()) c.series.push_back(std::move(stopped));
   }
   const double cap = ladder.limit_bytes / (1024.0 * 1024.0);
   c.series.push_back({"cap (memory.limit)", {smallest, largest}, {cap, cap}});
@@ -127,7 +137,8 @@ std::string fit_part(SectionContext& ctx) {
     << takeaways(*ladder);
   h << chart_part("fit_peak",
                   "Peak device-side tensor memory per rank (offload's host buffers apart) against model size: measured "
-                  "for the runs that fit, the memory model's prediction for every run, and the cap.",
+                  "for the runs that fit (solid), a cross in the same colour where a run ran out of memory (what it "
+                  "held plus what it asked for), the memory model's prediction for every run (dashed), and the cap.",
                   [chart = peak_chart(*ladder)](const Scenario&) { return std::optional<Chart>(chart); })(ctx);
   std::set<std::string> step_set;
   std::vector<std::pair<double, std::string>> steps;  // by size

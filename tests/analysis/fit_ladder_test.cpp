@@ -85,6 +85,10 @@ TEST(FitLadder, ThePartTeachesFromTheRunsAndTheIntroListsTheStoppedRun) {
   EXPECT_TRUE(std::filesystem::exists(tmp.path() / "fit_peak_fit.png"));
   const std::string dat = testing::read_text(tmp.path() / "fit_peak_fit.dat");
   EXPECT_NE(dat.find(": cap (memory.limit)\n"), std::string::npos) << dat;
+  // The stopped run is marked where it stopped, in its series' colour (ddp's line comes first: lt 1).
+  EXPECT_NE(dat.find(": ddp (out of memory)\n"), std::string::npos) << dat;
+  const std::string gp = testing::read_text(tmp.path() / "fit_peak_fit.gp");
+  EXPECT_NE(gp.find("with points lt 1 pt 2 ps 1.6 notitle"), std::string::npos) << gp;
 
   std::ostringstream report_log;
   const std::filesystem::path out = tmp.path() / "report";
