@@ -58,6 +58,9 @@ struct BarChart {
   // y axis always starts at zero; each bar (or stack) is labelled with its value.
 };
 
+// The SVG size every chart is drawn at (gnuplot's svg terminal); the report gives its <img> this box.
+inline constexpr int kChartSvgWidth = 880, kChartSvgHeight = 400;
+
 struct ChartFiles {
   std::string id;
   std::filesystem::path dat;          // data, gnuplot blocks/columns

@@ -205,9 +205,9 @@ SectionPart chart_part(std::string kind, std::string caption, ChartBuilder build
     h << "<figure class=\"chart\" id=\"chart-" << html_escape(id) << "\">\n";
     if (error.empty()) {
       // Linked, not inlined: a full report has about 170 charts, and inlined they made index.html 12.5 MB; the
-      // browser fetches each SVG as it scrolls into view. 880 x 400 is the gnuplot SVG terminal's size (plot.cpp).
+      // browser fetches each SVG as it scrolls into view, in the box gnuplot drew it at (plot.hpp).
       h << "<img class=\"chart-svg\" src=\"" << html_escape(id) << ".svg\" alt=\"" << html_escape(title)
-        << "\" width=\"880\" height=\"400\" loading=\"lazy\">\n";
+        << "\" width=\"" << kChartSvgWidth << "\" height=\"" << kChartSvgHeight << "\" loading=\"lazy\">\n";
     } else {
       h << "<p class=\"problem\">Chart not rendered: " << html_escape(error) << "</p>\n";
     }

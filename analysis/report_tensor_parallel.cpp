@@ -11,6 +11,7 @@
 
 #include "analysis/html.hpp"
 #include "analysis/report.hpp"
+#include "lab/link_rate.hpp"
 
 namespace dtlab::analysis {
 namespace {
@@ -58,10 +59,8 @@ std::string layout_of(const LayoutPoint& p) {
   return s;
 }
 
-std::string rate_label(double mbps) {
-  if (mbps <= 0) return "one node";
-  return mbps >= 1000 ? fmt_fixed(mbps / 1000, mbps >= 10000 ? 0 : 1) + " Gbit/s" : fmt_fixed(mbps, 0) + " Mbit/s";
-}
+// The lab's way of writing a rate (lab/link_rate.hpp); a run on one node has none.
+std::string rate_label(double mbps) { return mbps <= 0 ? "one node" : describe_rate(mbps * 1e6); }
 
 std::string ms_pair(double measured, const std::optional<double>& model) {
   std::string s = fmt_fixed(measured, 0);

@@ -188,8 +188,7 @@ double svg_run_panel(std::ostream& svg, const TimelineLayout& l, const RunTimeli
 }
 
 // The whole figure: a legend, then one panel per run, all on one time axis so step lengths compare directly.
-std::string timeline_svg(const std::vector<RunTimeline>& runs) {
-  const TimelineLayout layout = layout_of(runs);
+std::string timeline_svg(const std::vector<RunTimeline>& runs, const TimelineLayout& layout) {
   std::ostringstream svg;
   svg_open(svg, layout);
   svg_legend(svg, layout);
@@ -206,7 +205,8 @@ std::string timeline_figure(SectionContext& ctx) {
   const std::vector<RunTimeline> runs = load_timelines(ctx.scenario, ctx.log, ctx.problems);
   if (runs.empty()) return "";
   const std::string id = "timeline_" + ctx.slug;
-  const std::string svg = timeline_svg(runs);
+  const TimelineLayout layout = layout_of(runs);
+  const std::string svg = timeline_svg(runs, layout);
   const fs::path file = ctx.out_dir / (id + ".svg");
   std::ofstream out(file, std::ios::binary);
   out << "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n" << svg;
@@ -217,15 +217,11 @@ std::string timeline_figure(SectionContext& ctx) {
   } else {
     ctx.log << "  chart " << id << ": " << file.filename().string() << "\n";
   }
-  // Linked, not inlined (a timeline of many runs is megabytes of SVG): the figure's own width and height keep its box.
-  const auto attribute = [&svg](const std::string& name) {
-    const std::size_t at = svg.find(" " + name + "=\""), begin = at == std::string::npos ? at : at + name.size() + 3;
-    return begin == std::string::npos ? std::string() : svg.substr(begin, svg.find('"', begin) - begin);
-  };
+  // Linked, not inlined (a timeline of many runs is megabytes of SVG), in the figure's own box.
   std::ostringstream h;
   h << "<figure class=\"chart\" id=\"chart-" << html_escape(id) << "\">\n"
     << "<img class=\"chart-svg\" src=\"" << html_escape(id) << ".svg\" alt=\"timeline of one step per run\" width=\""
-    << attribute("width") << "\" height=\"" << attribute("height") << "\" loading=\"lazy\">\n"
+    << fmt_svg(kWidth) << "\" height=\"" << fmt_svg(layout.height) << "\" loading=\"lazy\">\n"
     << "<figcaption><span class=\"what\">One training step per run (the step named in each panel), every "
     << "rank on a common time axis: the <em>main</em> row is the training thread (data, forward and backward "
     << "compute, optimizer; red where it waits on a collective), the <em>comm</em> row shows collectives in flight. "

@@ -77,7 +77,7 @@ TEST(TensorParallelReport, ThePlacementPenaltyIsMeasuredAgainstItsTwinAndThePred
                       testing::fixed(3000.0 / 900.0, 2) + ")."),
             std::string::npos)
       << html;
-  EXPECT_NE(html.find("<td>1.0 Gbit/s</td><td>ddp, tp 2 × dp 2, tp inside nodes</td><td>800 / 780</td>"),
+  EXPECT_NE(html.find("<td>1 Gbit/s</td><td>ddp, tp 2 × dp 2, tp inside nodes</td><td>800 / 780</td>"),
             std::string::npos)
       << html;
 }
