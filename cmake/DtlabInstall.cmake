@@ -35,13 +35,13 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/analysis/ DESTINATION ${CMAKE_INSTALL_IN
         FILES_MATCHING PATTERN "*.hpp" PATTERN "profiles" EXCLUDE)
 foreach(header
     lab/config.hpp lab/model_shape.hpp lab/cpu_features.hpp lab/dtype.hpp lab/link_rate.hpp lab/unit_layout.hpp
-    lab/node_layout.hpp lab/mesh.hpp lab/pipeline_schedule.hpp
+    lab/node_layout.hpp lab/mesh.hpp lab/pipeline_schedule.hpp lab/pipeline_split.hpp
     lab/results_schema.hpp lab/stats.hpp lab/process.hpp lab/launch.hpp lab/launch/cluster.hpp
     lab/instrument/trace.hpp lab/instrument/tensorboard.hpp lab/instrument/clock.hpp
     lab/atomic_file.hpp lab/checkpoint/safetensors.hpp lab/checkpoint/store.hpp
     strategies/spec.hpp strategies/catalog.hpp strategies/cost_plan.hpp strategies/ddp_buckets.hpp
     strategies/schedule_kit.hpp strategies/sharded_plan.hpp strategies/sharded/sharding.hpp
-    strategies/tensor_parallel_cost.hpp)
+    strategies/tensor_parallel_cost.hpp strategies/pipeline_cost.hpp)
   get_filename_component(header_dir ${header} DIRECTORY)
   install(FILES ${PROJECT_SOURCE_DIR}/${header} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/${header_dir})
 endforeach()

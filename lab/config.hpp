@@ -90,9 +90,15 @@ struct ParallelConfig {
   std::string activation_checkpointing = "none";  // none | full | selective
   int64_t checkpoint_every = 1;                   // full: checkpoint blocks 0, k, 2k, ... (1 = every block)
   // Model-parallel degrees of the device mesh (lab/mesh.hpp); the ranks left, world / (pp * cp * tp), are the
-  // data-parallel ones `strategy` runs over. pp, cp and ep are 1 until their dimension is built (validation says
+  // data-parallel ones `strategy` runs over. cp and ep are 1 until their dimension is built (validation says
   // "not yet").
   int64_t pp = 1;  // pipeline stages
+  // With pp > 1 (lab/train/pipeline_step.hpp): the schedule (gpipe | 1f1b | interleaved_1f1b | zero_bubble), the
+  // model chunks per rank (interleaved_1f1b), and where the stages begin ("" = blocks balanced; else the first block
+  // of each virtual stage after the first, comma-separated: lab/pipeline_split.hpp).
+  std::string pp_schedule = "1f1b";
+  int64_t pp_virtual_stages = 1;
+  std::string pp_split;
   int64_t cp = 1;  // context parallel: ranks that split one sequence
   int64_t tp = 1;  // tensor parallel: ranks that split each layer's weights
   int64_t ep = 1;  // expert parallel: borrowed from dp_shard * cp * tp (MoE only)

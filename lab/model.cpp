@@ -172,8 +172,9 @@ void GPT::set_counted_in_norm(const std::string& name, bool counted) {
 std::vector<ModelUnit> GPT::units() {
   static const char* kBlockNames[] = {"attn_norm", "wq", "wk", "wv", "wo", "mlp_norm", "w_gate", "w_up", "w_down"};
   std::vector<ModelUnit> out;
-  out.push_back({"embedding", {{"tok_embedding", &tok_embedding, true}}});
+  if (holds_unit(0)) out.push_back({"embedding", {{"tok_embedding", &tok_embedding, true}}});
   for (size_t l = 0; l < blocks.size(); ++l) {
+    if (!holds_unit(static_cast<int>(l) + 1)) continue;
     ModelUnit unit{"block." + std::to_string(l), {}};
     auto tensors = blocks[l].all();
     for (size_t i = 0; i < tensors.size(); ++i) {
@@ -182,9 +183,11 @@ std::vector<ModelUnit> GPT::units() {
     }
     out.push_back(std::move(unit));
   }
-  ModelUnit head_unit{"head", {{"final_norm", &final_norm, true}}};
-  if (lm_head.defined()) head_unit.params.push_back({"lm_head", &lm_head, false});
-  out.push_back(std::move(head_unit));
+  if (holds_unit(static_cast<int>(blocks.size()) + 1)) {
+    ModelUnit head_unit{"head", {{"final_norm", &final_norm, true}}};
+    if (lm_head.defined()) head_unit.params.push_back({"lm_head", &lm_head, false});
+    out.push_back(std::move(head_unit));
+  }
   for (auto& unit : out)
     for (auto& p : unit.params)
       p.counted_in_norm =
@@ -193,12 +196,33 @@ std::vector<ModelUnit> GPT::units() {
 }
 
 int64_t GPT::parameter_count() const {
-  int64_t n = tok_embedding.numel() + final_norm.numel() + (lm_head.defined() ? lm_head.numel() : 0);
+  const auto count = [](const at::Tensor& t) { return t.defined() ? t.numel() : int64_t{0}; };  // freed: not held
+  int64_t n = count(tok_embedding) + count(final_norm) + count(lm_head);
   for (const auto& b : blocks) {
     auto& mb = const_cast<BlockParams&>(b);
-    for (auto* t : mb.all()) n += t->numel();
+    for (auto* t : mb.all()) n += count(*t);
   }
   return n;
+}
+
+void GPT::keep_units(const std::vector<int>& units) {
+  const int last = static_cast<int>(blocks.size()) + 1;
+  std::vector<bool> held(static_cast<size_t>(last) + 1, false);
+  for (int m : units) {
+    if (m < 0 || m > last)
+      throw std::invalid_argument("GPT::keep_units: model unit " + std::to_string(m) + " is not in 0.." +
+                                  std::to_string(last));
+    held[static_cast<size_t>(m)] = true;
+  }
+  if (!held[0]) tok_embedding = at::Tensor();
+  for (size_t l = 0; l < blocks.size(); ++l)
+    if (!held[l + 1])
+      for (at::Tensor* t : blocks[l].all()) *t = at::Tensor();
+  if (!held[static_cast<size_t>(last)]) {
+    final_norm = at::Tensor();
+    lm_head = at::Tensor();
+  }
+  held_ = std::move(held);
 }
 
 }  // namespace dtlab

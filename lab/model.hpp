@@ -96,9 +96,14 @@ class GPT {
   const ParallelLinear& parallel_linear() const { return *parallel_; }
   void set_parallel_linear(std::shared_ptr<const ParallelLinear> parallel);
 
-  // Every parameter, in model order: embedding, blocks 0..L-1 (BlockParams order), final_norm, lm_head.
+  // Every parameter this rank holds, in model order: embedding, blocks 0..L-1 (BlockParams order), final_norm,
+  // lm_head. units(): the same by model unit (0 = embedding, 1..L = blocks, L + 1 = head), the held ones only.
   std::vector<ParamRef> parameters();
   std::vector<ModelUnit> units();
+  // A pipeline stage's plan keeps only the model units its chunks run (lab/train/pipeline_plan.hpp): the others'
+  // tensors are freed, and parameters(), units() and parameter_count() leave them out. Every unit is held until then.
+  void keep_units(const std::vector<int>& units);
+  bool holds_unit(int unit) const { return held_.empty() || held_[static_cast<size_t>(unit)]; }
   // Moves every parameter (still a leaf that requires grad) and the RoPE tables to `device`. The weights are made
   // on the host from the seed first, so a run on a GPU starts from the very weights of the CPU reference.
   void to(at::Device device);
@@ -114,6 +119,7 @@ class GPT {
   int64_t head_dim_;
   std::shared_ptr<const ParallelLinear> parallel_ = std::make_shared<ParallelLinear>();
   std::vector<std::string> not_counted_in_norm_;  // names, set by a model-parallel plan
+  std::vector<bool> held_;                        // per model unit; empty: every unit
   RopeTables rope_;
 };
 

@@ -4,6 +4,7 @@
 
 #include <stdexcept>
 
+#include "strategies/pipeline_cost.hpp"
 #include "strategies/tensor_parallel_cost.hpp"
 
 namespace dtlab {
@@ -68,6 +69,7 @@ CostPlan cost_plan(const Config& config, int rank) {
     throw std::invalid_argument("parallel.strategy=" + config.parallel.strategy + " has no cost plan in this build");
   CostPlan plan = spec.plan(config, rank);        // the data-parallel strategy's calls over its group
   add_tensor_parallel_collectives(plan, config);  // and each model-parallel dimension's over its own
+  add_pipeline_collectives(plan, config, rank);
   return plan;
 }
 

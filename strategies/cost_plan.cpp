@@ -2,9 +2,12 @@
 // state sizes (the dispatch by strategy id is the catalogue's: strategies/catalog.cpp).
 #include "strategies/cost_plan.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <utility>
+
+#include "lab/pipeline_split.hpp"
 
 namespace dtlab {
 
@@ -43,7 +46,36 @@ std::vector<ParamShape> param_shapes(const ModelConfig& m, int64_t tp) {
   return out;
 }
 
-std::vector<ParamShape> param_shapes(const Config& config) { return param_shapes(config.model, config.parallel.tp); }
+std::vector<int> units_on_rank(const Config& config, int rank) {
+  const int L = static_cast<int>(config.model.n_layers), P = static_cast<int>(config.parallel.pp);
+  std::vector<int> units;
+  if (P <= 1) {
+    for (int m = 0; m <= L + 1; ++m) units.push_back(m);
+    return units;
+  }
+  const int v = static_cast<int>(config.parallel.pp_virtual_stages);
+  const int pp_rank = static_cast<int>(rank / (config.world_size / P));  // pp outermost: blocks of world / P ranks
+  const auto stages = pipeline_stage_units(L, P * v, config.parallel.pp_split);
+  for (int c = 0; c < v; ++c)
+    for (int m : stages[static_cast<size_t>(c * P + pp_rank)]) units.push_back(m);
+  return units;
+}
+
+std::vector<ParamShape> param_shapes(const Config& config, int rank) {
+  std::vector<ParamShape> all = param_shapes(config.model, config.parallel.tp);
+  if (config.parallel.pp <= 1) return all;
+  const int L = static_cast<int>(config.model.n_layers);
+  const std::vector<int> units = units_on_rank(config, rank);
+  const auto unit_of = [L](const std::string& name) {
+    if (name == "tok_embedding") return 0;
+    if (name.rfind("block.", 0) == 0) return std::stoi(name.substr(6)) + 1;
+    return L + 1;  // final_norm, lm_head
+  };
+  std::vector<ParamShape> held;
+  for (ParamShape& p : all)
+    if (std::find(units.begin(), units.end(), unit_of(p.name)) != units.end()) held.push_back(std::move(p));
+  return held;
+}
 
 DataParallelGroup data_parallel_group(const Config& config) {
   const int64_t model_parallel = config.parallel.pp * config.parallel.cp * config.parallel.tp;

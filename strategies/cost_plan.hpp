@@ -61,8 +61,11 @@ struct ParamShape {
   std::string split_by = {};  // the mesh dimension that splits it ("tp"), empty when every rank holds it whole
 };
 std::vector<ParamShape> param_shapes(const ModelConfig& model, int64_t tp = 1);
-// The layout's shapes for a config (its parallel.tp).
-std::vector<ParamShape> param_shapes(const Config& config);
+// The layout's shapes for a config on `rank`: its parallel.tp slices, and under parallel.pp > 1 only the parameters
+// of the pipeline stage(s) that rank runs (lab/pipeline_split.hpp; pp is the mesh's outermost dimension).
+std::vector<ParamShape> param_shapes(const Config& config, int rank = 0);
+// The model units (0 = embedding, 1..L = blocks, L + 1 = head) `rank` runs: every unit without pipeline stages.
+std::vector<int> units_on_rank(const Config& config, int rank);
 
 // The data-parallel group of the config's mesh (lab/mesh.hpp: pp, dp_replicate, dp_shard, cp, tp, outermost first)
 // as the plans see it: its size, world / (pp * cp * tp) (the rule of lab/config.hpp data_parallel_size; the plans do

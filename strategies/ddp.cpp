@@ -119,6 +119,12 @@ class DdpStrategy final : public Strategy {
     return runner_.backward(loss, static_cast<double>(dp_size_), rank_);  // the mean over dp ranks: finish_gradients
   }
 
+  // The pipeline's backwards each reach only some parameters; the buckets all go in finish_gradients.
+  std::optional<PipelineAccess> pipeline_access() override {
+    sync_ = false;
+    return PipelineAccess{.model = model_, .loss_factor = static_cast<double>(dp_size_)};
+  }
+
   void on_grad_ready(size_t index) {
     if (!sync_) return;
     Bucket& bucket = buckets_[bucket_of_[index]];

@@ -58,7 +58,7 @@ void add_bucket_all_reduce(CostPlan& plan, const Config& config, int rank, int b
 CostPlan ddp_plan(const Config& config, int rank) {
   CostPlan plan;
   plan.strategy = "ddp";
-  const auto shapes = param_shapes(config);  // this rank's slices under tensor parallelism
+  const auto shapes = param_shapes(config, rank);  // this rank's slices (tp) of its stage's parameters (pp)
   std::vector<int64_t> grad_bytes;
   int64_t numel = 0;
   for (const auto& p : shapes) {

@@ -5,6 +5,8 @@
 #include "analysis/cost/checkpoint_model.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <optional>
@@ -15,6 +17,7 @@
 #include "analysis/cost/memory_model.hpp"
 #include "analysis/cost/step_model.hpp"
 #include "lab/node_layout.hpp"
+#include "lab/pipeline_schedule.hpp"
 #include "strategies/catalog.hpp"
 #include "strategies/cost_plan.hpp"
 
@@ -40,6 +43,47 @@ std::string label_of(const Config& config, const MachineProfile* profile, std::v
   return "prediction";
 }
 
+// A pipeline stage's memory: the plan's state (this rank's stage parameters), its blocks' activations for one
+// micro-batch times the most micro-batches the schedule keeps in flight on this rank (its replay,
+// lab/pipeline_schedule.hpp), and the logits only where the head is.
+MemoryPrediction pipeline_stage_memory(const dtlab::Config& config, const CostPlan& plan, const std::string& backend,
+                                       int rank) {
+  const int L = static_cast<int>(config.model.n_layers), P = static_cast<int>(config.parallel.pp);
+  const std::vector<int> units = units_on_rank(config, rank);
+  dtlab::Config stage = config;
+  stage.parallel.pp = 1;
+  stage.parallel.pp_virtual_stages = 1;
+  stage.parallel.pp_split.clear();
+  stage.model.n_layers = std::count_if(units.begin(), units.end(), [L](int m) { return m >= 1 && m <= L; });
+  MemoryPrediction memory = predict_memory(stage, plan, backend);
+  const PipeShape shape{.stages = P,
+                        .micro_batches = static_cast<int>(std::max<int64_t>(1, config.train.accumulation)),
+                        .virtual_stages = static_cast<int>(config.parallel.pp_virtual_stages)};
+  const PipeSchedule schedule = parse_pipe_schedule(config.parallel.pp_schedule).value_or(PipeSchedule::one_f_one_b);
+  const PipeTimes times =
+      schedule == PipeSchedule::zero_bubble ? PipeTimes{.forward = 1, .backward = 1, .weight = 1} : PipeTimes{};
+  const double in_flight = replay_pipe_program(pipe_program(schedule, shape), shape, times)
+                               .peak_in_flight[static_cast<size_t>(rank / (config.world_size / P))];
+  const bool holds_head = std::find(units.begin(), units.end(), L + 1) != units.end();
+  memory.activations = std::llround(static_cast<double>(memory.activations) * in_flight);
+  memory.logits = holds_head ? std::llround(static_cast<double>(memory.logits) * in_flight) : 0;
+  memory.peak = memory.params + memory.grads + memory.optimizer + memory.buffers + memory.activations + memory.logits +
+                memory.comm_staging + memory.ring_scratch;
+  memory.device_peak = memory.peak - memory.host;
+  char line[200];
+  std::snprintf(line, sizeof line,
+                "pipeline stage: %lld blocks, activations x %.3g micro-batches in flight (%s), logits %s",
+                static_cast<long long>(stage.model.n_layers), in_flight, pipe_schedule_name(schedule),
+                holds_head ? "here (the head's stage)" : "on the last stage only");
+  memory.notes.emplace_back(line);
+  return memory;
+}
+
+MemoryPrediction memory_of(const dtlab::Config& config, const CostPlan& plan, const std::string& backend, int rank) {
+  return config.parallel.pp > 1 ? pipeline_stage_memory(config, plan, backend, rank)
+                                : predict_memory(config, plan, backend);
+}
+
 // Memory per rank by category of the same job at 1, 2, 4, ... 1024 ranks with the same per-rank batch (micro-batch
 // and accumulation kept, the global batch grown with the world); sizes the strategy cannot run at (e.g. HYBRID's
 // shard group larger than the world) are left out.
@@ -56,7 +100,7 @@ nlohmann::json memory_by_world(const dtlab::Config& config, const std::string& b
     } catch (const dtlab::ConfigError&) {
       continue;
     }
-    const MemoryPrediction m = predict_memory(c, cost_plan(c, 0), backend);
+    const MemoryPrediction m = memory_of(c, cost_plan(c, 0), backend, 0);
     out.push_back({{"world_size", world},
                    {"params", m.params},
                    {"grads", m.grads},
@@ -99,7 +143,7 @@ nlohmann::json predict(const dtlab::Config& config, const MachineProfile* profil
   const std::string backend = profile                             ? profile->comm.intra_node.backend
                               : config.parallel.backend == "nccl" ? std::string("nccl")
                                                                   : std::string("gloo");
-  const MemoryPrediction memory = predict_memory(config, plan, backend);
+  const MemoryPrediction memory = memory_of(config, plan, backend, rank);
   notes.insert(notes.end(), memory.notes.begin(), memory.notes.end());
   j["memory_bytes"] = {{"params", memory.params},
                        {"grads", memory.grads},
@@ -123,7 +167,11 @@ nlohmann::json predict(const dtlab::Config& config, const MachineProfile* profil
                           {"time_ms", std::move(time_ms)}};
   };
   nlohmann::json by_op = nlohmann::json::array();
-  if (profile) {
+  if (profile && config.parallel.pp > 1)
+    notes.push_back(
+        "pipeline stages: the step time (compute, bubble, sends) is not modelled yet; `dtlab pp-schedule` "
+        "gives the schedule's bubble");
+  if (profile && config.parallel.pp == 1) {
     notes.insert(notes.end(), profile->adjustments.begin(), profile->adjustments.end());
     const StepPrediction step = predict_step(config, plan, *profile);
     notes.insert(notes.end(), step.notes.begin(), step.notes.end());
@@ -154,7 +202,9 @@ nlohmann::json predict(const dtlab::Config& config, const MachineProfile* profil
         {"bytes_per_step", plan.step_bytes()}, {"time_ms", null}, {"exposed_ms", null}, {"overlap_lost_ms", null},
         {"overlap_lost_in_node_ms", null},     {"by_op", by_op}};
     for (const char* key : {"compute_ms", "optimizer_ms", "offload_ms", "step_ms", "tokens_per_s"}) j[key] = null;
-    notes.push_back("no machine profile: memory and bytes only (pass --profile, e.g. analysis/profiles/h100_sxm.json)");
+    if (!profile)
+      notes.push_back(
+          "no machine profile: memory and bytes only (pass --profile, e.g. analysis/profiles/h100_sxm.json)");
   }
   if (!config.checkpoint.dir.empty()) {  // checkpoints are saved: what each save writes, and how long it takes
     const CheckpointPrediction c =
@@ -181,7 +231,7 @@ std::optional<CollectivesChoice> choose_collectives(const dtlab::Config& config,
   // Only a strategy that reads parallel.collectives (its catalogue entry's keys) has the choice.
   const auto& keys = strategy_spec(config.parallel.strategy).keys;
   const bool reads_collectives = std::find(keys.begin(), keys.end(), "parallel.collectives") != keys.end();
-  if (!reads_collectives || config.parallel.collectives != "auto" ||
+  if (!reads_collectives || config.parallel.collectives != "auto" || config.parallel.pp > 1 ||
       !job_spans_nodes(config.world_size, config.ranks_per_node))
     return std::nullopt;
   // A strategy that refuses the hierarchical form of this config (a sharded one with Gloo's reduce-scatter) keeps

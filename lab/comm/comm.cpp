@@ -351,6 +351,33 @@ void Comm::exchange(at::Tensor& send_buf, int to, at::Tensor& recv_buf, int from
   });
 }
 
+CommHandle Comm::send(at::Tensor& tensor, int to, int p2p_tag, const std::string& tag) {
+  auto record = start_record("send", "backend", tensor, static_cast<int64_t>(tensor.nbytes()), tag);
+  at::Tensor wire = staged(tensor) ? wire_copy(tensor) : tensor;
+  std::vector<at::Tensor> list{wire};
+  try {
+    return track(backend_->send(list, to, p2p_tag), record, /*has_completion_callback=*/false,
+                 [wire] { (void)wire; });  // the staged copy lives until the send is done
+  } catch (const std::exception& e) {
+    rethrow_failure(record->record, e);
+  }
+}
+
+CommHandle Comm::recv(at::Tensor& tensor, int from, int p2p_tag, const std::string& tag) {
+  auto record = start_record("recv", "backend", tensor, static_cast<int64_t>(tensor.nbytes()), tag);
+  const bool stage = staged(tensor);
+  at::Tensor wire = stage ? wire_copy(tensor) : tensor;
+  std::vector<at::Tensor> list{wire};
+  try {
+    return track(backend_->recv(list, from, p2p_tag), record, /*has_completion_callback=*/false,
+                 [stage, wire, target = tensor]() mutable {
+                   if (stage) target.copy_(wire);
+                 });
+  } catch (const std::exception& e) {
+    rethrow_failure(record->record, e);
+  }
+}
+
 std::vector<CollectiveRecord> Comm::records() const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<CollectiveRecord> out;

@@ -125,6 +125,13 @@ class Comm {
   // uses; successive exchanges between a pair match in order. (comm-bench's point-to-point line.)
   void exchange(at::Tensor& send_buf, int to, at::Tensor& recv_buf, int from, const std::string& tag = "");
 
+  // Point-to-point, asynchronous (pipeline stages): send `tensor` to group rank `to`, or receive into it from group
+  // rank `from`, matched with the peer's call by `p2p_tag`. Tags from kPipelineP2pTagBase up are the caller's (the
+  // ring's and exchange()'s lie below). Recorded as op "send" / "recv" with the tensor's bytes; the end is stamped
+  // when wait() returns, and the tensor must stay untouched until then. Not part of the desync check.
+  static constexpr int kPipelineP2pTagBase = 1 << 30;
+  CommHandle send(at::Tensor& tensor, int to, int p2p_tag, const std::string& tag = "");
+  CommHandle recv(at::Tensor& tensor, int from, int p2p_tag, const std::string& tag = "");
   // Copies of the records so far (thread-safe).
   std::vector<CollectiveRecord> records() const;
   // Copies of records [first, record_count()) — the collectives issued since an earlier record_count().

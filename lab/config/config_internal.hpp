@@ -110,6 +110,9 @@ Config finish(Config config, const Sources& sources, const std::string& origin);
 void check_key(const KeySpec& k, const Config& config);  // throws Problem if the key's own rule fails
 void derive_accumulation(Config& config);                // fills train.accumulation = 0 where it divides exactly
 void check_rules(const Config& config);                  // every rule; throws Problem
+// parallel.pp > 1 (config_pipeline_rules.cpp): the schedule, the split and what a pipeline run cannot do yet; the
+// pipeline keys left at their defaults with parallel.pp = 1. REQUIRES the batch rules hold (accumulation derived).
+void check_pipeline_rules(const Config& config);
 // memory.limit's bytes (0 for none), or nullopt when `text` is neither none nor a size with a binary unit.
 std::optional<int64_t> memory_limit_of(const std::string& text);
 std::string memory_limit_refusal(const std::string& text);  // the error for such a text

@@ -87,9 +87,7 @@ void check_mesh_rules(const Config& c) {
     const char* key;
     int64_t value;
     const char* what;
-  } unbuilt[] = {{"parallel.pp", p.pp, "pipeline parallelism"},
-                 {"parallel.cp", p.cp, "context parallelism"},
-                 {"parallel.ep", p.ep, "expert parallelism"}};
+  } unbuilt[] = {{"parallel.cp", p.cp, "context parallelism"}, {"parallel.ep", p.ep, "expert parallelism"}};
   for (const auto& u : unbuilt)
     if (u.value != 1)
       throw Problem{u.key, std::string(u.key) + "=" + n(u.value) + ": " + u.what +
@@ -161,6 +159,8 @@ void check_cross_rules(const Config& c) {
     throw Problem{"parallel.shard_size",
                   "parallel.shard_size=" + n(p.shard_size) + " does not divide world_size=" + n(c.world_size) +
                       "; choose a divisor of " + n(c.world_size) + ", or 0 for one group of all ranks"};
+
+  check_pipeline_rules(c);
 
   const PrecisionConfig& x = c.precision;
   if (x.loss_scale == "dynamic" && x.param_dtype != "fp16")

@@ -1,12 +1,14 @@
 // fault_injection.cpp: parses the DTLAB_INJECT_* variables once and acts at the named points (see the header).
 #include "lab/dist/fault_injection.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -151,8 +153,12 @@ Specs parse_specs() {
   }
   if (const char* spec = std::getenv("DTLAB_INJECT_MUTATION"); spec && *spec) {
     s.mutation = spec;
-    if (s.mutation != "drop_world_factor" && s.mutation != "sum_hybrid_replicas" && s.mutation != "skip_bucket")
-      bad("DTLAB_INJECT_MUTATION", spec, "is not one of drop_world_factor | sum_hybrid_replicas | skip_bucket");
+    static const char* const kMutations[] = {"drop_world_factor", "sum_hybrid_replicas", "skip_bucket",
+                                             "drop_micro_batch_grad", "skip_weight_pass"};
+    if (std::find(std::begin(kMutations), std::end(kMutations), s.mutation) == std::end(kMutations))
+      bad("DTLAB_INJECT_MUTATION", spec,
+          "is not one of drop_world_factor | sum_hybrid_replicas | skip_bucket | drop_micro_batch_grad | "
+          "skip_weight_pass");
     std::fprintf(stderr, "fault injection: MUTATION %s is active: this process trains with a deliberate bug\n", spec);
   }
   if (const char* spec = std::getenv("DTLAB_INJECT_DESYNC"); spec && *spec) {

@@ -17,6 +17,8 @@
 //       drop_world_factor    gradients are not divided by the data-parallel size (a sum, not a mean)
 //       sum_hybrid_replicas  fsdp_hybrid sums its replicas instead of averaging them
 //       skip_bucket          ddp never all-reduces its first bucket (its gradients stay local)
+//       drop_micro_batch_grad  a pipeline stage's backward of micro-batch 1 gets a zero output gradient
+//       skip_weight_pass     zero_bubble's W (the weight gradients) never runs
 //   DTLAB_INJECT_DESYNC="RANK:CALL:KIND[@GROUP]" RANK's backend collective CALL on GROUP (default world) — CALL is
 //       a call number (from 0, as the desync check's messages count) or a tag (its first call with that tag, e.g.
 //       ddp.bucket.0) — is skipped (KIND=skip: not issued, its handle done at once) or issued on a scratch tensor

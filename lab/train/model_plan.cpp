@@ -6,6 +6,7 @@
 
 #include "lab/dist/mesh_comms.hpp"
 #include "lab/model.hpp"
+#include "lab/train/pipeline_plan.hpp"
 #include "lab/train/tensor_parallel_plan.hpp"
 
 namespace dtlab {
@@ -26,10 +27,13 @@ std::vector<ParamSplit> IdentityPlan::splits(GPT& model) const {
 
 std::unique_ptr<ModelParallelPlan> make_model_plan(const Config& config) {
   const ParallelConfig& p = config.parallel;
-  for (const auto& [key, degree] : {std::pair<const char*, int64_t>{"parallel.pp", p.pp}, {"parallel.cp", p.cp}})
-    if (degree > 1)
-      throw std::invalid_argument(std::string(key) + "=" + std::to_string(degree) +
-                                  ": this model-parallel dimension is not built yet; use " + key + "=1");
+  if (p.cp > 1)
+    throw std::invalid_argument("parallel.cp=" + std::to_string(p.cp) +
+                                ": this model-parallel dimension is not built yet; use parallel.cp=1");
+  if (p.pp > 1 && p.tp > 1)
+    throw std::invalid_argument("parallel.pp=" + std::to_string(p.pp) + " with parallel.tp=" + std::to_string(p.tp) +
+                                ": pipeline x tensor parallel is not built yet; choose one of them");
+  if (p.pp > 1) return std::make_unique<PipelinePlan>(config);
   if (p.tp > 1) return std::make_unique<TensorParallelPlan>(p.sequence_parallel);
   return std::make_unique<IdentityPlan>();
 }

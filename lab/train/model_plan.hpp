@@ -6,7 +6,7 @@
 // every parameter (which mesh dimension splits which axis), which checkpoints and the cost models read. Built:
 // the identity plan (every rank holds the whole model, parallel.tp = parallel.pp = 1). Tensor parallelism is a plan
 // that splits wq/wk/wv/w_gate/w_up by rows and wo/w_down by columns over tp; a pipeline stage's plan keeps only its
-// blocks.
+// chunks' units (lab/train/pipeline_plan.hpp).
 //
 //   std::unique_ptr<ModelParallelPlan> plan = make_model_plan(config);
 //   plan->apply(*model, comms);                   // lab/dist/mesh_comms.hpp
@@ -26,12 +26,13 @@ namespace dtlab {
 class GPT;
 class MeshComms;
 
-// How one parameter is laid out over the mesh: split along `axis` of its full shape over `dim`, or replicated
-// (dim empty) on every rank of the model-parallel dimensions.
+// How one parameter is laid out over the mesh: split along `axis` of its full shape over `dim`, held whole by one
+// rank of `dim` (axis -1: a pipeline stage's), or replicated (dim empty) on every rank of the model-parallel
+// dimensions.
 struct ParamSplit {
   std::string name;            // as GPT::parameters() names it
   std::optional<MeshDim> dim;  // nullopt: replicated
-  int axis = -1;               // the axis of the full tensor the split cuts; -1 when replicated
+  int axis = -1;               // the axis of the full tensor the split cuts; -1 when replicated or held whole
 };
 
 class ModelParallelPlan {
@@ -56,9 +57,9 @@ class IdentityPlan final : public ModelParallelPlan {
   std::vector<ParamSplit> splits(GPT& model) const override;
 };
 
-// The plan the config's model-parallel degrees ask for: the tensor-parallel plan for parallel.tp > 1
-// (lab/train/tensor_parallel_plan.hpp), else the identity. parallel.pp > 1 and parallel.cp > 1 are refused until
-// their plans are built (config validation refuses them first, with the same rule).
+// The plan the config's model-parallel degrees ask for: the pipeline plan for parallel.pp > 1, the tensor-parallel
+// plan for parallel.tp > 1 (lab/train/tensor_parallel_plan.hpp), else the identity. parallel.cp > 1 and pp with tp
+// are refused until built (config validation refuses them first, with the same rule).
 std::unique_ptr<ModelParallelPlan> make_model_plan(const Config& config);
 
 }  // namespace dtlab

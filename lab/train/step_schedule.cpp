@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "lab/memory.hpp"
+#include "lab/train/pipeline_step.hpp"
 #include "lab/train/strategy.hpp"
 
 namespace dtlab {
@@ -25,10 +26,8 @@ double AccumulationSchedule::run(int64_t step, double loss_weight, const MicroBa
   return local_loss;
 }
 
-std::unique_ptr<StepSchedule> make_step_schedule(const Config& config, int64_t micro_batches) {
-  if (config.parallel.pp > 1)
-    throw std::invalid_argument("parallel.pp=" + std::to_string(config.parallel.pp) +
-                                ": pipeline schedules are not built yet; use parallel.pp=1");
+std::unique_ptr<StepSchedule> make_step_schedule(const Config& config, int64_t micro_batches, MeshComms& comms) {
+  if (config.parallel.pp > 1) return std::make_unique<PipelineStepSchedule>(config, micro_batches, comms);
   return std::make_unique<AccumulationSchedule>(micro_batches);
 }
 

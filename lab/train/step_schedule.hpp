@@ -2,10 +2,10 @@
 //
 // The trainer asks the schedule to run a step; the schedule decides which micro-batch runs when and hands each to
 // the data-parallel strategy (lab/train/strategy.hpp), which runs the model through lab/train/model_runner.hpp.
-// Today's schedule is gradient accumulation: micro-batches 0..m-1 in order, forward then backward each, the
-// strategy told which one is the last (it communicates then). A pipeline schedule (GPipe, 1F1B, ...) is another
-// StepSchedule: it interleaves the forwards and backwards of its stage's micro-batches with sends and receives on
-// the pp group, and the trainer around it does not change.
+// Without pipeline stages it is gradient accumulation: micro-batches 0..m-1 in order, forward then backward each,
+// the strategy told which one is the last (it communicates then). A pipeline schedule (GPipe, 1F1B, ...;
+// lab/train/pipeline_step.hpp) is another StepSchedule: it interleaves the forwards and backwards of its stage's
+// micro-batches with sends and receives on the pp group, and the trainer around it does not change.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +18,7 @@
 
 namespace dtlab {
 
+class MeshComms;
 class Strategy;
 
 // The micro-batch `micro` of step `step`, on the training device (the trainer's sampler and data phase).
@@ -46,8 +47,8 @@ class AccumulationSchedule final : public StepSchedule {
   double run(int64_t step, double loss_weight, const MicroBatchSource& batches, Strategy& strategy) override;
 };
 
-// The schedule the config asks for, over `micro_batches` micro-batches per data-parallel rank and step.
-// parallel.pp > 1 (a pipeline schedule) is refused until pipeline parallelism is built.
-std::unique_ptr<StepSchedule> make_step_schedule(const Config& config, int64_t micro_batches);
+// The schedule the config asks for, over `micro_batches` micro-batches per data-parallel rank and step: with
+// parallel.pp > 1 the pipeline's (lab/train/pipeline_step.hpp, over comms' pp group), else accumulation.
+std::unique_ptr<StepSchedule> make_step_schedule(const Config& config, int64_t micro_batches, MeshComms& comms);
 
 }  // namespace dtlab

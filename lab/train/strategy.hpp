@@ -8,6 +8,7 @@
 //   wrap(model, config, comms); layout();    // once: which ranks share data (the sampler, the loss sum)
 //   zero_grad();
 //   schedule: for each micro-step m: loss += forward_backward(batch_m, loss_weight, m == last);
+//             (a pipeline schedule runs the model's chunks itself through pipeline_access() instead)
 //   finish_gradients();                       // all communication done, gradients final (maybe sharded)
 //   norm = sqrt(grad_sum_of_squares());       // global over ranks and shards
 //   if clipping: scale_gradients(clip / (norm + 1e-6));
@@ -20,6 +21,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -66,6 +68,14 @@ struct StatePiece {
   bool written_here = true;  // ranks that hold the same piece (replicas): only one of them writes it
 };
 
+// What a strategy hands a pipeline schedule (lab/train/pipeline_step.hpp), which runs this rank's model chunks
+// itself, one forward or backward at a time: the model as wrapped, and the factor its backward multiplies the last
+// stage's loss by (the data-parallel size, which finish_gradients divides out again).
+struct PipelineAccess {
+  std::shared_ptr<GPT> model;
+  double loss_factor = 1.0;
+};
+
 class Strategy {
  public:
   virtual ~Strategy() = default;
@@ -85,6 +95,11 @@ class Strategy {
   // and data-parallel ranks are the gradient of the global mean loss. Returns this micro-batch's weighted loss.
   // `is_last_micro`: the last micro-step of the step (strategies communicate only then).
   virtual double forward_backward(const Batch& batch, double loss_weight, bool is_last_micro) = 0;
+
+  // Under a pipeline schedule instead of forward_backward: the strategy accumulates the gradients of the schedule's
+  // separate backwards and communicates them all in finish_gradients. nullopt: it cannot run under a pipeline yet
+  // (config validation refuses that first). REQUIRES: wrap() was called.
+  virtual std::optional<PipelineAccess> pipeline_access() { return std::nullopt; }
 
   // Completes gradient communication; afterwards every gradient this rank owns is final.
   virtual void finish_gradients() = 0;

@@ -320,7 +320,7 @@ void run_training(const Config& config, Strategy& strategy, World& world, const 
   const ParallelLayout layout = strategy.layout();
   check_layout(layout, strategy, mesh, t);
   const int64_t accumulation = t.global_batch / (t.micro_batch * layout.dp_size);
-  const std::unique_ptr<StepSchedule> schedule = make_step_schedule(config, accumulation);
+  const std::unique_ptr<StepSchedule> schedule = make_step_schedule(config, accumulation, comms);
   Sampler sampler(*source, config.model.seq_len, t.global_batch, t.micro_batch, accumulation, layout.dp_rank,
                   layout.dp_size, config.data.seed, config.data.mask_token);
   // A checkpoint to continue from (checkpoint.resume), then the saver of this run's checkpoints.
@@ -351,10 +351,12 @@ void run_training(const Config& config, Strategy& strategy, World& world, const 
   result[schema::kContext][schema::kAttention] = attention;
   if (world.is_main() && options.print_config) {
     std::printf("%s", format_table(config).c_str());
-    const std::string on_this_rank = config.parallel.tp > 1
-                                         ? " (each rank holds " + std::to_string(model->parameter_count()) +
-                                               ": its tp " + std::to_string(config.parallel.tp) + " slices)"
-                                         : "";
+    const std::string on_this_rank =
+        config.parallel.tp > 1 ? " (each rank holds " + std::to_string(model->parameter_count()) + ": its tp " +
+                                     std::to_string(config.parallel.tp) + " slices)"
+        : config.parallel.pp > 1 ? " (rank 0 holds " + std::to_string(model->parameter_count()) +
+                                       ": its pipeline stage's, schedule " + schedule->id() + ")"
+                                 : "";
     std::printf(
         "model: %lld parameters%s, %.3g training FLOPs/token | strategy %s | world %d | %d threads/rank | device %s\n",
         static_cast<long long>(counts.params), on_this_rank.c_str(), counts.flops_per_token, strategy.id().c_str(),

@@ -4,6 +4,7 @@
 // killed mid-run).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <regex>
 #include <set>
@@ -34,7 +35,8 @@ struct ParityCase {
   std::vector<std::string> extra = {};    // modifiers and shape overrides
   std::string label = "";                 // appended to the test name
   std::string program = "strategy_rank";  // strategy_rank_toy: linked with the toy catalogue (toy/catalog.def)
-  int tp = 1;                             // parallel.tp: the data-parallel ranks are world / tp
+  int tp = 1;                             // parallel.tp: the data-parallel ranks are world / (tp * pp)
+  int pp = 1;                             // parallel.pp (the schedule and its keys go in `extra`)
 };
 
 // Readable parameters in test logs (instead of gtest's byte dump).
@@ -67,15 +69,17 @@ const std::string kFileData = "<file-data>";
 TEST_P(Parity, LossGradNormAndEveryParameterMatchTheReferenceAtEveryStep) {
   const auto& c = GetParam();
   const int global = c.world == 3 ? 6 : 8;
-  const int micro = global / (c.world / c.tp * c.accumulation);
+  const int micro = global / (c.world / (c.tp * c.pp) * c.accumulation);
   std::vector<std::string> args = {"parallel.strategy=" + c.strategy,
                                    "train.optimizer=" + c.optimizer,
                                    "train.micro_batch=" + std::to_string(micro),
                                    "train.steps=10",
                                    "train.global_batch=" + std::to_string(global),
-                                   "parallel.tp=" + std::to_string(c.tp)};
-  // Replicas are whole-model copies over the world; under tp the ranks of a tp group hold different slices.
-  const bool replicated = (c.strategy == "ddp" || c.strategy == "fsdp_no_shard") && c.tp == 1;
+                                   "parallel.tp=" + std::to_string(c.tp),
+                                   "parallel.pp=" + std::to_string(c.pp)};
+  // Replicas are whole-model copies over the world; under tp the ranks of a tp group hold different slices, under
+  // pp different stages.
+  const bool replicated = (c.strategy == "ddp" || c.strategy == "fsdp_no_shard") && c.tp == 1 && c.pp == 1;
   if (replicated) args.insert(args.begin(), "--check-replicas");
   // Tensor parallelism sums the split matmuls in another order; AdamW turns that into a different step for an
   // element whose gradient is near zero, so its parameters are compared per tensor (strategy_rank.cpp).
@@ -159,6 +163,46 @@ std::vector<ParityCase> tensor_parallel_matrix() {
 }
 
 INSTANTIATE_TEST_SUITE_P(TensorParallel, Parity, ::testing::ValuesIn(tensor_parallel_matrix()), case_name);
+
+// Pipeline parallelism (lab/train/pipeline_step.hpp) under ddp: every schedule at pp = 2 and pp = 4 with m = P and
+// m = 2P micro-batches per step (train.accumulation, of a global batch of 8), under SGD without clipping and AdamW,
+// interleaved with 2 chunks per rank; then pp 2 x dp 2, activation checkpointing, an uneven split and masked
+// targets. Each rank's stage parameters are compared with the reference's of the same names, and the loss and norm
+// (summed over the stages) with the reference's.
+std::vector<ParityCase> pipeline_matrix() {
+  std::vector<ParityCase> cases;
+  auto add = [&](int world, int pp, const std::string& schedule, const std::string& optimizer, int m,
+                 std::vector<std::string> extra, const std::string& label) {
+    extra.push_back("parallel.pp_schedule=" + schedule);
+    if (optimizer == "sgd") extra.push_back("train.grad_clip=0");
+    ParityCase c{"ddp",
+                 world,
+                 optimizer,
+                 m,
+                 std::move(extra),
+                 "pp" + std::to_string(pp) + "_" + schedule + label + (optimizer == "sgd" ? "_noclip" : "")};
+    c.pp = pp;
+    cases.push_back(c);
+  };
+  for (const std::string schedule : {"gpipe", "1f1b", "interleaved_1f1b", "zero_bubble"})
+    for (const int pp : {2, 4})
+      for (const int m : {pp, 2 * pp})
+        for (const std::string optimizer : {"sgd", "adamw"}) {
+          // One block per virtual stage at least: pp (x 2 chunks when interleaved) of them.
+          const bool interleaved = schedule == "interleaved_1f1b";
+          const int layers = pp * (interleaved ? 2 : 1);
+          std::vector<std::string> extra = {"model.n_layers=" + std::to_string(std::max(2, layers))};
+          if (interleaved) extra.push_back("parallel.pp_virtual_stages=2");
+          add(pp, pp, schedule, optimizer, m, extra, interleaved ? "_v2" : "");
+        }
+  add(4, 2, "1f1b", "adamw", 4, {}, "_dp2");
+  add(2, 2, "1f1b", "adamw", 2, {"parallel.activation_checkpointing=full"}, "_ac_full");
+  add(2, 2, "1f1b", "sgd", 2, {"model.n_layers=4", "parallel.pp_split=1"}, "_split1");
+  add(2, 2, "zero_bubble", "adamw", 2, {"data.mask_token=7"}, "_masked");
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Pipeline, Parity, ::testing::ValuesIn(pipeline_matrix()), case_name);
 
 INSTANTIATE_TEST_SUITE_P(Ddp, Parity,
                          ::testing::Values(ParityCase{"ddp", 2, "sgd", 1}, ParityCase{"ddp", 2, "adamw", 1},
@@ -276,13 +320,18 @@ TEST_P(Mutation, IsCaughtByTheParityCheck) {
 
 INSTANTIATE_TEST_SUITE_P(
     Suite, Mutation,
-    ::testing::Values(MutationCase{"drop_world_factor", 2, {"parallel.strategy=ddp", "train.micro_batch=2"}},
-                      MutationCase{
-                          "drop_world_factor", 2, {"parallel.strategy=fsdp_full_shard", "train.micro_batch=4"}},
-                      MutationCase{"sum_hybrid_replicas",
-                                   4,
-                                   {"parallel.strategy=fsdp_hybrid", "parallel.shard_size=2", "train.micro_batch=2"}},
-                      MutationCase{"skip_bucket", 2, {"parallel.strategy=ddp", "train.micro_batch=4"}}),
+    ::testing::Values(
+        MutationCase{"drop_world_factor", 2, {"parallel.strategy=ddp", "train.micro_batch=2"}},
+        MutationCase{"drop_world_factor", 2, {"parallel.strategy=fsdp_full_shard", "train.micro_batch=4"}},
+        MutationCase{"sum_hybrid_replicas",
+                     4,
+                     {"parallel.strategy=fsdp_hybrid", "parallel.shard_size=2", "train.micro_batch=2"}},
+        MutationCase{"skip_bucket", 2, {"parallel.strategy=ddp", "train.micro_batch=4"}},
+        MutationCase{"drop_micro_batch_grad", 2, {"parallel.strategy=ddp", "parallel.pp=2", "train.micro_batch=2"}},
+        MutationCase{
+            "skip_weight_pass",
+            2,
+            {"parallel.strategy=ddp", "parallel.pp=2", "parallel.pp_schedule=zero_bubble", "train.micro_batch=2"}}),
     [](const auto& info) { return info.param.mutation + "_" + std::to_string(info.index); });
 
 std::vector<std::string> digest_lines(const std::string& output);

@@ -5,7 +5,8 @@
 // The plan is written from the model's shape and the layout; the records come from lab/comm as the layers ran, so
 // a collective the layers add, drop or resize, or a plan that miscounts, fails here. Covers tensor parallel with
 // and without sequence parallel, full and selective activation checkpointing, accumulation and tp × dp under ddp,
-// fsdp_full_shard and zero1 (their units hold this rank's slices, over the data-parallel group at stride tp).
+// fsdp_full_shard and zero1 (their units hold this rank's slices, over the data-parallel group at stride tp); and
+// pipeline stages' sends and sums under ddp (strategies/pipeline_cost.hpp).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -64,15 +65,15 @@ TEST_P(TensorParallelComm, EveryStepsCallsAndBytesAreThePlans) {
   ASSERT_EQ(job.exit_code, 0) << job.output;
 
   const Config config = load_config(kConfig, overrides, c.world);
-  ASSERT_GT(config.parallel.tp, 1) << "a tensor-parallel case";
+  ASSERT_GT(config.parallel.tp * config.parallel.pp, 1) << "a tensor- or pipeline-parallel case";
   CallCounts planned;
-  int64_t tp_calls = 0;
+  int64_t model_parallel_calls = 0;
   for (const PlannedCollective& p : cost_plan(config, 0).collectives) {
     if (p.phase == "setup") continue;
     planned[{p.op, p.algorithm, p.dtype, p.bytes, p.group_size}] += p.count;
-    if (p.mesh_dim == "tp") tp_calls += p.count;
+    if (p.mesh_dim == "tp" || p.mesh_dim == "pp") model_parallel_calls += p.count;
   }
-  ASSERT_GT(tp_calls, 0) << "the plan holds tensor parallelism's calls";
+  ASSERT_GT(model_parallel_calls, 0) << "the plan holds the model-parallel dimension's calls";
 
   std::ifstream in(dir / "result.json");
   ASSERT_TRUE(in.good()) << dir / "result.json";
@@ -80,7 +81,8 @@ TEST_P(TensorParallelComm, EveryStepsCallsAndBytesAreThePlans) {
   ASSERT_FALSE(result.at("comm").at("records_truncated").get<bool>());
   std::map<int64_t, CallCounts> recorded;  // by step
   for (const auto& r : result.at("comm").at("records")) {
-    if (r.at("tag") == "metric") continue;
+    // The trainer's metric sums are not the strategy's; a receive is its sender's planned send, counted there.
+    if (r.at("tag") == "metric" || r.at("op") == "recv") continue;
     recorded[r.at("step").get<int64_t>()]
             [{r.at("op"), r.at("algorithm"), r.at("dtype"), r.at("bytes"), r.at("group_size")}] += 1;
   }
@@ -112,7 +114,16 @@ INSTANTIATE_TEST_SUITE_P(
         TpCommCase{"tp2_dp2_full_shard_fp16",
                    4,
                    {"parallel.tp=2", "parallel.strategy=fsdp_full_shard", "train.micro_batch=2",
-                    "precision.param_dtype=fp16", "precision.loss_scale=dynamic"}}),
+                    "precision.param_dtype=fp16", "precision.loss_scale=dynamic"}},
+        // Pipeline stages (strategies/pipeline_cost.hpp): rank 0 is the first stage (sends activations forward), and
+        // under interleaving it also holds virtual stage 2 (sends both ways).
+        TpCommCase{"pp2_1f1b_m4", 2, {"parallel.pp=2", "train.micro_batch=2"}},
+        TpCommCase{"pp2_gpipe_dp2", 4, {"parallel.pp=2", "train.micro_batch=2", "parallel.pp_schedule=gpipe"}},
+        TpCommCase{"pp2_interleaved_v2",
+                   2,
+                   {"parallel.pp=2", "train.micro_batch=2", "model.n_layers=4", "parallel.pp_schedule=interleaved_1f1b",
+                    "parallel.pp_virtual_stages=2"}},
+        TpCommCase{"pp2_zero_bubble", 2, {"parallel.pp=2", "train.micro_batch=2", "parallel.pp_schedule=zero_bubble"}}),
     [](const auto& info) { return info.param.label; });
 
 }  // namespace

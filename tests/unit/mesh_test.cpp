@@ -145,8 +145,8 @@ TEST(ConfigMesh, ModelParallelDegreesDivideTheWorldAndTheUnbuiltOnesAreRefused) 
             std::string::npos)
       << e;
   EXPECT_NE(error({"parallel.pp=4"}, 2).find("does not divide world_size(2)"), std::string::npos);
-  // A degree that divides is refused as not built yet, naming the key (tensor parallelism is built).
-  for (const std::string key : {"parallel.pp", "parallel.cp", "parallel.ep"}) {
+  // A degree that divides is refused as not built yet, naming the key (tensor and pipeline parallelism are built).
+  for (const std::string key : {"parallel.cp", "parallel.ep"}) {
     const std::string text = error({key + "=2", "train.global_batch=8"}, 4);
     EXPECT_NE(text.find(key + "=2: "), std::string::npos) << text;
     EXPECT_NE(text.find("not built yet"), std::string::npos) << text;
@@ -181,6 +181,56 @@ TEST(ConfigMesh, TensorParallelDegreesSplitEveryDimensionItCuts) {
       load_config_text("", {"model.preset=tiny", "parallel.tp=2", "train.global_batch=8", "train.micro_batch=4"}, 4));
   EXPECT_EQ(mesh.groups({MeshDim::tp}), (std::vector<std::vector<int>>{{0, 1}, {2, 3}}));
   EXPECT_EQ(mesh.groups(kDataParallelDims), (std::vector<std::vector<int>>{{0, 2}, {1, 3}}));
+}
+
+// parallel.pp > 1: ddp only, no tp, no tied embeddings, no checkpoints yet; the schedule's own rules (m >= P, m % P
+// for interleaving, v only with it) and the split's; the pipeline keys refused at pp = 1. Each names key and rule.
+TEST(ConfigMesh, PipelineKeysAreCheckedWithTheirRules) {
+  const auto error = [](std::vector<std::string> overrides, int64_t world) {
+    overrides.insert(overrides.begin(), {"model.preset=tiny", "train.global_batch=8", "parallel.strategy=ddp"});
+    return error_of([&] { load_config_text("", overrides, world); });
+  };
+  EXPECT_EQ(error({"parallel.pp=2", "train.micro_batch=2"}, 2), "(no error)");  // m = 4
+  EXPECT_EQ(error({"parallel.pp=2", "train.micro_batch=2"}, 4), "(no error)");  // pp 2 x dp 2, m = 2
+  const auto has = [](const std::string& text, const std::string& part) {
+    return text.find(part) != std::string::npos ? ::testing::AssertionSuccess() : ::testing::AssertionFailure() << text;
+  };
+  EXPECT_TRUE(has(error({"parallel.pp=2", "parallel.strategy=fsdp_full_shard", "train.micro_batch=2"}, 2),
+                  "parallel.strategy=fsdp_full_shard with parallel.pp=2: under pipeline stages only ddp"));
+  EXPECT_TRUE(has(error({"parallel.pp=2", "parallel.tp=2", "train.micro_batch=2"}, 4),
+                  "pipeline x tensor parallel is not built yet"));
+  EXPECT_TRUE(has(error({"parallel.pp=2", "model.tie_embeddings=true", "train.micro_batch=2"}, 2),
+                  "model.tie_embeddings=true with parallel.pp=2"));
+  EXPECT_TRUE(has(error({"parallel.pp=2", "checkpoint.dir=/tmp/x", "train.micro_batch=2"}, 2),
+                  "checkpoint.dir with parallel.pp=2"));
+  // m = 1 < P = 2: 1f1b refuses, gpipe runs.
+  EXPECT_TRUE(has(error({"parallel.pp=2", "train.micro_batch=8"}, 2),
+                  "parallel.pp_schedule=1f1b with parallel.pp=2 and train.accumulation=1"));
+  EXPECT_EQ(error({"parallel.pp=2", "train.micro_batch=8", "parallel.pp_schedule=gpipe"}, 2), "(no error)");
+  EXPECT_TRUE(has(error({"parallel.pp=2", "train.micro_batch=2", "parallel.pp_virtual_stages=2"}, 2),
+                  "only interleaved_1f1b interleaves"));
+  EXPECT_TRUE(has(error({"parallel.pp=2", "train.micro_batch=2", "parallel.pp_schedule=interleaved_1f1b",
+                         "parallel.pp_virtual_stages=2"},
+                        2),
+                  "model.n_layers=2 < 4 pipeline virtual stages"));
+  EXPECT_TRUE(has(error({"parallel.pp=2", "train.micro_batch=2", "parallel.pp_split=5"}, 2),
+                  "boundary 5 must be greater than the one before (or 0) and below model.n_layers=2"));
+  EXPECT_TRUE(has(error({"parallel.pp=2", "train.micro_batch=2", "parallel.pp_schedule=zero_bubble",
+                         "parallel.activation_checkpointing=full"},
+                        2),
+                  "with parallel.pp_schedule=zero_bubble"));
+  EXPECT_TRUE(has(error({"parallel.pp_virtual_stages=2", "train.micro_batch=2"}, 2),
+                  "parallel.pp_virtual_stages=2 needs parallel.pp > 1"));
+  EXPECT_TRUE(
+      has(error({"parallel.pp_split=1", "train.micro_batch=2"}, 2), "parallel.pp_split=1 needs parallel.pp > 1"));
+  EXPECT_TRUE(has(error({"parallel.pp=2", "parallel.pp_schedule=2f2b", "train.micro_batch=2"}, 2),
+                  "parallel.pp_schedule=2f2b must be one of"));
+  // The mesh: pp outermost, so each pp group's ranks are a world apart over the data-parallel ranks.
+  const DeviceMesh mesh = device_mesh(load_config_text(
+      "",
+      {"model.preset=tiny", "parallel.strategy=ddp", "parallel.pp=2", "train.global_batch=8", "train.micro_batch=2"},
+      4));
+  EXPECT_EQ(mesh.groups({MeshDim::pp}), (std::vector<std::vector<int>>{{0, 2}, {1, 3}}));
 }
 
 }  // namespace

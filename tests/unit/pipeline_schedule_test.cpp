@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "lab/pipeline_schedule.hpp"
+#include "lab/pipeline_split.hpp"
 
 namespace dtlab {
 namespace {
@@ -162,6 +163,33 @@ TEST(PipelineSchedule, ReplayRefusesBrokenPrograms) {
   PipeProgram twice = pipe_program(PipeSchedule::gpipe, shape);
   twice[0].push_back(twice[0].front());
   EXPECT_THROW(replay_pipe_program(twice, shape, {}), std::logic_error);
+}
+
+// The blocks cut into virtual stages: balanced (the first L % K stages one block more), or where pp_split says; the
+// embedding with the first stage, the head with the last. A bad split names its rule.
+TEST(PipelineSplit, BalancedOrGivenBoundariesEmbeddingFirstHeadLast) {
+  using Units = std::vector<std::vector<int>>;
+  EXPECT_EQ(pipeline_stage_units(4, 2, ""), (Units{{0, 1, 2}, {3, 4, 5}}));
+  EXPECT_EQ(pipeline_stage_units(8, 3, ""), (Units{{0, 1, 2, 3}, {4, 5, 6}, {7, 8, 9}}));
+  EXPECT_EQ(pipeline_stage_units(2, 2, ""), (Units{{0, 1}, {2, 3}}));
+  EXPECT_EQ(pipeline_stage_units(4, 2, "1"), (Units{{0, 1}, {2, 3, 4, 5}}));
+  EXPECT_EQ(pipeline_stage_units(8, 3, "3,6"), (Units{{0, 1, 2, 3}, {4, 5, 6}, {7, 8, 9}}));
+  EXPECT_EQ(describe_pipeline_split(pipeline_stage_units(8, 3, ""), 8), "3,3,2");
+  const auto error = [](int layers, int stages, const std::string& split) -> std::string {
+    try {
+      pipeline_stage_units(layers, stages, split);
+      return "(no error)";
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+  };
+  EXPECT_NE(error(2, 4, "").find("model.n_layers=2 < 4 pipeline virtual stages"), std::string::npos);
+  EXPECT_NE(error(8, 3, "3").find("names 1 boundaries; 3 virtual stages need 2"), std::string::npos);
+  EXPECT_NE(error(8, 3, "6,3").find("boundary 3 must be greater than the one before"), std::string::npos);
+  EXPECT_NE(error(8, 2, "8").find("below model.n_layers=8"), std::string::npos);
+  EXPECT_NE(error(8, 2, "0").find("boundary 0 must be greater"), std::string::npos);
+  EXPECT_NE(error(8, 2, "x").find("'x' is not a block index"), std::string::npos);
+  EXPECT_NE(error(8, 2, "3x").find("'3x' is not a block index"), std::string::npos);
 }
 
 }  // namespace

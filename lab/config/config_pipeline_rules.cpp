@@ -1,0 +1,67 @@
+// config_pipeline_rules.cpp: validation of parallel.pp and its keys (lab/train/pipeline_step.hpp runs them).
+#include <stdexcept>
+#include <string>
+
+#include "lab/config/config_internal.hpp"
+#include "lab/pipeline_schedule.hpp"
+#include "lab/pipeline_split.hpp"
+
+namespace dtlab::config_internal {
+
+void check_pipeline_rules(const Config& c) {
+  const ParallelConfig& p = c.parallel;
+  const auto n = [](int64_t x) { return std::to_string(x); };
+  if (p.pp == 1) {
+    if (p.pp_virtual_stages != 1)
+      throw Problem{"parallel.pp_virtual_stages", "parallel.pp_virtual_stages=" + n(p.pp_virtual_stages) +
+                                                      " needs parallel.pp > 1: model chunks are per pipeline rank"};
+    if (!p.pp_split.empty())
+      throw Problem{"parallel.pp_split",
+                    "parallel.pp_split=" + p.pp_split + " needs parallel.pp > 1: it places the pipeline's stages"};
+    return;
+  }
+  const std::string pp = "parallel.pp=" + n(p.pp);
+  if (p.strategy != "ddp")
+    throw Problem{"parallel.strategy", "parallel.strategy=" + p.strategy + " with " + pp +
+                                           ": under pipeline stages only ddp is built (each stage's replicas "
+                                           "all-reduce its gradients after the flush); use parallel.strategy=ddp"};
+  if (p.tp > 1)
+    throw Problem{"parallel.tp", "parallel.tp=" + n(p.tp) + " with " + pp +
+                                     ": pipeline x tensor parallel is not built yet; choose one of them"};
+  if (c.model.tie_embeddings)
+    throw Problem{"model.tie_embeddings", "model.tie_embeddings=true with " + pp +
+                                              ": the embedding (first stage) and the head (last stage) would share "
+                                              "one weight across ranks, which is not built; set it false"};
+  if (!c.checkpoint.dir.empty())
+    throw Problem{"checkpoint.dir", "checkpoint.dir with " + pp +
+                                        ": checkpoints per pipeline stage are not built yet; leave checkpoint.dir "
+                                        "empty"};
+  const std::optional<PipeSchedule> schedule = parse_pipe_schedule(p.pp_schedule);
+  if (!schedule)
+    throw Problem{"parallel.pp_schedule",
+                  "parallel.pp_schedule=" + p.pp_schedule + " must be one of " + std::string(kPipeScheduleNames)};
+  if (*schedule == PipeSchedule::zero_bubble && p.activation_checkpointing != "none")
+    throw Problem{"parallel.activation_checkpointing",
+                  "parallel.activation_checkpointing=" + p.activation_checkpointing +
+                      " with parallel.pp_schedule=zero_bubble: the split backward (B, then W) would recompute each "
+                      "checkpointed block twice, which is not built; use activation_checkpointing=none or 1f1b"};
+  // The schedule's own rules (m >= P, m % P == 0 for interleaving, v only with interleaving) name themselves.
+  const PipeShape shape{.stages = static_cast<int>(p.pp),
+                        .micro_batches = static_cast<int>(c.train.accumulation),
+                        .virtual_stages = static_cast<int>(p.pp_virtual_stages)};
+  try {
+    (void)pipe_program(*schedule, shape);
+  } catch (const std::invalid_argument& e) {
+    throw Problem{"parallel.pp_schedule", "parallel.pp_schedule=" + p.pp_schedule + " with " + pp +
+                                              " and train.accumulation=" + n(c.train.accumulation) +
+                                              " micro-batches per data-parallel rank: " + e.what()};
+  }
+  try {
+    (void)pipeline_stage_units(static_cast<int>(c.model.n_layers), static_cast<int>(p.pp * p.pp_virtual_stages),
+                               p.pp_split);
+  } catch (const std::invalid_argument& e) {
+    throw Problem{p.pp_split.empty() ? "model.n_layers" : "parallel.pp_split", e.what()};
+  }
+}
+
+}  // namespace dtlab::config_internal

@@ -1,0 +1,160 @@
+// pipeline_step.cpp: running a pipeline schedule's actions on this rank (see pipeline_step.hpp).
+#include "lab/train/pipeline_step.hpp"
+
+#include <map>
+#include <stdexcept>
+#include <utility>
+
+#include <torch/csrc/autograd/autograd.h>
+
+#include "lab/comm/comm.hpp"
+#include "lab/dist/fault_injection.hpp"
+#include "lab/dist/mesh_comms.hpp"
+#include "lab/instrument/step_profiler.hpp"
+#include "lab/memory.hpp"
+#include "lab/model.hpp"
+#include "lab/train/model_runner.hpp"
+#include "lab/train/pipeline_plan.hpp"
+#include "lab/train/strategy.hpp"
+
+namespace dtlab {
+namespace {
+
+// What one chunk's forward of one micro-batch leaves for its backward (and W).
+struct InFlight {
+  at::Tensor input;        // received activation (requires grad), or the tokens on virtual stage 0
+  at::Tensor output;       // the chunk's output; the weighted loss on the last virtual stage
+  at::Tensor output_grad;  // kept from B for W (zero_bubble)
+};
+
+// The chunk's parameters: the held units among `units`.
+std::vector<at::Tensor> chunk_parameters(GPT& model, const std::vector<int>& units) {
+  const int L = static_cast<int>(model.config().n_layers);
+  const auto unit_name = [L](int m) {
+    return m == 0 ? std::string("embedding") : m == L + 1 ? std::string("head") : "block." + std::to_string(m - 1);
+  };
+  std::vector<at::Tensor> out;
+  for (const ModelUnit& unit : model.units())
+    for (int m : units)
+      if (unit.name == unit_name(m))
+        for (const ParamRef& p : unit.params) out.push_back(*p.tensor);
+  return out;
+}
+
+// The p2p tag of what enters virtual stage k for micro-batch i: its activation (kind 0) or its output's gradient
+// (kind 1). Unique within a step, so sends and receives pair up whatever order two ranks issue them in.
+int p2p_tag(int kind, int k, int micro_batch, const PipeShape& shape) {
+  const int K = shape.stages * shape.virtual_stages;
+  return Comm::kPipelineP2pTagBase + (kind * K + k) * shape.micro_batches + micro_batch;
+}
+
+std::string label(char op, const PipeAction& a) {
+  return std::string(1, op) + " c" + std::to_string(a.chunk) + "." + std::to_string(a.micro_batch);
+}
+
+}  // namespace
+
+PipelineStepSchedule::PipelineStepSchedule(const Config& config, int64_t micro_batches, MeshComms& comms)
+    : StepSchedule(micro_batches), config_(config) {
+  const std::optional<PipeSchedule> schedule = parse_pipe_schedule(config.parallel.pp_schedule);
+  if (!schedule) throw std::invalid_argument("parallel.pp_schedule=" + config.parallel.pp_schedule + " is unknown");
+  schedule_ = *schedule;
+  shape_ = {.stages = static_cast<int>(config.parallel.pp),
+            .micro_batches = static_cast<int>(micro_batches),
+            .virtual_stages = static_cast<int>(config.parallel.pp_virtual_stages)};
+  pp_ = &comms.comm({MeshDim::pp});
+  pp_rank_ = pp_->rank();
+  actions_ = pipe_program(schedule_, shape_)[static_cast<size_t>(pp_rank_)];
+  chunk_units_ = pipeline_chunk_units(config, pp_rank_);
+}
+
+double PipelineStepSchedule::run(int64_t step, double loss_weight, const MicroBatchSource& batches,
+                                 Strategy& strategy) {
+  const std::optional<PipelineAccess> access = strategy.pipeline_access();
+  if (!access)
+    throw std::logic_error("pipeline schedule: strategy " + strategy.id() +
+                           " cannot run under a pipeline (config validation should have refused it)");
+  GPT& model = *access->model;
+  ModelRunner runner(access->model, config_.parallel);
+  const int P = shape_.stages, K = P * shape_.virtual_stages;
+  const bool split_backward = schedule_ == PipeSchedule::zero_bubble;
+  std::vector<std::vector<at::Tensor>> params;
+  for (const auto& units : chunk_units_) params.push_back(chunk_parameters(model, units));
+  const at::TensorOptions activation_options = params.front().front().options().requires_grad(false);
+  const std::vector<int64_t> activation_shape = {config_.train.micro_batch, config_.model.seq_len,
+                                                 config_.model.d_model};
+
+  MemoryScope activations(MemoryCategory::activations);
+  std::map<std::pair<int, int>, InFlight> in_flight;     // (chunk, micro-batch) -> tensors
+  std::vector<std::pair<CommHandle, at::Tensor>> sends;  // each tensor lives until its send is done
+  const auto send = [&](at::Tensor tensor, int to, int tag, const std::string& name) {
+    sends.emplace_back(pp_->send(tensor, to, tag, name), tensor);
+  };
+  const auto receive = [&](int from, int tag, const std::string& name) {
+    at::Tensor buffer = at::empty(activation_shape, activation_options);
+    pp_->recv(buffer, from, tag, name).wait();
+    return buffer;
+  };
+  double local_loss = 0.0;
+  for (const PipeAction& a : actions_) {
+    const int k = a.chunk * P + pp_rank_, mb = a.micro_batch;
+    if (a.op == PipeOp::forward) {
+      InFlight slot;
+      std::optional<Batch> batch;
+      if (k == 0 || k == K - 1) batch = batches(step, mb);
+      if (k == 0) {
+        slot.input = batch->inputs;
+      } else {
+        slot.input = receive(a.recv_from, p2p_tag(0, k, mb, shape_), "pp.activation").requires_grad_(true);
+      }
+      {
+        ScopedPhase forward(Phase::forward, "forward-compute " + label('F', a));
+        at::Tensor x = slot.input;
+        for (int m : chunk_units_[static_cast<size_t>(a.chunk)]) x = runner.run_unit(m, x);
+        slot.output = k == K - 1 ? model.loss(x, batch->targets) * loss_weight : x;
+      }
+      if (k == K - 1)
+        local_loss += slot.output.item<double>();
+      else
+        send(slot.output.detach(), a.send_to, p2p_tag(0, k + 1, mb, shape_), "pp.activation");
+      in_flight.emplace(std::make_pair(a.chunk, mb), std::move(slot));
+      continue;
+    }
+    const auto it = in_flight.find({a.chunk, mb});
+    if (it == in_flight.end())
+      throw std::logic_error("pipeline schedule: " + label(pipe_op_letter(a.op), a) + " before its forward");
+    InFlight& slot = it->second;
+    if (a.op == PipeOp::backward) {
+      at::Tensor grad = k == K - 1 ? at::full({}, access->loss_factor, slot.output.options())
+                                   : receive(a.recv_from, p2p_tag(1, k, mb, shape_), "pp.gradient");
+      if (mb == 1 && mutation("drop_micro_batch_grad")) grad = at::zeros_like(grad);  // the deliberate bug
+      ScopedPhase backward(Phase::backward, "backward-compute " + label('B', a));
+      if (!split_backward) {
+        torch::autograd::backward({slot.output}, {grad});
+        if (k > 0) send(slot.input.grad(), a.send_to, p2p_tag(1, k - 1, mb, shape_), "pp.gradient");
+        in_flight.erase(it);
+        continue;
+      }
+      slot.output_grad = grad;
+      if (k > 0) {  // the input gradient only; the graph stays for W
+        at::Tensor input_grad = torch::autograd::grad({slot.output}, {slot.input}, {grad}, /*retain_graph=*/true)[0];
+        send(input_grad, a.send_to, p2p_tag(1, k - 1, mb, shape_), "pp.gradient");
+      }
+      continue;
+    }
+    ScopedPhase weight(Phase::backward, "backward-compute " + label('W', a));
+    if (!mutation("skip_weight_pass"))  // the deliberate bug: W never runs
+      torch::autograd::backward({slot.output}, {slot.output_grad}, /*retain_graph=*/false, /*create_graph=*/false,
+                                params[static_cast<size_t>(a.chunk)]);
+    in_flight.erase(it);
+  }
+  for (auto& [handle, tensor] : sends) handle.wait();
+  if (!in_flight.empty())
+    throw std::logic_error("pipeline schedule: " + std::to_string(in_flight.size()) +
+                           " micro-batch chunks never ran their backward on pp rank " + std::to_string(pp_rank_));
+  at::Tensor sum = at::full({1}, local_loss, at::kDouble);
+  pp_->all_reduce(sum, "pp.loss").wait();
+  return sum.item<double>();
+}
+
+}  // namespace dtlab
