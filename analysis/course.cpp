@@ -21,6 +21,7 @@ const std::vector<CourseStop>& course() {
       {"granularity", "Granularity"},
       {"crossover", "Which layout, as the link changes"},
       {"tensor_parallel", "Tensor and sequence parallelism"},
+      {"pipeline", "Pipeline parallelism and its bubble"},
       {"saving", "Saving and resuming the run"},
   };
   return stops;

@@ -92,6 +92,10 @@ std::string offload_part(SectionContext& ctx);
 // layout's step time, exposed communication and peak per rank against the model's at each link rate, what placing tp
 // across nodes cost (a run against its twin with tp inside the nodes), the fastest layout per rate. "" when none.
 std::string tensor_parallel_part(SectionContext& ctx);
+// Pipeline parallelism, for runs that set parallel.pp > 1 (analysis/report_pipeline.cpp): each stage's idle fraction
+// and the bubble beside the schedule's formula against the micro-batches per step, each stage's activations beside
+// the model's, and which schedule idled least and ran fastest at each m. "" when none.
+std::string pipeline_part(SectionContext& ctx);
 // Training checkpoints: bytes written per strategy against the checkpoint model, save and load times, async
 // (analysis/report_saving.cpp).
 std::string saving_part(SectionContext& ctx);

@@ -47,6 +47,8 @@ std::vector<AccumulationSeries> accumulation_series(const Scenario& sc) {
     const std::optional<int> accumulation = train_int(r, "accumulation"), micro = train_int(r, "micro_batch"),
                              global = train_int(r, "global_batch");
     if (at == std::string::npos || !accumulation || !micro || !global || !r.comm_bytes_per_step) continue;
+    // Under pipeline stages the micro-batches are the pipeline's (analysis/report_pipeline.cpp), not accumulation.
+    if (json_number_at(r.config, {"parallel", "pp"}).value_or(1) > 1) continue;
     const std::string name = r.name.substr(0, at);
     if (global_batch.count(name) && global_batch[name] != *global) continue;  // one global batch per series
     global_batch[name] = *global;

@@ -450,6 +450,7 @@ std::vector<SectionPart> default_section_parts() {
       checkpointing_part,
       offload_part,
       tensor_parallel_part,
+      pipeline_part,
       saving_part,
       advice_part,
       prediction_part,

@@ -98,6 +98,11 @@ inline constexpr const char* kCommWaitMsMedian = "comm_wait_ms_median";  // opti
 // optional (world > 1): per measured step the least comm wait of any rank, median over the steps. The rank that
 // reaches the collectives last waits for the communication only; the others wait for it too.
 inline constexpr const char* kCommWaitLeastMsMedian = "comm_wait_least_ms_median";
+// optional (world > 1): every rank's median forward, backward and comm_wait phase times over the measured steps
+// ([{rank, forward_ms, backward_ms, comm_wait_ms}]): a pipeline stage's busy (forward + backward) and idle time.
+inline constexpr const char* kPhasesByRank = "phases_by_rank";
+inline constexpr const char* kForwardMs = "forward_ms";
+inline constexpr const char* kBackwardMs = "backward_ms";
 inline constexpr const char* kFinalLoss = "final_loss";
 inline constexpr const char* kTflops = "tflops";  // model FLOPs rate (6N + 12Lhs per token), all ranks
 inline constexpr const char* kWallS = "wall_s";

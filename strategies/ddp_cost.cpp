@@ -171,6 +171,7 @@ const StrategySpec ddp_spec{
     .check = &check,
     .plan = &ddp_plan,
     .exposed_comm_ms = &bucket_overlap,
+    .runs_under_pipeline = true,
 };
 
 }  // namespace dtlab

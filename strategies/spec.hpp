@@ -53,6 +53,10 @@ struct StrategySpec {
   // peaks of identical runs differ by a few percent. The prediction says so (prediction.peak_timing_dependent) and
   // the accuracy gate prints such peaks without judging them (analysis/accuracy.hpp).
   bool peak_depends_on_thread_timing = false;
+  // The strategy can sit under pipeline stages (parallel.pp > 1): it hands the pipeline schedule its model
+  // (Strategy::pipeline_access) and communicates the gradients of the schedule's backwards in finish_gradients.
+  // Config validation refuses parallel.pp > 1 with any other.
+  bool runs_under_pipeline = false;
 };
 
 }  // namespace dtlab

@@ -5,6 +5,8 @@
 #include "lab/config/config_internal.hpp"
 #include "lab/pipeline_schedule.hpp"
 #include "lab/pipeline_split.hpp"
+#include "strategies/catalog.hpp"
+#include "strategies/spec.hpp"
 
 namespace dtlab::config_internal {
 
@@ -21,10 +23,16 @@ void check_pipeline_rules(const Config& c) {
     return;
   }
   const std::string pp = "parallel.pp=" + n(p.pp);
-  if (p.strategy != "ddp")
+  const StrategySpec* spec = find_strategy_spec(p.strategy);
+  if (spec == nullptr || !spec->runs_under_pipeline) {
+    std::string able;
+    for (const StrategySpec* s : strategy_specs())
+      if (s->runs_under_pipeline) able += (able.empty() ? "" : " | ") + std::string(s->id);
     throw Problem{"parallel.strategy", "parallel.strategy=" + p.strategy + " with " + pp +
-                                           ": under pipeline stages only ddp is built (each stage's replicas "
-                                           "all-reduce its gradients after the flush); use parallel.strategy=ddp"};
+                                           ": this strategy cannot run under pipeline stages yet (the ones that can "
+                                           "all-reduce each stage's gradients after the flush): use " +
+                                           (able.empty() ? std::string("parallel.pp=1") : able)};
+  }
   if (p.tp > 1)
     throw Problem{"parallel.tp", "parallel.tp=" + n(p.tp) + " with " + pp +
                                      ": pipeline x tensor parallel is not built yet; choose one of them"};

@@ -117,6 +117,20 @@ std::vector<double> least_comm_waits(const std::vector<StepRecord>& steps, const
   return least;
 }
 
+// Every rank's median forward, backward and comm_wait over the measured steps (from its summary.phases_ms).
+nlohmann::json phases_of_every_rank(const nlohmann::json& summary, World& world) {
+  nlohmann::json mine = nlohmann::json::object();
+  const nlohmann::json& phases = summary.value(schema::kPhasesMs, nlohmann::json::object());
+  const auto median_of = [&](const char* phase) {
+    const auto it = phases.find(phase);
+    return it != phases.end() && it->contains("median") ? it->at("median").get<double>() : 0.0;
+  };
+  mine[schema::kForwardMs] = median_of("forward");
+  mine[schema::kBackwardMs] = median_of("backward");
+  mine[schema::kCommWaitMs] = median_of("comm_wait");
+  return every_rank(mine, {schema::kForwardMs, schema::kBackwardMs, schema::kCommWaitMs}, false, world);
+}
+
 // Every rank's memory figures (params, grads, optimizer, buffers, activations, tensor peak, host state and the
 // device-side peak, RSS, HWM).
 nlohmann::json memory_of_every_rank(const nlohmann::json& mine, World& world) {
@@ -271,7 +285,10 @@ void add_run_results(nlohmann::json& result, const std::vector<StepRecord>& step
     result[schema::kSteps].push_back(std::move(step));
   }
   result[schema::kSummary] = run_summary(steps, totals, world.world_size());
-  if (world.world_size() > 1) result[schema::kSummary][schema::kCommWaitLeastMsMedian] = median_or_zero(least_waits);
+  if (world.world_size() > 1) {
+    result[schema::kSummary][schema::kCommWaitLeastMsMedian] = median_or_zero(least_waits);
+    result[schema::kSummary][schema::kPhasesByRank] = phases_of_every_rank(result[schema::kSummary], world);
+  }
   result[schema::kMemory] = memory_report(strategy.state_bytes(), world.rank());
   result[schema::kMemory][schema::kRanks] = memory_of_every_rank(result[schema::kMemory], world);
   result[schema::kSummary][schema::kMemoryMaxAllocatedBytes] = result[schema::kMemory][schema::kTensorPeakBytes];

@@ -1,0 +1,120 @@
+// report_pipeline_test.cpp: the "Pipeline parallelism" part (analysis/report_pipeline.cpp) over crafted results of the
+// study's shape: two stages under GPipe and 1F1B at m = 4 and 8, with each stage's phase medians and activations. The
+// expected bubbles, formulas and ratios are computed here from the numbers written, not read from the part.
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "analysis/html.hpp"
+#include "analysis/report.hpp"
+#include "test_util.hpp"
+
+namespace dtlab::analysis {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Stage {
+  double forward_ms, backward_ms, comm_wait_ms, activations_mib;
+};
+struct Run {
+  std::string name, schedule;
+  int m;
+  double step_ms;
+  std::vector<Stage> stages;
+};
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+Scenario pipeline_study(const testing::TempDir& tmp, const std::vector<Run>& runs, int pp = 2) {
+  const fs::path dir = tmp.path() / "pipeline";
+  std::vector<std::string> names;
+  for (const Run& r : runs) {
+    nlohmann::json doc = testing::minimal_result("ddp", pp);
+    doc["config"]["parallel"]["pp"] = pp;
+    doc["config"]["parallel"]["pp_schedule"] = r.schedule;
+    doc["config"]["train"]["accumulation"] = r.m;
+    doc["config"]["train"]["micro_batch"] = 16 / r.m;
+    doc["config"]["train"]["global_batch"] = 16;
+    doc["summary"]["step_ms_median"] = r.step_ms;
+    doc["summary"]["phases_by_rank"] = nlohmann::json::array();
+    doc["memory"]["ranks"] = nlohmann::json::array();
+    for (size_t s = 0; s < r.stages.size(); ++s) {
+      const Stage& st = r.stages[s];
+      doc["summary"]["phases_by_rank"].push_back({{"rank", s},
+                                                  {"forward_ms", st.forward_ms},
+                                                  {"backward_ms", st.backward_ms},
+                                                  {"comm_wait_ms", st.comm_wait_ms}});
+      doc["memory"]["ranks"].push_back({{"rank", s}, {"activations_bytes", st.activations_mib * kMiB}});
+    }
+    doc["prediction"] = {{"memory_bytes", {{"activations", r.stages.front().activations_mib * 1.02 * kMiB}}}};
+    testing::write_run(dir / r.name, doc);
+    names.push_back(r.name);
+  }
+  testing::write_scenario(dir, "pipeline", names);
+  return load_scenario(dir);
+}
+
+std::string render(const Scenario& sc, const testing::TempDir& tmp, const SectionPart& part = pipeline_part) {
+  std::ostringstream log;
+  std::vector<std::string> problems;
+  SectionContext ctx{sc, "pipeline", tmp.path(), tmp.path().string(), log, problems};
+  return part(ctx);
+}
+
+TEST(PipelineReport, EachRunsBubbleStandsBesideItsScheduleFormula) {
+  testing::TempDir tmp;
+  const Scenario sc = pipeline_study(tmp, {{"gpipe@m4", "gpipe", 4, 900, {{200, 400, 180, 190}, {210, 420, 150, 195}}},
+                                           {"gpipe@m8", "gpipe", 8, 850, {{200, 400, 80, 188}, {210, 420, 70, 193}}},
+                                           {"1f1b@m4", "1f1b", 4, 880, {{200, 400, 150, 98}, {210, 420, 160, 51}}},
+                                           {"1f1b@m8", "1f1b", 8, 820, {{200, 400, 72, 50}, {210, 420, 80, 27}}}});
+  const std::string html = render(sc, tmp);
+  // gpipe@m4: (180 + 150) / (600 + 630) against (P - 1)/m = 1/4.
+  const double gpipe4 = (180.0 + 150.0) / (600.0 + 630.0);
+  EXPECT_NE(html.find("<td>gpipe</td><td>4</td><td>900</td><td>" + testing::fixed(180.0 / 600.0, 3) + " / " +
+                      testing::fixed(150.0 / 630.0, 3) + "</td><td>600 / 630</td><td>" + testing::fixed(gpipe4, 3) +
+                      " / 0.250</td>"),
+            std::string::npos)
+      << html;
+  // m = 8: 1f1b idles (72 + 80) / 1230, gpipe (80 + 70) / 1230: gpipe least; 1f1b fastest.
+  EXPECT_NE(html.find("At m = 8 gpipe idled least (" + testing::fixed(150.0 / 1230.0, 3) +
+                      " of its busy time; formula 0.125) and 1f1b ran fastest (820 ms per step)."),
+            std::string::npos)
+      << html;
+  // At m >= 2P = 4: every run; within 15% of the formula: gpipe@m4 (+7.3%), 1f1b@m4 (0.252: +0.8%), gpipe@m8
+  // (0.122: -2.4%), 1f1b@m8 (0.124: -1.1%) -> 4 of 4.
+  EXPECT_NE(html.find("within 15% of its formula for 4 of 4 runs."), std::string::npos) << html;
+  EXPECT_NE(html.find("At m = 8 GPipe's first stage kept 188.0 MiB of activations, 1F1B's 50.0 MiB (×" +
+                      testing::fixed(188.0 / 50.0, 1) + ")"),
+            std::string::npos)
+      << html;
+  EXPECT_NE(html.find("pp_bubble_pipeline"), std::string::npos) << "the bubble chart";
+}
+
+// A run far from its formula is named with its error and the effects the formula lacks, the stages' imbalance in
+// numbers.
+TEST(PipelineReport, ARunOffItsFormulaIsNamedWithTheImbalance) {
+  testing::TempDir tmp;
+  const Scenario sc = pipeline_study(tmp, {{"1f1b@m8", "1f1b", 8, 820, {{200, 400, 250, 50}, {300, 600, 100, 27}}}});
+  const std::string html = render(sc, tmp);
+  const double bubble = (250.0 + 100.0) / (600.0 + 900.0);
+  EXPECT_NE(html.find("within 15% of its formula for 0 of 1 runs; outside it: 1f1b at m = 8 (+" +
+                      testing::fixed(100 * (bubble - 0.125) / 0.125, 0) + "%)"),
+            std::string::npos)
+      << html;
+  EXPECT_NE(html.find("busy times differ by up to ×1.50"), std::string::npos) << html;
+}
+
+// Without stages the part stays out; with them the accumulation part leaves the runs to it.
+TEST(PipelineReport, OnlyRunsWithStagesAndNotAsAccumulation) {
+  testing::TempDir tmp;
+  const Scenario staged = pipeline_study(tmp, {{"1f1b@m4", "1f1b", 4, 880, {{200, 400, 150, 98}, {210, 420, 160, 51}}},
+                                               {"1f1b@m8", "1f1b", 8, 820, {{200, 400, 72, 50}, {210, 420, 80, 27}}}});
+  EXPECT_EQ(render(staged, tmp, accumulation_part), "");
+  testing::TempDir other;
+  const Scenario flat = pipeline_study(other, {{"ddp@m4", "1f1b", 4, 880, {{200, 400, 150, 98}}}}, 1);
+  EXPECT_EQ(render(flat, other), "");
+}
+
+}  // namespace
+}  // namespace dtlab::analysis
