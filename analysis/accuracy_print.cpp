@@ -204,7 +204,7 @@ std::optional<bool> print_step_time(const AccuracySummary& s, std::size_t width,
   std::optional<bool> step_ok;
   if (!any_time) {
     out << "  no run has a predicted step time (predictions made without a machine profile: run `dtlab calibrate`\n"
-           "  and set instrument.profile)\n";
+           "  and set instrument.profile; or of layouts the step model does not cover yet: pipeline stages)\n";
   } else if (s.median_abs_step_error_pct) {
     step_ok = *s.median_abs_step_error_pct <= kStepTimeTargetPct;
     out << "  median |error| over " << (s.study == "all" ? "all runs" : s.study) << " ("
