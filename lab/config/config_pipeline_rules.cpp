@@ -40,10 +40,6 @@ void check_pipeline_rules(const Config& c) {
     throw Problem{"model.tie_embeddings", "model.tie_embeddings=true with " + pp +
                                               ": the embedding (first stage) and the head (last stage) would share "
                                               "one weight across ranks, which is not built; set it false"};
-  if (!c.checkpoint.dir.empty())
-    throw Problem{"checkpoint.dir", "checkpoint.dir with " + pp +
-                                        ": checkpoints per pipeline stage are not built yet; leave checkpoint.dir "
-                                        "empty"};
   const std::optional<PipeSchedule> schedule = parse_pipe_schedule(p.pp_schedule);
   if (!schedule)
     throw Problem{"parallel.pp_schedule",

@@ -83,6 +83,12 @@ INSTANTIATE_TEST_SUITE_P(
         ResumeCase{"single", 1, {"parallel.strategy=single"}}, ResumeCase{"ddp", 2, {"parallel.strategy=ddp"}},
         ResumeCase{"ddp_sgd_accumulation", 2, {"parallel.strategy=ddp", "train.optimizer=sgd", "train.micro_batch=2"}},
         ResumeCase{"zero1", 2, {"parallel.strategy=zero1"}},
+        // Pipeline stages: each stage's data-parallel rank 0 writes its stage's parameters and moments.
+        ResumeCase{"ddp_pp2_1f1b", 2, {"parallel.strategy=ddp", "parallel.pp=2", "train.micro_batch=2"}},
+        ResumeCase{"ddp_pp2_dp2_interleaved",
+                   4,
+                   {"parallel.strategy=ddp", "parallel.pp=2", "train.micro_batch=1", "model.n_layers=4",
+                    "parallel.pp_schedule=interleaved_1f1b", "parallel.pp_virtual_stages=2"}},
         ResumeCase{"full_shard", 2, {"parallel.strategy=fsdp_full_shard"}},
         ResumeCase{"full_shard_async",
                    2,

@@ -92,7 +92,11 @@ INSTANTIATE_TEST_SUITE_P(
         ReshardCase{"ddp2_to_fs2", 2, {"parallel.strategy=ddp"}, 2, kFullShard},
         ReshardCase{"hybrid4_to_fs2", 4, kHybrid2x2, 2, kFullShard},
         ReshardCase{"hybrid4_to_fs4", 4, kHybrid2x2, 4, kFullShard},
-        ReshardCase{"zero1_2_to_sgo3", 2, {"parallel.strategy=zero1"}, 3, {"parallel.strategy=fsdp_shard_grad_op"}}),
+        ReshardCase{"zero1_2_to_sgo3", 2, {"parallel.strategy=zero1"}, 3, {"parallel.strategy=fsdp_shard_grad_op"}},
+        // A pipeline checkpoint (each stage's parameters, written by that stage) loads without stages, and back.
+        ReshardCase{"pp2_to_single", 2, {"parallel.strategy=ddp", "parallel.pp=2"}, 1, {"parallel.strategy=single"}},
+        ReshardCase{"pp2_to_fs2", 2, {"parallel.strategy=ddp", "parallel.pp=2"}, 2, kFullShard},
+        ReshardCase{"fs2_to_pp2", 2, kFullShard, 2, {"parallel.strategy=ddp", "parallel.pp=2"}}),
     [](const ::testing::TestParamInfo<ReshardCase>& info) { return info.param.name; });
 
 class MasterDtypeOnLoad : public ::testing::TestWithParam<ReshardCase> {};
