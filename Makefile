@@ -98,13 +98,16 @@ calibrate: build
 	  $(DTLAB) calibrate --out $(RESULTS)/calibration/cluster/profile.json --nodes 2 --ranks 2 --inter-link 1gbit; \
 	else echo "calibrate: no emulated cluster on this machine (needs root): cluster runs predict from the loopback profile"; fi
 
-# dtlab ddp / fsdp_full_shard vs PyTorch DDP / FSDP2 on the same model, batches and optimizer (world 2).
+# dtlab ddp / fsdp_full_shard / pipeline (pp 2, 1F1B) vs PyTorch DDP / FSDP2 / pipelining on the same model, batches
+# and optimizer (world 2).
 bench-peer: build
 	@mkdir -p $(RESULTS)/peer
 	@$(VENV_PY) tests/reference/compare_ddp.py --dtlab $(DTLAB) --repeats $(PEER_REPEATS) \
 	  --work $(BUILD)/peer-work/ddp --out $(RESULTS)/peer/ddp_vs_pytorch.json
 	@$(VENV_PY) tests/reference/compare_fsdp.py --dtlab $(DTLAB) --repeats $(PEER_REPEATS) \
 	  --work $(BUILD)/peer-work/fsdp --out $(RESULTS)/peer/fsdp_vs_pytorch.json
+	@$(VENV_PY) tests/reference/compare_pipeline.py --dtlab $(DTLAB) --repeats $(PEER_REPEATS) --schedule 1f1b \
+	  --work $(BUILD)/peer-work/pipeline --out $(RESULTS)/peer/pipeline_vs_pytorch.json
 
 # The emulated cluster's links (needs root or CAP_NET_ADMIN): 2 nodes x 2 ranks at three inter-node rates; per rate
 # the inter-node point-to-point rate against the set rate and the 64 MiB all_reduce against the link bound.

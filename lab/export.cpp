@@ -63,11 +63,18 @@ void export_reference_inputs(const Config& config, int world_size, const std::st
   const TrainConfig& t = config.train;
   if (world_size < 1)
     throw std::invalid_argument("export-reference: world size must be >= 1, got " + std::to_string(world_size));
-  if (t.micro_batch < 1 || t.global_batch % (t.micro_batch * world_size) != 0)
+  // The ranks of one model replica (pp x cp x tp); the rest of the world is data parallel and reads different data.
+  const int64_t model_parallel = config.parallel.pp * config.parallel.cp * config.parallel.tp;
+  if (world_size % model_parallel != 0)
+    throw std::invalid_argument(
+        "export-reference: world size " + std::to_string(world_size) +
+        " is not a multiple of parallel.pp * parallel.cp * parallel.tp = " + std::to_string(model_parallel));
+  const int data_parallel = static_cast<int>(world_size / model_parallel);
+  if (t.micro_batch < 1 || t.global_batch % (t.micro_batch * data_parallel) != 0)
     throw std::invalid_argument("export-reference: train.global_batch=" + std::to_string(t.global_batch) +
-                                " is not divisible by train.micro_batch * world_size = " +
-                                std::to_string(t.micro_batch) + " * " + std::to_string(world_size));
-  const int64_t accumulation = t.global_batch / (t.micro_batch * world_size);
+                                " is not divisible by train.micro_batch * data-parallel ranks = " +
+                                std::to_string(t.micro_batch) + " * " + std::to_string(data_parallel));
+  const int64_t accumulation = t.global_batch / (t.micro_batch * data_parallel);
   const int64_t seq_len = config.model.seq_len;
 
   std::error_code ec;
@@ -97,12 +104,12 @@ void export_reference_inputs(const Config& config, int world_size, const std::st
     init.close();
   }
 
-  // One sampler per rank, as each rank's trainer constructs it.
+  // One sampler per data-parallel rank, as each rank's trainer constructs it.
   auto source = make_token_source(config.data, config.model.vocab_size);
   std::vector<Sampler> samplers;
-  samplers.reserve(static_cast<size_t>(world_size));
-  for (int r = 0; r < world_size; ++r)
-    samplers.emplace_back(*source, seq_len, t.global_batch, t.micro_batch, accumulation, r, world_size,
+  samplers.reserve(static_cast<size_t>(data_parallel));
+  for (int r = 0; r < data_parallel; ++r)
+    samplers.emplace_back(*source, seq_len, t.global_batch, t.micro_batch, accumulation, r, data_parallel,
                           config.data.seed, config.data.mask_token);
 
   nlohmann::json target_counts = nlohmann::json::array();
@@ -111,7 +118,7 @@ void export_reference_inputs(const Config& config, int world_size, const std::st
     BinaryWriter batches((dir / "batches.bin").string());
     BinaryWriter weights((dir / "loss_weights.bin").string());
     for (int64_t step = 0; step < t.steps; ++step) {
-      for (int r = 0; r < world_size; ++r) {
+      for (int r = 0; r < data_parallel; ++r) {
         for (int64_t micro = 0; micro < accumulation; ++micro) {
           const Batch batch = samplers[static_cast<size_t>(r)].batch(step, micro);
           if (batch.inputs.scalar_type() != at::kLong || batch.targets.scalar_type() != at::kLong)
@@ -137,6 +144,7 @@ void export_reference_inputs(const Config& config, int world_size, const std::st
       {"params", params},
       {"param_count", model.parameter_count()},
       {"world_size", world_size},
+      {"data_parallel", data_parallel},
       {"accumulation", accumulation},
       {"micro_batch", t.micro_batch},
       {"global_batch", t.global_batch},

@@ -353,6 +353,26 @@ TEST(Cli, ExportReferenceWritesTheManifestAndItsFiles) {
   EXPECT_EQ(manifest["steps"], 3);
   EXPECT_EQ(fs::file_size(dir / "init.bin"), 123712u * 4u);  // tiny's parameters, float32
   EXPECT_EQ(fs::file_size(dir / "loss_weights.bin"), 3u * 8u);
+  EXPECT_EQ(manifest["data_parallel"], 2);
+  EXPECT_EQ(manifest["accumulation"], 1);
+  EXPECT_EQ(fs::file_size(dir / "batches.bin"),
+            3u * 2u * 1u * 2u * 4u * 64u * 8u);  // steps x D x m x (in, tgt) x B x S
+}
+
+// Under a pipeline the two ranks hold one model replica: one data-parallel rank reads the whole global batch as m
+// micro-batches (what tests/reference/torch_pipeline.py replays).
+TEST(Cli, ExportReferenceSplitsTheBatchOverDataParallelRanksOnly) {
+  const fs::path dir = fs::path(::testing::TempDir()) / "dtlab_cli_export_pp";
+  const auto job =
+      testing::run_job({kBin + "dtlab", "export-reference", "--config", kSource + "/tests/strategy/tiny_ddp.yaml",
+                        "--world-size", "2", "--out", dir.string(), "train.steps=3", "parallel.pp=2"},
+                       60);
+  ASSERT_EQ(job.exit_code, 0) << job.output;
+  const auto manifest = read_json(dir / "manifest.json");
+  EXPECT_EQ(manifest["world_size"], 2);
+  EXPECT_EQ(manifest["data_parallel"], 1);
+  EXPECT_EQ(manifest["accumulation"], 2);
+  EXPECT_EQ(fs::file_size(dir / "batches.bin"), 3u * 1u * 2u * 2u * 4u * 64u * 8u);
 }
 
 // A backend this build lacks is a config error, refused before any rendezvous: every rank exits 2 with the same

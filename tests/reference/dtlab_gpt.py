@@ -145,7 +145,8 @@ class ReferenceInputs:
             raise SystemExit(f"reference: cannot read {path}: {e} (run `dtlab export-reference` first)")
         m = self.manifest
         self.config = m["config"]
-        self.world_size = int(m["world_size"])
+        self.world_size = int(m["world_size"])  # ranks started
+        self.data_parallel = int(m.get("data_parallel", self.world_size))  # ranks reading different data
         self.accumulation = int(m["accumulation"])
         self.micro_batch = int(m["micro_batch"])
         self.seq_len = int(m["seq_len"])
@@ -154,8 +155,8 @@ class ReferenceInputs:
         self.loss_weights = self._read("loss_weights", np.float64, self.steps)
         per_micro = 2 * self.micro_batch * self.seq_len
         self.batches = self._read("batches", np.int64,
-                                  self.steps * self.world_size * self.accumulation * per_micro)
-        self.batches = self.batches.reshape(self.steps, self.world_size, self.accumulation, 2,
+                                  self.steps * self.data_parallel * self.accumulation * per_micro)
+        self.batches = self.batches.reshape(self.steps, self.data_parallel, self.accumulation, 2,
                                             self.micro_batch, self.seq_len)
 
     def _read(self, key, dtype, count):
@@ -167,7 +168,8 @@ class ReferenceInputs:
         return data
 
     def batch(self, step, rank, micro):
-        """(inputs, targets), int64 [micro_batch, seq_len] each: what dtlab's Sampler gives rank at (step, micro)."""
+        """(inputs, targets), int64 [micro_batch, seq_len] each: what dtlab's Sampler gives data-parallel rank `rank`
+        at (step, micro)."""
         pair = self.batches[step, rank, micro]
         return torch.from_numpy(pair[0]), torch.from_numpy(pair[1])
 

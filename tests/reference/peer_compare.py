@@ -62,10 +62,14 @@ class PeerSpec:
     record_strategy: bool = False        # phase records carry "strategy"
     record_measured_steps: bool = False  # phase records carry "measured_steps"
     report_max_abs_loss_diff: bool = False  # the report carries the timed "max_abs_loss_diff"
+    # A pipeline comparison: --schedule and --virtual are offered, every rank is a pipeline stage (parallel.pp =
+    # --world-size, one replica), and these overrides come before the user's (e.g. a micro-batch giving m >= P).
+    pipeline: bool = False
+    pipeline_overrides: tuple = ()
 
     @property
     def dtlab_label(self):
-        return "dtlab " + self.strategy
+        return "dtlab pipeline" if self.pipeline else "dtlab " + self.strategy
 
 
 class CommandFailed(Exception):
@@ -192,6 +196,10 @@ def phase(spec, name, args, overrides, repeats):
         rec["dtlab_only_overrides"] = args.dtlab_override
     if spec.record_strategy:
         rec["strategy"] = spec.strategy
+    if spec.pipeline:
+        par = manifest["config"]["parallel"]
+        rec["pipeline"] = {"pp": par["pp"], "schedule": par["pp_schedule"], "virtual_stages": par["pp_virtual_stages"],
+                           "microbatches": manifest["accumulation"]}
     rec.update({
         "model": {k: model_cfg[k] for k in ("preset", "d_model", "n_layers", "n_heads", "n_kv_heads", "ffn_hidden",
                                             "vocab_size", "seq_len", "tie_embeddings")},
@@ -237,6 +245,10 @@ def print_phase(spec, rec, timed):
     print(f"\n== {rec['name']}: preset {m['preset']} ({rec['params']:,} params), world {rec['world_size']} on {where}, "
           f"{rec['steps']} steps, global batch {rec['global_batch']} x seq {m['seq_len']}, micro {rec['micro_batch']} "
           f"(accumulation {rec['accumulation']}), {rec['optimizer']}, threads/rank {rec['threads_per_rank']['dtlab']}")
+    if rec.get("pipeline"):
+        pl = rec["pipeline"]
+        print(f"  pipeline: pp {pl['pp']}, schedule {pl['schedule']}, {pl['virtual_stages']} chunk(s) per rank, "
+              f"{pl['microbatches']} micro-batches per step")
     if rec.get("dtlab_only_overrides"):
         print(f"  dtlab's run only: {' '.join(rec['dtlab_only_overrides'])}")
     print(f"  {'':<{width}}{'tokens/s':>12}{'step ms (median)':>19}")
@@ -290,8 +302,18 @@ def parse_args(spec):
     ap.add_argument("--dtlab-override", action="append", default=[], metavar="KEY=VALUE",
                     help="an override for dtlab's run only, after the shared ones (e.g. parallel.bucket_cap_mb=4: "
                          "a setting PyTorch keeps at the config's value); repeatable, recorded in the JSON")
+    if spec.pipeline:
+        ap.add_argument("--schedule", default="1f1b", choices=["gpipe", "1f1b", "interleaved_1f1b", "zero_bubble"],
+                        help="parallel.pp_schedule of both sides (parallel.pp is --world-size)")
+        ap.add_argument("--virtual", type=int, default=1, help="parallel.pp_virtual_stages (chunks per rank)")
     ap.add_argument("overrides", nargs="*", help="section.key=value, e.g. train.steps=50")
     args = ap.parse_args()
+    if spec.pipeline:
+        if args.nodes > 1:
+            ap.error("--nodes: the pipeline comparison runs on one node")
+        args.overrides = [*spec.pipeline_overrides, f"parallel.pp={args.world_size}",
+                          f"parallel.pp_schedule={args.schedule}", f"parallel.pp_virtual_stages={args.virtual}",
+                          *args.overrides]
     if args.skip_timed and args.skip_tiny_check:
         ap.error("--correctness-only with --skip-tiny-check leaves nothing to run")
     if args.nodes < 1 or args.world_size % args.nodes != 0:
@@ -322,7 +344,10 @@ def main(spec):
     errors = []
     try:
         if not args.skip_tiny_check:
-            tiny = phase(spec, "tiny_check", args, [*args.overrides, "model.preset=tiny", "train.steps=10"], 1)
+            tiny_overrides = [*args.overrides, "model.preset=tiny", "train.steps=10"]
+            if spec.pipeline and args.world_size * args.virtual > 2:  # tiny has 2 blocks; each stage needs one
+                tiny_overrides.append(f"model.n_layers={args.world_size * args.virtual}")
+            tiny = phase(spec, "tiny_check", args, tiny_overrides, 1)
             report["tiny_check"] = tiny
             print_phase(spec, tiny, timed=False)
             if not tiny["losses"]["all_within_tolerance"]:

@@ -68,7 +68,7 @@ class PeerRun:
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
         if self.world != self.ref.world_size:
             raise SystemExit(f"{tag}: {self.args.export} was exported for world size {self.ref.world_size}, "
-                             f"but torchrun started {self.world} ranks")
+                             f"but {self.world} ranks were started")
         # Threads per rank as dtlab's configure_threads: train.threads, else cores / the ranks on this machine
         # (DTLAB_HOST_RANKS under dtlab launch, whose emulated nodes share one machine; else the local ranks). As in
         # dtlab's rank discovery, the variable counts only when dtlab launch started this rank.
@@ -81,10 +81,12 @@ class PeerRun:
     def make_optimizer(self, named_params):
         return make_optimizer(self.train_cfg, named_params, self.ref.is_norm_or_embedding(), self.tag)
 
-    def train(self, opt, params, forward_backward, grad_norm, grad_view=lambda g: g):
+    def train(self, opt, params, forward_backward, grad_norm, grad_view=lambda g: g, run_step=None):
         """Runs every step. forward_backward(inputs, targets, weight, last) -> this micro-step's local weighted
         loss (float), gradients accumulated; grad_norm(params) -> the global gradient norm; grad_view(grad) ->
-        the tensor that clipping scales in place. Keeps losses, grad_norms and step_ms on self."""
+        the tensor that clipping scales in place. run_step(step, weight) -> this rank's local weighted loss, when
+        one call runs every micro-batch of the step (a pipeline schedule), in place of the micro-step loop.
+        Keeps losses, grad_norms and step_ms on self."""
         ref = self.ref
         clip = float(self.train_cfg["grad_clip"])
         set_to_none = self.args.zero_grad == "none"
@@ -94,9 +96,12 @@ class PeerRun:
             opt.zero_grad(set_to_none=set_to_none)
             weight = float(ref.loss_weights[step])
             local_loss = 0.0
-            for micro in range(ref.accumulation):
-                inputs, targets = ref.batch(step, self.rank, micro)
-                local_loss += forward_backward(inputs, targets, weight, micro == ref.accumulation - 1)
+            if run_step is not None:
+                local_loss = run_step(step, weight)
+            else:
+                for micro in range(ref.accumulation):
+                    inputs, targets = ref.batch(step, self.rank, micro)
+                    local_loss += forward_backward(inputs, targets, weight, micro == ref.accumulation - 1)
             total = torch.tensor([local_loss], dtype=torch.float64)
             dist.all_reduce(total)
             global_loss = total.item()
@@ -125,7 +130,7 @@ class PeerRun:
         ref, args = self.ref, self.args
         warmup = int(self.cfg["instrument"]["warmup_steps"])
         measured = self.step_ms[warmup:] or self.step_ms
-        tokens_per_step = ref.micro_batch * ref.accumulation * self.world * ref.seq_len
+        tokens_per_step = ref.micro_batch * ref.accumulation * ref.data_parallel * ref.seq_len
         tokens_per_s = tokens_per_step * len(measured) / (sum(measured) / 1000.0)
         if self.rank == 0:
             out = {"losses": self.losses, "grad_norms": self.grad_norms, "step_ms": self.step_ms,
