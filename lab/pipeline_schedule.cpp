@@ -58,14 +58,14 @@ std::vector<PipeAction> one_f_one_b_rank(int rank, const PipeShape& shape) {
 using StageKey = std::tuple<int, int, PipeOp>;  // virtual stage, micro-batch, op
 
 // The time an action's inputs are ready, or nullopt while one of them has not run yet.
-std::optional<double> ready_time(const PipeAction& a, int rank, const PipeShape& shape, const PipeTimes& times,
-                                 const std::map<StageKey, double>& ends) {
+std::optional<double> ready_time(const PipeAction& a, int rank, const PipeShape& shape,
+                                 const std::vector<PipeTimes>& stage_times, const std::map<StageKey, double>& ends) {
   const int P = shape.stages, k = a.chunk * P + rank;
   double ready = 0;
   const auto need = [&](int stage, PipeOp op, bool crosses) -> bool {
     auto it = ends.find({stage, a.micro_batch, op});
     if (it == ends.end()) return false;
-    ready = std::max(ready, it->second + (crosses ? times.transfer : 0.0));
+    ready = std::max(ready, it->second + (crosses ? stage_times[static_cast<size_t>(stage)].transfer : 0.0));
     return true;
   };
   switch (a.op) {
@@ -95,6 +95,7 @@ double duration(PipeOp op, const PipeTimes& t) {
 PipeProgram zero_bubble_program(const PipeShape& shape) {
   const int P = shape.stages;
   const PipeTimes unit{.forward = 1, .backward = 1, .weight = 1};
+  const std::vector<PipeTimes> unit_stages(static_cast<size_t>(P), unit);  // zero bubble runs one chunk per rank
   std::vector<std::vector<PipeAction>> base(static_cast<size_t>(P)), pending(static_cast<size_t>(P));
   for (int r = 0; r < P; ++r) base[static_cast<size_t>(r)] = one_f_one_b_rank(r, shape);
   PipeProgram program(static_cast<size_t>(P));
@@ -122,7 +123,8 @@ PipeProgram zero_bubble_program(const PipeShape& shape) {
       const bool memory_full =
           next[ru] < base[ru].size() && base[ru][next[ru]].op == PipeOp::forward && in_flight[ru] >= P;
       if (next[ru] < base[ru].size() && !memory_full)
-        if (const auto ready = ready_time(base[ru][next[ru]], r, shape, unit, ends)) start = std::max(now, *ready);
+        if (const auto ready = ready_time(base[ru][next[ru]], r, shape, unit_stages, ends))
+          start = std::max(now, *ready);
       // F/B would wait, or F would hold one micro-batch too many: run a W first.
       const bool weight = !pending[ru].empty() && (!start || *start > now);
       if (weight) start = now;
@@ -210,7 +212,16 @@ double PipeReplay::bubble_fraction() const {
 }
 
 PipeReplay replay_pipe_program(const PipeProgram& program, const PipeShape& shape, const PipeTimes& times) {
+  return replay_pipe_program_on_stages(
+      program, shape, std::vector<PipeTimes>(static_cast<size_t>(shape.stages * shape.virtual_stages), times));
+}
+
+PipeReplay replay_pipe_program_on_stages(const PipeProgram& program, const PipeShape& shape,
+                                         const std::vector<PipeTimes>& stage_times) {
   const int P = shape.stages;
+  if (static_cast<int>(stage_times.size()) != P * shape.virtual_stages)
+    throw std::logic_error("pipeline replay: " + n(static_cast<int>(stage_times.size())) + " stage times for " +
+                           n(P * shape.virtual_stages) + " virtual stages");
   if (static_cast<int>(program.size()) != P)
     throw std::logic_error("pipeline replay: " + n(static_cast<int>(program.size())) + " ranks' actions for " + n(P) +
                            " stages");
@@ -243,9 +254,10 @@ PipeReplay replay_pipe_program(const PipeProgram& program, const PipeShape& shap
       const auto ru = static_cast<size_t>(r);
       while (next[ru] < program[ru].size()) {
         const PipeAction& a = program[ru][next[ru]];
-        const std::optional<double> ready = ready_time(a, r, shape, times, ends);
+        const std::optional<double> ready = ready_time(a, r, shape, stage_times, ends);
         if (!ready) break;
-        const double start = std::max(free_at[ru], *ready), end = start + duration(a.op, times);
+        const PipeTimes& t = stage_times[static_cast<size_t>(a.chunk * P + r)];
+        const double start = std::max(free_at[ru], *ready), end = start + duration(a.op, t);
         ends[{a.chunk * P + r, a.micro_batch, a.op}] = end;
         replay.ranks[ru].push_back({a, start, end});
         replay.busy[ru] += end - start;

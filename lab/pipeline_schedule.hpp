@@ -88,6 +88,10 @@ struct PipeReplay {
 // stage's B plus a transfer; a W for its B). Throws std::logic_error naming a waiting action when the program
 // deadlocks, and when an action is missing or repeated.
 PipeReplay replay_pipe_program(const PipeProgram& program, const PipeShape& shape, const PipeTimes& times);
+// The same with each virtual stage's own times (stage_times[k], k = chunk·P + rank; P·v of them): stages of unequal
+// work, e.g. the embedding's and the head's. A transfer takes the sending stage's time.
+PipeReplay replay_pipe_program_on_stages(const PipeProgram& program, const PipeShape& shape,
+                                         const std::vector<PipeTimes>& stage_times);
 
 // The bubble fraction the formulas above give for `schedule` (uniform stages, no transfer time).
 double predicted_bubble_fraction(PipeSchedule schedule, const PipeShape& shape, const PipeTimes& times);

@@ -15,6 +15,7 @@
 
 #include "analysis/cost/compute_model.hpp"
 #include "analysis/cost/memory_model.hpp"
+#include "analysis/cost/pipeline_step_model.hpp"
 #include "analysis/cost/step_model.hpp"
 #include "lab/node_layout.hpp"
 #include "lab/pipeline_schedule.hpp"
@@ -167,13 +168,10 @@ nlohmann::json predict(const dtlab::Config& config, const MachineProfile* profil
                           {"time_ms", std::move(time_ms)}};
   };
   nlohmann::json by_op = nlohmann::json::array();
-  if (profile && config.parallel.pp > 1)
-    notes.push_back(
-        "pipeline stages: the step time (compute, bubble, sends) is not modelled yet; `dtlab pp-schedule` "
-        "gives the schedule's bubble");
-  if (profile && config.parallel.pp == 1) {
+  if (profile) {
     notes.insert(notes.end(), profile->adjustments.begin(), profile->adjustments.end());
-    const StepPrediction step = predict_step(config, plan, *profile);
+    const StepPrediction step = config.parallel.pp > 1 ? predict_pipeline_step(config, plan, *profile, rank)
+                                                       : predict_step(config, plan, *profile);
     notes.insert(notes.end(), step.notes.begin(), step.notes.end());
     for (const auto& row : step.by_op) by_op.push_back(op_row_json(row, row.time_ms));
     j["comm"] = {{"bytes_per_step", plan.step_bytes()},

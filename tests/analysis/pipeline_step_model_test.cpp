@@ -1,0 +1,92 @@
+// pipeline_step_model_test.cpp: the pipeline step model (analysis/cost/pipeline_step_model.hpp) on the synthetic
+// profile: the stages' times partition the whole model's compute, the sends are timed as send_recv, zero bubble's
+// split charges W a whole backward, interleaving shortens the step, and predict() fills step_ms for a pipeline.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "analysis/cost/compute_model.hpp"
+#include "analysis/cost/pipeline_step_model.hpp"
+#include "analysis/cost/predict.hpp"
+#include "lab/config.hpp"
+#include "strategies/cost_plan.hpp"
+#include "tests/analysis/synthetic_profile.hpp"
+
+namespace dtlab::analysis {
+namespace {
+
+using testing::synthetic;
+
+// tiny at pp 2, world 2: one data-parallel rank, micro-batch 4, global batch 4·m, so m micro-batches per step.
+Config pipeline(int m, std::vector<std::string> extra = {}) {
+  std::vector<std::string> overrides = {"train.micro_batch=4", "train.global_batch=" + std::to_string(4 * m),
+                                        "parallel.strategy=ddp", "parallel.pp=2"};
+  overrides.insert(overrides.end(), extra.begin(), extra.end());
+  return load_config_text("", overrides, 2);
+}
+
+StepPrediction step_of(const Config& c, int rank, const MachineProfile& profile) {
+  return predict_pipeline_step(c, cost_plan(c, rank), profile, rank);
+}
+
+TEST(PipelineStepModel, StagesShareTheWholeModelsComputeAndStepAddsUp) {
+  const MachineProfile p = synthetic();
+  for (const char* schedule : {"gpipe", "1f1b"}) {
+    const Config c = pipeline(4, {std::string("parallel.pp_schedule=") + schedule});
+    const ComputeTime whole = compute_time(c, p);
+    const StepPrediction r0 = step_of(c, 0, p), r1 = step_of(c, 1, p);
+    // Each micro-batch runs F and B once on each stage: the ranks' busy times sum to m whole-model micro-steps.
+    EXPECT_NEAR(r0.compute_ms + r1.compute_ms, 4 * (whole.forward_ms + whole.backward_ms), 1e-9) << schedule;
+    // The head (2·V·h FLOPs per token) sits on the last stage: more work there than on the embedding's stage.
+    EXPECT_GT(r1.compute_ms, r0.compute_ms) << schedule;
+    EXPECT_NEAR(r0.step_ms, r0.compute_ms + r0.exposed_comm_ms + r0.optimizer_ms, 1e-9) << schedule;
+    EXPECT_GT(r0.exposed_comm_ms, 0.0) << schedule;  // the bubble at least
+  }
+}
+
+TEST(PipelineStepModel, SendsAreTimedAsOneSendRecvEach) {
+  const Config c = pipeline(2);
+  const StepPrediction r0 = step_of(c, 0, synthetic());
+  // Rank 0 sends its activation for each of m = 2 micro-batches: 4 x 64 tokens x 64 x 4 bytes = 65 536 bytes, each
+  // α + Sβ of send_recv/backend = 700 + 65 536 · 7e-3 = 1 158.752 µs.
+  bool found = false;
+  for (const OpTime& row : r0.by_op)
+    if (row.op == "send") {
+      found = true;
+      EXPECT_EQ(row.count, 2);
+      EXPECT_NEAR(row.time_ms, 2 * 1.158752, 1e-9);
+    }
+  EXPECT_TRUE(found);
+  // The transfers lie on the critical path: with them the step is longer than with (almost) free links.
+  EXPECT_GT(r0.step_ms, step_of(c, 0, synthetic(1e-9)).step_ms + 2 * 1.158752 - 1e-6);
+}
+
+TEST(PipelineStepModel, ZeroBubblesWeightPassCostsAWholeBackward) {
+  const Config one_f_one_b = pipeline(4), zero_bubble = pipeline(4, {"parallel.pp_schedule=zero_bubble"});
+  const MachineProfile p = synthetic(1e-9);
+  // The first stage sends no input gradient: no B, and its W is the whole backward, as 1F1B's B.
+  EXPECT_NEAR(step_of(zero_bubble, 0, p).compute_ms, step_of(one_f_one_b, 0, p).compute_ms, 1e-9);
+  // The last stage: B = half a backward, W = a whole one. Without recompute a backward is twice the forward, so
+  // 1F1B's busy time is 3 forwards per micro-batch and zero bubble's 4: a third more.
+  EXPECT_NEAR(step_of(zero_bubble, 1, p).compute_ms, step_of(one_f_one_b, 1, p).compute_ms * 4.0 / 3.0, 1e-9);
+}
+
+TEST(PipelineStepModel, InterleavingShortensTheStepAtTheSameMicroBatches) {
+  const MachineProfile p = synthetic(1e-9);  // transfers ~free: interleaving's extra sends cost nothing here
+  const Config plain = pipeline(4, {"model.n_layers=4"});
+  const Config interleaved =
+      pipeline(4, {"model.n_layers=4", "parallel.pp_schedule=interleaved_1f1b", "parallel.pp_virtual_stages=2"});
+  EXPECT_LT(step_of(interleaved, 0, p).step_ms, step_of(plain, 0, p).step_ms);
+}
+
+TEST(PipelineStepModel, PredictFillsTheStepTimeOfAPipelineRun) {
+  const MachineProfile p = synthetic();
+  const nlohmann::json j = predict(pipeline(4), &p, 0);
+  ASSERT_TRUE(j["step_ms"].is_number()) << j.dump(2);
+  EXPECT_NEAR(j["step_ms"].get<double>(), step_of(pipeline(4), 0, p).step_ms, 1e-9);
+  EXPECT_GT(j["tokens_per_s"].get<double>(), 0.0);
+}
+
+}  // namespace
+}  // namespace dtlab::analysis
