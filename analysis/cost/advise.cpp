@@ -11,6 +11,7 @@
 #include <string_view>
 #include <utility>
 
+#include "analysis/cost/pipeline_model.hpp"
 #include "analysis/cost/predict.hpp"
 #include "analysis/cost/step_model.hpp"
 #include "analysis/html.hpp"
@@ -23,6 +24,7 @@ namespace {
 constexpr std::array<const char*, 4> kCheckpointing = {"none", "selective", "full", "full/2"};
 constexpr std::array<double, 4> kBucketCapsMb = {1, 4, 25, 100};
 constexpr std::array<const char*, 4> kWraps = {"block", "every_2", "every_4", "model"};
+constexpr std::array<const char*, 4> kPipeSchedules = {"1f1b", "interleaved_1f1b", "gpipe", "zero_bubble"};
 
 // Sequences per rank per optimizer step; 0 when the global batch does not divide among the data-parallel ranks.
 int64_t per_rank_batch(const Config& c) {
@@ -55,6 +57,20 @@ int apply(const Config& base, CandidateSettings& s, Config& out) {
   };
   out.parallel.strategy = s.strategy;
   set("parallel.strategy", s.strategy, base.parallel.strategy != s.strategy);
+
+  // Pipeline stages; the base's own split only where its stages are kept (a split names blocks per stage).
+  const int64_t virtual_stages = s.pp_schedule == "interleaved_1f1b" ? 2 : 1;
+  const bool same_stages = s.pp == base.parallel.pp && virtual_stages == base.parallel.pp_virtual_stages;
+  out.parallel.pp = s.pp;
+  out.parallel.pp_virtual_stages = virtual_stages;
+  if (!same_stages) out.parallel.pp_split.clear();
+  set("parallel.pp", std::to_string(s.pp), base.parallel.pp != s.pp);
+  if (s.pp > 1) {
+    out.parallel.pp_schedule = s.pp_schedule;
+    set("parallel.pp_schedule", s.pp_schedule, base.parallel.pp_schedule != s.pp_schedule);
+    s.overrides.push_back("parallel.pp_virtual_stages=" + std::to_string(virtual_stages));
+  }
+  if (!same_stages && !base.parallel.pp_split.empty()) s.overrides.emplace_back("parallel.pp_split=");
 
   const bool full = s.activation_checkpointing.rfind("full", 0) == 0;
   out.parallel.activation_checkpointing = full ? "full" : s.activation_checkpointing;
@@ -94,47 +110,69 @@ int apply(const Config& base, CandidateSettings& s, Config& out) {
   return changes;
 }
 
+// The pipelines a strategy is searched under: pp 1, and where it runs under stages, pp 2 and 4 (those the world and
+// the blocks allow) with each schedule.
+std::vector<std::pair<int64_t, std::string>> pipelines(const Config& base, const StrategySpec& spec) {
+  std::vector<std::pair<int64_t, std::string>> out = {{1, ""}};
+  if (!spec.runs_under_pipeline) return out;
+  for (int64_t pp : {2, 4}) {
+    if (base.world_size % pp != 0 || base.model.n_layers < pp) continue;
+    for (const char* schedule : kPipeSchedules) out.emplace_back(pp, schedule);
+  }
+  return out;
+}
+
+// The candidates of one strategy under one pipeline: every setting combination it reads, in a fixed order.
+void add_candidates(const Config& base, const StrategySpec& spec, int64_t pp, const std::string& schedule,
+                    std::vector<CandidateSettings>& out) {
+  Config probe = base;
+  probe.parallel.strategy = std::string(spec.id);
+  probe.parallel.pp = pp;
+  const int64_t per_rank = per_rank_batch(probe);
+  // Under stages DDP's buckets are all reduced after the flush: their size does not change the step; not searched.
+  std::vector<std::string> granularities = {""};
+  if (reads(spec, "parallel.bucket_cap_mb") && pp == 1) {
+    granularities.clear();
+    for (double mb : kBucketCapsMb) granularities.push_back(bucket_text(mb));
+  } else if (reads(spec, "parallel.wrap")) {
+    granularities.clear();
+    for (const char* w : kWraps) granularities.push_back(std::string("wrap ") + w);
+  }
+  const std::vector<bool> offloads =
+      reads(spec, "parallel.offload") ? std::vector<bool>{false, true} : std::vector<bool>{false};
+  // A per-rank batch that does not divide still gets one candidate, which validation refuses with its rule.
+  const std::vector<int64_t> micro =
+      per_rank > 0 ? micro_batches(per_rank) : std::vector<int64_t>{base.train.micro_batch};
+  // fp32 and bf16; fp16 too when the base config trains in it (with its loss scaler).
+  std::vector<std::string> precisions = {"fp32", "bf16"};
+  if (base.precision.param_dtype == "fp16") precisions.push_back("fp16");
+  for (const char* ac : kCheckpointing) {
+    if (std::string_view(ac) == "full/2" && base.model.n_layers < 2) continue;
+    for (const std::string& precision : precisions)
+      for (bool offload : offloads)
+        for (int64_t m : micro)
+          for (const std::string& g : granularities) {
+            CandidateSettings s;
+            s.strategy = std::string(spec.id);
+            s.activation_checkpointing = ac;
+            s.precision = precision;
+            s.offload = offload;
+            s.micro_batch = m;
+            s.accumulation = per_rank > 0 ? per_rank / m : 0;
+            s.pp = pp;
+            s.pp_schedule = schedule;
+            s.granularity = g;
+            out.push_back(std::move(s));
+          }
+  }
+}
+
 // Every setting combination the catalogue's strategies read, in a fixed order.
 std::vector<CandidateSettings> search_space(const Config& base) {
   std::vector<CandidateSettings> out;
   for (const StrategySpec* spec : strategy_specs()) {
     if (spec->plan == nullptr) continue;
-    Config probe = base;
-    probe.parallel.strategy = std::string(spec->id);
-    const int64_t per_rank = per_rank_batch(probe);
-    std::vector<std::string> granularities = {""};
-    if (reads(*spec, "parallel.bucket_cap_mb")) {
-      granularities.clear();
-      for (double mb : kBucketCapsMb) granularities.push_back(bucket_text(mb));
-    } else if (reads(*spec, "parallel.wrap")) {
-      granularities.clear();
-      for (const char* w : kWraps) granularities.push_back(std::string("wrap ") + w);
-    }
-    const std::vector<bool> offloads =
-        reads(*spec, "parallel.offload") ? std::vector<bool>{false, true} : std::vector<bool>{false};
-    // A per-rank batch that does not divide still gets one candidate, which validation refuses with its rule.
-    const std::vector<int64_t> micro =
-        per_rank > 0 ? micro_batches(per_rank) : std::vector<int64_t>{base.train.micro_batch};
-    // fp32 and bf16; fp16 too when the base config trains in it (with its loss scaler).
-    std::vector<std::string> precisions = {"fp32", "bf16"};
-    if (base.precision.param_dtype == "fp16") precisions.push_back("fp16");
-    for (const char* ac : kCheckpointing) {
-      if (std::string_view(ac) == "full/2" && base.model.n_layers < 2) continue;
-      for (const std::string& precision : precisions)
-        for (bool offload : offloads)
-          for (int64_t m : micro)
-            for (const std::string& g : granularities) {
-              CandidateSettings s;
-              s.strategy = std::string(spec->id);
-              s.activation_checkpointing = ac;
-              s.precision = precision;
-              s.offload = offload;
-              s.micro_batch = m;
-              s.accumulation = per_rank > 0 ? per_rank / m : 0;
-              s.granularity = g;
-              out.push_back(std::move(s));
-            }
-    }
+    for (const auto& [pp, schedule] : pipelines(base, *spec)) add_candidates(base, *spec, pp, schedule, out);
   }
   return out;
 }
@@ -196,7 +234,8 @@ Candidate evaluate(const AdviseRequest& r, CandidateSettings settings, int order
   // DDP's parallel.collectives=auto across nodes: the model's choice, as `dtlab train` makes it with a profile.
   if (const auto choice = choose_collectives(c, r.profile)) c.parallel.collectives = choice->collectives;
   cand.memory = largest_rank_peak_memory(c, r.profile.comm.intra_node.backend);
-  const StepPrediction step = predict_step(c, cost_plan(c, 0), r.profile);
+  const StepPrediction step = c.parallel.pp > 1 ? predict_pipeline_step(c, cost_plan(c, 0), r.profile, 0)
+                                                : predict_step(c, cost_plan(c, 0), r.profile);
   cand.step_ms = step.step_ms;
   cand.tokens_per_s = step.tokens_per_s;
   cand.compute_ms = step.compute_ms;
@@ -271,8 +310,13 @@ std::string format_bytes(double bytes) {
   return fmt_fixed(bytes, 0) + " B";
 }
 
+std::string pipeline_text(const CandidateSettings& s) {
+  return s.pp > 1 ? "pp " + std::to_string(s.pp) + " " + s.pp_schedule : "none";
+}
+
 std::string describe(const CandidateSettings& s) {
   std::string text = s.strategy;
+  if (s.pp > 1) text += ", " + pipeline_text(s);
   text += s.activation_checkpointing == "none" ? ", no AC" : ", AC " + s.activation_checkpointing;
   text += ", " + s.precision;
   if (s.offload) text += ", offload";
@@ -374,9 +418,14 @@ Advice advise(const AdviseRequest& r) {
 nlohmann::json to_json(const Candidate& c) {
   const CandidateSettings& s = c.settings;
   nlohmann::json j;
-  j["settings"] = {{"strategy", s.strategy},       {"activation_checkpointing", s.activation_checkpointing},
-                   {"precision", s.precision},     {"offload", s.offload},
-                   {"micro_batch", s.micro_batch}, {"accumulation", s.accumulation},
+  j["settings"] = {{"strategy", s.strategy},
+                   {"activation_checkpointing", s.activation_checkpointing},
+                   {"precision", s.precision},
+                   {"offload", s.offload},
+                   {"micro_batch", s.micro_batch},
+                   {"accumulation", s.accumulation},
+                   {"pp", s.pp},
+                   {"pp_schedule", s.pp_schedule},
                    {"granularity", s.granularity}};
   j["description"] = c.describe();
   j["overrides"] = s.overrides;

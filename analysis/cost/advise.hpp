@@ -62,7 +62,11 @@ struct CandidateSettings {
   std::string activation_checkpointing = "none";  // none | selective | full | full/2 (every 2nd block)
   std::string precision = "fp32";                 // fp32 | bf16 | fp16
   bool offload = false;
-  int64_t micro_batch = 1, accumulation = 1;
+  int64_t micro_batch = 1, accumulation = 1;  // accumulation = the pipeline's micro-batches m when pp > 1
+  // Pipeline stages (strategies with StrategySpec::runs_under_pipeline): pp 1, 2, 4 where the world allows, each
+  // with gpipe | 1f1b | interleaved_1f1b (2 chunks per rank) | zero_bubble; "" at pp 1.
+  int64_t pp = 1;
+  std::string pp_schedule;
   std::string granularity;             // "bucket 25 MiB" | "wrap block" | "" (the strategy reads neither)
   std::vector<std::string> overrides;  // section.key=value, applied to the base config
 };
@@ -122,8 +126,10 @@ std::string format_advice(const Advice& advice, int top);
 nlohmann::json to_json(const Advice& advice);
 nlohmann::json to_json(const Candidate& candidate);
 
-// "fsdp_full_shard, AC selective, bf16, micro-batch 2 x 4, wrap block"
+// "fsdp_full_shard, AC selective, bf16, micro-batch 2 x 4, wrap block"; "ddp, pp 2 1f1b, no AC, ..." with stages
 std::string describe(const CandidateSettings& settings);
+// "none" at pp 1, else "pp 2 1f1b" (the pipeline axis of the explanation)
+std::string pipeline_text(const CandidateSettings& settings);
 
 // "1.50 GiB", "512.0 MiB", "12.0 KiB", "100 B".
 std::string format_bytes(double bytes);

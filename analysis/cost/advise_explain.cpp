@@ -15,10 +15,12 @@
 namespace dtlab::analysis {
 namespace {
 
-enum class Axis { checkpointing, precision, offload, micro_batch, granularity };
+enum class Axis { pipeline, checkpointing, precision, offload, micro_batch, granularity };
 
 std::string value_of(const CandidateSettings& s, Axis axis) {
   switch (axis) {
+    case Axis::pipeline:
+      return pipeline_text(s);
     case Axis::checkpointing:
       return s.activation_checkpointing;
     case Axis::precision:
@@ -35,6 +37,8 @@ std::string value_of(const CandidateSettings& s, Axis axis) {
 
 const char* axis_name(Axis axis) {
   switch (axis) {
+    case Axis::pipeline:
+      return "pipeline";
     case Axis::checkpointing:
       return "activation checkpointing";
     case Axis::precision:
@@ -49,11 +53,34 @@ const char* axis_name(Axis axis) {
   return "";
 }
 
+// Whether b is a's settings with `axis` changed. Under stages the granularity is not searched (DDP's buckets all go
+// after the flush), so across the pipeline axis it may differ too.
 bool same_except(const CandidateSettings& a, const CandidateSettings& b, Axis axis) {
   if (a.strategy != b.strategy) return false;
-  for (Axis other : {Axis::checkpointing, Axis::precision, Axis::offload, Axis::micro_batch, Axis::granularity})
+  for (Axis other :
+       {Axis::pipeline, Axis::checkpointing, Axis::precision, Axis::offload, Axis::micro_batch, Axis::granularity}) {
+    if (axis == Axis::pipeline && other == Axis::granularity) continue;
     if (other != axis && value_of(a, other) != value_of(b, other)) return false;
+  }
   return value_of(a, axis) != value_of(b, axis);
+}
+
+// The candidates that differ from the winner's settings on `axis` only, in search order; on the pipeline axis the
+// best of each value (the granularities of pp 1 are one value there).
+std::vector<const Candidate*> alternatives(const CandidateSettings& w, const std::vector<Candidate>& all, Axis axis) {
+  std::vector<const Candidate*> out;
+  for (const Candidate& c : all) {
+    if (!same_except(w, c.settings, axis)) continue;
+    const auto same_value = [&](const Candidate* o) {
+      return value_of(o->settings, axis) == value_of(c.settings, axis);
+    };
+    const auto it = axis == Axis::pipeline ? std::find_if(out.begin(), out.end(), same_value) : out.end();
+    if (it == out.end())
+      out.push_back(&c);
+    else if (c.exclusion.empty() && ((*it)->exclusion != "" || ranks_before(c, **it)))
+      *it = &c;
+  }
+  return out;
 }
 
 // How `other` compares with the winner: slower / as fast / excluded (with the reason).
@@ -71,7 +98,7 @@ std::string versus(const Candidate& winner, const Candidate& other) {
 // Equal in every searched setting but strategy and granularity, and predicted identically (times, bytes, memory by
 // category): the same job under another name.
 bool same_job(const Candidate& a, const Candidate& b) {
-  for (Axis axis : {Axis::checkpointing, Axis::precision, Axis::offload, Axis::micro_batch})
+  for (Axis axis : {Axis::pipeline, Axis::checkpointing, Axis::precision, Axis::offload, Axis::micro_batch})
     if (value_of(a.settings, axis) != value_of(b.settings, axis)) return false;
   const MemoryPrediction &m = a.memory, &n = b.memory;
   return a.step_ms == b.step_ms && a.comm_ms == b.comm_ms && a.exposed_comm_ms == b.exposed_comm_ms &&
@@ -112,10 +139,11 @@ std::vector<std::string> explain(const Advice& advice, const std::vector<Candida
     }
   }
   // Every other axis: the winner's settings with one value changed.
-  for (Axis axis : {Axis::checkpointing, Axis::precision, Axis::micro_batch, Axis::offload, Axis::granularity}) {
+  for (Axis axis :
+       {Axis::pipeline, Axis::checkpointing, Axis::precision, Axis::micro_batch, Axis::offload, Axis::granularity}) {
     std::vector<std::string> parts;
-    for (const Candidate& c : all) {
-      if (!same_except(w.settings, c.settings, axis)) continue;
+    for (const Candidate* alternative : alternatives(w.settings, all, axis)) {
+      const Candidate& c = *alternative;
       if (std::find(w.equivalent.begin(), w.equivalent.end(), c.settings.granularity) != w.equivalent.end() &&
           axis == Axis::granularity)
         continue;  // folded into the winner: the same prediction

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "analysis/cost/pipeline_model.hpp"
 #include "lab/dtype.hpp"
 #include "lab/unit_layout.hpp"
 #include "strategies/catalog.hpp"
@@ -259,10 +260,13 @@ MemoryPrediction predict_memory(const Config& config, const CostPlan& plan, cons
 }
 
 MemoryPrediction largest_rank_peak_memory(const Config& config, const std::string& comm_backend) {
-  MemoryPrediction best = predict_memory(config, cost_plan(config, 0), comm_backend);
+  const auto of_rank = [&](int rank) {  // a pipeline stage keeps its schedule's micro-batches in flight
+    return config.parallel.pp > 1 ? pipeline_stage_memory(config, cost_plan(config, rank), comm_backend, rank)
+                                  : predict_memory(config, cost_plan(config, rank), comm_backend);
+  };
+  MemoryPrediction best = of_rank(0);
   if (config.world_size > 1) {
-    MemoryPrediction last =
-        predict_memory(config, cost_plan(config, static_cast<int>(config.world_size - 1)), comm_backend);
+    MemoryPrediction last = of_rank(static_cast<int>(config.world_size - 1));
     if (last.device_peak > best.device_peak) best = std::move(last);
   }
   return best;

@@ -10,6 +10,7 @@
 #include "analysis/cost/max_batch.hpp"
 #include "analysis/cost/predict.hpp"
 #include "analysis/cost/profile.hpp"
+#include "analysis/cost/topology.hpp"
 #include "lab/config.hpp"
 
 namespace dtlab::analysis {
@@ -70,8 +71,57 @@ TEST(Advise, EverythingFitsRanksEveryValidCandidateFastestFirst) {
   for (size_t i = 1; i < a.ranked.size(); ++i) EXPECT_LE(a.ranked[i - 1].step_ms, a.ranked[i].step_ms);
   EXPECT_TRUE(a.rejected.empty());
   EXPECT_TRUE(a.if_nothing_fits.empty());
-  // The search: strategies x AC 4 x precision 2 x offload (where read) x micro-batch 1, 2, 4 x granularity 4.
-  EXPECT_EQ(searched(a), 1080u);
+  // The search: strategies x AC 4 x precision 2 x offload (where read) x micro-batch 1, 2, 4 x granularity 4 (1080),
+  // and ddp under pp 2: 4 schedules x AC 4 x precision 2 x micro-batch 1, 2, 4, 8 (one data-parallel rank) (128).
+  EXPECT_EQ(searched(a), 1208u);
+}
+
+TEST(Advise, SearchesPipelineStagesWithEachScheduleForTheStrategiesThatRunUnderThem) {
+  const Advice a = advise(tiny(1LL << 40));
+  std::vector<Candidate> all = a.excluded;
+  all.insert(all.end(), a.ranked.begin(), a.ranked.end());
+  std::set<std::string> schedules;
+  size_t staged = 0;
+  for (const Candidate& c : all) {
+    if (c.settings.pp == 1) continue;
+    ++staged;
+    EXPECT_EQ(c.settings.strategy, "ddp") << c.describe();  // the one strategy that runs under stages today
+    EXPECT_TRUE(contains(c.overrides_text(), "parallel.pp=2 ")) << c.overrides_text();
+    EXPECT_TRUE(contains(c.overrides_text(), "parallel.pp_schedule=" + c.settings.pp_schedule)) << c.overrides_text();
+    EXPECT_TRUE(contains(c.describe(), "ddp, pp 2 " + c.settings.pp_schedule)) << c.describe();
+    schedules.insert(c.settings.pp_schedule);
+    if (c.settings.pp_schedule == "zero_bubble" && c.settings.activation_checkpointing != "none") {
+      EXPECT_EQ(c.exclusion, "refused") << c.describe();  // B and W would each recompute the checkpointed blocks
+    }
+    if (c.exclusion.empty()) {
+      EXPECT_GT(c.step_ms, 0.0) << c.describe();  // the pipeline step model's time
+    }
+  }
+  EXPECT_EQ(staged, 128u);
+  EXPECT_EQ(schedules, (std::set<std::string>{"1f1b", "interleaved_1f1b", "gpipe", "zero_bubble"}));
+}
+
+TEST(Advise, PicksStagesAcrossASlowLinkAndExplainsThePick) {
+  // tiny on 2 nodes of one rank joined by 1 Mbit/s: DDP all-reduces ~0.5 MB of gradients across the link every step,
+  // a pipeline of 2 stages sends 8 x 64 tokens x 64 x 4 bytes of activations each way (256 KB in all).
+  AdviseRequest r = tiny(1LL << 40);
+  r.base.ranks_per_node = 1;
+  r.profile = on_topology(fixture_profile(), Topology{.nodes = 2, .ranks_per_node = 1, .inter_link_bps = 1e6});
+  const Advice a = advise(r);
+  ASSERT_NE(a.winner(), nullptr);
+  EXPECT_EQ(a.winner()->settings.pp, 2) << a.winner()->describe();
+  std::string pipeline_line;
+  for (const std::string& line : a.explanation)
+    if (line.rfind("pipeline pp 2 ", 0) == 0) pipeline_line = line;
+  EXPECT_TRUE(contains(pipeline_line, "none: ")) << format_advice(a, 5);
+  EXPECT_TRUE(contains(pipeline_line, "slower")) << pipeline_line;
+  // The overrides reproduce the winner's prediction.
+  std::vector<std::string> overrides = {"model.preset=tiny", "train.global_batch=8", "train.micro_batch=4"};
+  overrides.insert(overrides.end(), a.winner()->settings.overrides.begin(), a.winner()->settings.overrides.end());
+  Config c = load_config_text("", overrides, 2);
+  c.ranks_per_node = 1;
+  const nlohmann::json p = predict(c, &r.profile, 0);
+  EXPECT_NEAR(p["step_ms"].get<double>(), a.winner()->step_ms, 1e-9);
 }
 
 TEST(Advise, TiesGoToLowerPeakThenFewerChangesAndIdenticalSettingsFold) {
@@ -205,11 +255,18 @@ TEST(Advise, SevenBillionOnSixtyFourH100sIsAProjectionThatShardsTheOptimizer) {
   EXPECT_EQ(a.label, "projection");
   ASSERT_NE(a.winner(), nullptr);
   EXPECT_NE(a.winner()->settings.strategy, "ddp");
-  // DDP replicates 16 bytes per parameter of state (~112 GB): over 80 GiB at any setting, optimizer state the largest.
+  // DDP replicates 16 bytes per parameter of state (~112 GB): over 80 GiB without stages; only 4 pipeline stages
+  // (a quarter of the layers each) bring it under, and slower than sharding (fp32: DDP refuses bf16 compute).
   bool ddp_explained = false;
   for (const std::string& line : a.explanation)
-    if (contains(line, "why not ddp: nothing fits") && contains(line, "largest: optimizer state")) ddp_explained = true;
-  EXPECT_TRUE(ddp_explained);
+    if (contains(line, "why not ddp: its best fitting setting is") && contains(line, "slower") &&
+        contains(line, "ddp, pp 4 "))
+      ddp_explained = true;
+  EXPECT_TRUE(ddp_explained) << format_advice(a, 3);
+  for (const Candidate& c : a.excluded)
+    if (c.settings.strategy == "ddp" && c.settings.pp == 1 && c.exclusion == "over_budget") {
+      EXPECT_TRUE(contains(c.reason, "largest: optimizer state")) << c.reason;
+    }
 }
 
 TEST(MaxBatch, TheAnswerFitsAndTheNextSizeDoesNot) {

@@ -1,4 +1,4 @@
-// pipeline_step_model_test.cpp: the pipeline step model (analysis/cost/pipeline_step_model.hpp) on the synthetic
+// pipeline_model_test.cpp: the pipeline step model (analysis/cost/pipeline_model.hpp) on the synthetic
 // profile: the stages' times partition the whole model's compute, the sends are timed as send_recv, zero bubble's
 // split charges W a whole backward, interleaving shortens the step, and predict() fills step_ms for a pipeline.
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "analysis/cost/compute_model.hpp"
-#include "analysis/cost/pipeline_step_model.hpp"
+#include "analysis/cost/pipeline_model.hpp"
 #include "analysis/cost/predict.hpp"
 #include "lab/config.hpp"
 #include "strategies/cost_plan.hpp"

@@ -1,7 +1,9 @@
-// pipeline_step_model.cpp: a pipeline step replayed on per-stage times (see pipeline_step_model.hpp).
-#include "analysis/cost/pipeline_step_model.hpp"
+// pipeline_model.cpp: a pipeline stage's memory and a pipeline step replayed on per-stage times (see
+// pipeline_model.hpp).
+#include "analysis/cost/pipeline_model.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -9,6 +11,7 @@
 #include <vector>
 
 #include "analysis/cost/compute_model.hpp"
+#include "analysis/cost/memory_model.hpp"
 #include "lab/dtype.hpp"
 #include "lab/pipeline_schedule.hpp"
 #include "lab/pipeline_split.hpp"
@@ -46,6 +49,39 @@ std::vector<PipeTimes> stage_times(const Config& config, const ComputeTime& whol
 }
 
 }  // namespace
+
+MemoryPrediction pipeline_stage_memory(const dtlab::Config& config, const CostPlan& plan, const std::string& backend,
+                                       int rank) {
+  const int L = static_cast<int>(config.model.n_layers), P = static_cast<int>(config.parallel.pp);
+  const std::vector<int> units = units_on_rank(config, rank);
+  dtlab::Config stage = config;
+  stage.parallel.pp = 1;
+  stage.parallel.pp_virtual_stages = 1;
+  stage.parallel.pp_split.clear();
+  stage.model.n_layers = std::count_if(units.begin(), units.end(), [L](int m) { return m >= 1 && m <= L; });
+  MemoryPrediction memory = predict_memory(stage, plan, backend);
+  const PipeShape shape{.stages = P,
+                        .micro_batches = static_cast<int>(std::max<int64_t>(1, config.train.accumulation)),
+                        .virtual_stages = static_cast<int>(config.parallel.pp_virtual_stages)};
+  const PipeSchedule schedule = parse_pipe_schedule(config.parallel.pp_schedule).value_or(PipeSchedule::one_f_one_b);
+  const PipeTimes times =
+      schedule == PipeSchedule::zero_bubble ? PipeTimes{.forward = 1, .backward = 1, .weight = 1} : PipeTimes{};
+  const double in_flight = replay_pipe_program(pipe_program(schedule, shape), shape, times)
+                               .peak_in_flight[static_cast<size_t>(rank / (config.world_size / P))];
+  const bool holds_head = std::find(units.begin(), units.end(), L + 1) != units.end();
+  memory.activations = std::llround(static_cast<double>(memory.activations) * in_flight);
+  memory.logits = holds_head ? std::llround(static_cast<double>(memory.logits) * in_flight) : 0;
+  memory.peak = memory.params + memory.grads + memory.optimizer + memory.buffers + memory.activations + memory.logits +
+                memory.comm_staging + memory.ring_scratch;
+  memory.device_peak = memory.peak - memory.host;
+  char line[200];
+  std::snprintf(line, sizeof line,
+                "pipeline stage: %lld blocks, activations x %.3g micro-batches in flight (%s), logits %s",
+                static_cast<long long>(stage.model.n_layers), in_flight, pipe_schedule_name(schedule),
+                holds_head ? "here (the head's stage)" : "on the last stage only");
+  memory.notes.emplace_back(line);
+  return memory;
+}
 
 StepPrediction predict_pipeline_step(const Config& config, const CostPlan& plan, const MachineProfile& profile,
                                      int rank) {

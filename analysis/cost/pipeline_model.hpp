@@ -1,7 +1,12 @@
-// pipeline_step_model.hpp: the time of one optimizer step of a pipeline-parallel run (parallel.pp > 1), by replaying
-// its schedule on each virtual stage's calibrated times (torch-free).
+// pipeline_model.hpp: the memory of a pipeline stage and the time of one optimizer step of a pipeline-parallel run
+// (parallel.pp > 1), each from a replay of its schedule (lab/pipeline_schedule.hpp; torch-free).
 //
+//   MemoryPrediction m = pipeline_stage_memory(config, cost_plan(config, rank), "gloo", rank);
 //   StepPrediction s = predict_pipeline_step(config, cost_plan(config, rank), profile, rank);
+//
+// Memory: the plan's state (this rank's stage parameters), its blocks' activations for one micro-batch times the
+// most micro-batches the schedule keeps in flight on this rank (the replay on unit times), and the logits only where
+// the head is.
 //
 // Each virtual stage's forward and backward of one micro-batch are the compute model's (compute_model.hpp) for the
 // whole model, split by the FLOPs of the units the stage holds (pipeline_split.hpp: the embedding with the first,
@@ -18,12 +23,19 @@
 // as for the other strategies.
 #pragma once
 
+#include <string>
+
+#include "analysis/cost/memory_model.hpp"
 #include "analysis/cost/profile.hpp"
 #include "analysis/cost/step_model.hpp"
 #include "lab/config.hpp"
 #include "strategies/cost_plan.hpp"
 
 namespace dtlab::analysis {
+
+// REQUIRES: config.parallel.pp > 1; `plan` is cost_plan(config, rank).
+MemoryPrediction pipeline_stage_memory(const Config& config, const CostPlan& plan, const std::string& backend,
+                                       int rank);
 
 // REQUIRES: config.parallel.pp > 1; `plan` is cost_plan(config, rank); profile rates > 0 and a send_recv/backend
 // model (every calibrated profile has one).
