@@ -26,6 +26,7 @@ struct StagePoint {
   std::vector<double> busy_ms;                  // per stage: median forward + backward
   std::vector<double> activations;              // per stage: measured activation bytes
   std::optional<double> predicted_activations;  // rank 0's (prediction.memory_bytes.activations)
+  std::optional<double> predicted_step_ms;      // the pipeline step model's (prediction.step_ms; null: no profile)
   double measured_bubble = 0;                   // Σ idle time / Σ busy time over the stages (the replay's definition)
   double formula = 0;  // the schedule's formula (equal stages, free transfers; zero bubble at F = B = W)
 };
@@ -57,6 +58,7 @@ std::optional<StagePoint> point_of(const RunResult& r) {
   for (const auto& row : r.raw.value("memory", nlohmann::json::object()).value("ranks", nlohmann::json::array()))
     p.activations.push_back(row.value("activations_bytes", 0.0));
   p.predicted_activations = json_number_at(r.raw, {"prediction", "memory_bytes", "activations"});
+  p.predicted_step_ms = json_number_at(r.raw, {"prediction", "step_ms"});
   const PipeTimes equal =
       p.schedule == PipeSchedule::zero_bubble ? PipeTimes{.forward = 1, .backward = 1, .weight = 1} : PipeTimes{};
   try {
@@ -81,14 +83,16 @@ std::string list(const std::vector<double>& values, double scale, int digits) {
 
 std::string table(const std::vector<StagePoint>& points) {
   std::ostringstream h;
-  h << "<table class=\"runs\">\n<tr><th>schedule</th><th>m</th><th>step ms</th><th>idle fraction per stage</th>"
+  h << "<table class=\"runs\">\n<tr><th>schedule</th><th>m</th><th>step ms</th><th>predicted</th>"
+       "<th>idle fraction per stage</th>"
        "<th>busy ms per stage</th><th>bubble measured / formula</th><th>activations MiB per stage</th>"
        "<th>model, stage 0</th></tr>\n";
   for (const StagePoint& p : points) {
     h << "<tr><td>" << html_escape(schedule_label(p)) << "</td><td>" << p.shape.micro_batches << "</td><td>"
-      << fmt_fixed(p.run->step_ms_median, 0) << "</td><td>" << list(p.idle, 1, 3) << "</td><td>"
-      << list(p.busy_ms, 1, 0) << "</td><td>" << fmt_fixed(p.measured_bubble, 3) << " / " << fmt_fixed(p.formula, 3)
-      << "</td><td>" << list(p.activations, 1 / kMiB, 1) << "</td><td>"
+      << fmt_fixed(p.run->step_ms_median, 0) << "</td><td>"
+      << (p.predicted_step_ms ? fmt_fixed(*p.predicted_step_ms, 0) : std::string("-")) << "</td><td>"
+      << list(p.idle, 1, 3) << "</td><td>" << list(p.busy_ms, 1, 0) << "</td><td>" << fmt_fixed(p.measured_bubble, 3)
+      << " / " << fmt_fixed(p.formula, 3) << "</td><td>" << list(p.activations, 1 / kMiB, 1) << "</td><td>"
       << (p.predicted_activations ? fmt_fixed(*p.predicted_activations / kMiB, 1) : std::string("-")) << "</td></tr>\n";
   }
   h << "</table>\n";
@@ -167,6 +171,20 @@ std::string answer(const std::vector<StagePoint>& points) {
            "step adds its latency; zero bubble's formula is taken at F = B = W, where here W runs autograd over the "
            "chunk a second time and costs more than B";
     h << ".</li>\n";
+  }
+  std::vector<double> errors;  // the step model's relative error per run that has a prediction
+  for (const StagePoint& p : points)
+    if (p.predicted_step_ms && p.run->step_ms_median > 0)
+      errors.push_back((*p.predicted_step_ms - p.run->step_ms_median) / p.run->step_ms_median);
+  if (!errors.empty()) {
+    std::vector<double> magnitudes;
+    for (double e : errors) magnitudes.push_back(std::fabs(e));
+    std::sort(magnitudes.begin(), magnitudes.end());
+    const auto [lo, hi] = std::minmax_element(errors.begin(), errors.end());
+    h << "<li>The step model (the schedule replayed on each stage's calibrated F, B, W and transfer times) came within "
+      << fmt_fixed(100 * magnitudes[magnitudes.size() / 2], 0) << "% of the measured step at the median, from "
+      << (*lo >= 0 ? "+" : "") << fmt_fixed(100 * *lo, 0) << "% to " << (*hi >= 0 ? "+" : "") << fmt_fixed(100 * *hi, 0)
+      << "% over " << errors.size() << " runs (negative: the model is faster than the run).</li>\n";
   }
   const StagePoint *gpipe = nullptr, *one_f_one_b = nullptr;
   for (const StagePoint& p : points) {

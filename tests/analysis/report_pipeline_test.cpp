@@ -22,6 +22,7 @@ struct Run {
   int m;
   double step_ms;
   std::vector<Stage> stages;
+  double predicted_step_ms = 0;  // 0: the run has no step prediction (no profile)
 };
 
 constexpr double kMiB = 1024.0 * 1024.0;
@@ -48,6 +49,7 @@ Scenario pipeline_study(const testing::TempDir& tmp, const std::vector<Run>& run
       doc["memory"]["ranks"].push_back({{"rank", s}, {"activations_bytes", st.activations_mib * kMiB}});
     }
     doc["prediction"] = {{"memory_bytes", {{"activations", r.stages.front().activations_mib * 1.02 * kMiB}}}};
+    if (r.predicted_step_ms > 0) doc["prediction"]["step_ms"] = r.predicted_step_ms;
     testing::write_run(dir / r.name, doc);
     names.push_back(r.name);
   }
@@ -71,7 +73,7 @@ TEST(PipelineReport, EachRunsBubbleStandsBesideItsScheduleFormula) {
   const std::string html = render(sc, tmp);
   // gpipe@m4: (180 + 150) / (600 + 630) against (P - 1)/m = 1/4.
   const double gpipe4 = (180.0 + 150.0) / (600.0 + 630.0);
-  EXPECT_NE(html.find("<td>gpipe</td><td>4</td><td>900</td><td>" + testing::fixed(180.0 / 600.0, 3) + " / " +
+  EXPECT_NE(html.find("<td>gpipe</td><td>4</td><td>900</td><td>-</td><td>" + testing::fixed(180.0 / 600.0, 3) + " / " +
                       testing::fixed(150.0 / 630.0, 3) + "</td><td>600 / 630</td><td>" + testing::fixed(gpipe4, 3) +
                       " / 0.250</td>"),
             std::string::npos)
@@ -103,6 +105,21 @@ TEST(PipelineReport, ARunOffItsFormulaIsNamedWithTheImbalance) {
             std::string::npos)
       << html;
   EXPECT_NE(html.find("busy times differ by up to ×1.50"), std::string::npos) << html;
+}
+
+// The step model's prediction stands beside each measured step, and the answer gives its error in numbers.
+TEST(PipelineReport, ThePredictedStepStandsBesideTheMeasuredOne) {
+  testing::TempDir tmp;
+  const Scenario sc =
+      pipeline_study(tmp, {{"gpipe@m4", "gpipe", 4, 900, {{200, 400, 180, 190}, {210, 420, 150, 195}}, 720},
+                           {"1f1b@m4", "1f1b", 4, 880, {{200, 400, 150, 98}, {210, 420, 160, 51}}, 836},
+                           {"1f1b@m8", "1f1b", 8, 820, {{200, 400, 72, 50}, {210, 420, 80, 27}}, 902}});
+  const std::string html = render(sc, tmp);
+  EXPECT_NE(html.find("<td>1f1b</td><td>4</td><td>880</td><td>836</td>"), std::string::npos) << html;
+  // Errors -20% (720 vs 900), -5% (836 vs 880), +10% (902 vs 820): the median magnitude 10%.
+  EXPECT_NE(html.find("came within 10% of the measured step at the median, from -20% to +10% over 3 runs"),
+            std::string::npos)
+      << html;
 }
 
 // Without stages the part stays out; with them the accumulation part leaves the runs to it.
