@@ -5,9 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <map>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "analysis/cost/compute_model.hpp"
@@ -97,25 +95,21 @@ StepPrediction predict_pipeline_step(const Config& config, const CostPlan& plan,
 
   // Every call of the step, by op for comm.by_op; the sends' time is the transfer inside the replay, the rest runs
   // after the flush.
-  std::map<std::tuple<std::string, std::string, std::string, int>, OpTime> rows;
+  OpRows rows;
   double transfer_ms = 0, after_flush_ms = 0;
   for (const PlannedCollective& c : plan.collectives) {
     if (c.phase == "setup") continue;
     PlannedCollective timed = c;
     if (c.op == "send") timed.op = "send_recv";  // one direction of a point-to-point exchange: α + Sβ
     const double ms = planned_collective_us(timed, config, profile) / 1e3;
-    OpTime& row = rows[{c.op, c.algorithm, c.dtype, c.group_size}];
-    row.op = c.op, row.algorithm = c.algorithm, row.dtype = c.dtype, row.group_size = c.group_size;
-    row.count += c.count;
-    row.bytes_per_step += c.bytes * c.count;
-    row.time_ms += ms * static_cast<double>(c.count);
+    add_to_row(rows, c, ms);
     s.comm_ms += ms * static_cast<double>(c.count);
     if (c.op == "send")
       transfer_ms = std::max(transfer_ms, ms);
     else
       after_flush_ms += ms * static_cast<double>(c.count);
   }
-  for (auto& [key, row] : rows) s.by_op.push_back(row);
+  s.by_op = row_list(rows);
 
   const bool split_weight = schedule == PipeSchedule::zero_bubble;
   const std::vector<PipeTimes> times = stage_times(config, whole, split_weight, transfer_ms);

@@ -7,11 +7,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <map>
 #include <memory>
 #include <optional>
 #include <stdexcept>
-#include <tuple>
 
 #include "analysis/cost/compute_model.hpp"
 #include "analysis/cost/memory_model.hpp"
@@ -151,15 +149,10 @@ nlohmann::json predict(const dtlab::Config& config, const MachineProfile* profil
     j["tokens_per_s"] = step.tokens_per_s;
   } else {
     // Without a profile: bytes per op, no times.
-    std::map<std::tuple<std::string, std::string, std::string, int>, OpTime> rows;
-    for (const auto& c : plan.collectives) {
-      if (c.phase == "setup") continue;
-      OpTime& row = rows[{c.op, c.algorithm, c.dtype, c.group_size}];
-      row.op = c.op, row.algorithm = c.algorithm, row.dtype = c.dtype, row.group_size = c.group_size;
-      row.count += c.count;
-      row.bytes_per_step += c.bytes * c.count;
-    }
-    for (const auto& [key, row] : rows) by_op.push_back(op_row_json(row, null));
+    OpRows rows;
+    for (const auto& c : plan.collectives)
+      if (c.phase != "setup") add_to_row(rows, c, 0.0);
+    for (const OpTime& row : row_list(rows)) by_op.push_back(op_row_json(row, null));
     j["comm"] = {
         {"bytes_per_step", plan.step_bytes()}, {"time_ms", null}, {"exposed_ms", null}, {"overlap_lost_ms", null},
         {"overlap_lost_in_node_ms", null},     {"by_op", by_op}};

@@ -4,9 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <map>
 #include <stdexcept>
-#include <tuple>
 
 #include "analysis/cost/comm_model.hpp"
 #include "analysis/cost/compute_model.hpp"
@@ -96,6 +94,20 @@ double hierarchical_all_reduce_us(const MachineProfile& profile, int64_t bytes, 
   return std::max(n * (rs + ag), rs + n * ar + ag);
 }
 
+void add_to_row(OpRows& rows, const PlannedCollective& c, double ms) {
+  OpTime& row = rows[{c.op, c.algorithm, c.dtype, c.group_size}];
+  row.op = c.op, row.algorithm = c.algorithm, row.dtype = c.dtype, row.group_size = c.group_size;
+  row.count += c.count;
+  row.bytes_per_step += c.bytes * c.count;
+  row.time_ms += ms * static_cast<double>(c.count);
+}
+
+std::vector<OpTime> row_list(const OpRows& rows) {
+  std::vector<OpTime> out;
+  for (const auto& [key, row] : rows) out.push_back(row);
+  return out;
+}
+
 StepPrediction predict_step(const Config& config, const CostPlan& plan, const MachineProfile& profile) {
   StepPrediction s;
   const ComputeTime compute = compute_time(config, profile);
@@ -111,7 +123,7 @@ StepPrediction predict_step(const Config& config, const CostPlan& plan, const Ma
   data_parallel_plan.collectives.clear();
   std::vector<double> data_parallel_call_ms;
   double model_parallel_ms = 0;
-  std::map<std::tuple<std::string, std::string, std::string, int>, OpTime> rows;
+  OpRows rows;
   double after_backward_ms = 0;      // synchronous after backward: replica all-reduces and the 8-byte all-reduces
   double scheduled_ms = 0;           // the calls the strategy's schedule places (it may overlap them with compute)
   double unhideable_ms = 0;          // Σ (1 - overlap_hidden of the call's level) × time over those calls
@@ -129,11 +141,7 @@ StepPrediction predict_step(const Config& config, const CostPlan& plan, const Ma
     const double ms = planned_collective_us(c, config, profile, &inter) / 1e3;
     any_inter = any_inter || inter;
     if (spans_nodes(c, profile) && !profile.comm.inter_node) spans_without_model = true;
-    OpTime& row = rows[{c.op, c.algorithm, c.dtype, c.group_size}];
-    row.op = c.op, row.algorithm = c.algorithm, row.dtype = c.dtype, row.group_size = c.group_size;
-    row.count += c.count;
-    row.bytes_per_step += c.bytes * c.count;
-    row.time_ms += ms * static_cast<double>(c.count);
+    add_to_row(rows, c, ms);
     s.comm_ms += ms * static_cast<double>(c.count);
     if (c.mesh_dim != "dp") {
       model_parallel_ms += ms * static_cast<double>(c.count);
@@ -151,7 +159,7 @@ StepPrediction predict_step(const Config& config, const CostPlan& plan, const Ma
       if (!inter) unhideable_in_node_ms += unhideable;
     }
   }
-  for (auto& [key, row] : rows) s.by_op.push_back(row);
+  s.by_op = row_list(rows);
   if (any_inter) s.notes.push_back("groups spanning nodes use the profile's inter_node model");
   if (spans_without_model)
     s.notes.push_back(

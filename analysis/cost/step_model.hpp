@@ -35,7 +35,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "analysis/cost/profile.hpp"
@@ -53,6 +55,13 @@ struct OpTime {
   int64_t bytes_per_step = 0;  // Σ bytes × count (nccl-tests convention, as lab/comm records)
   double time_ms = 0;          // Σ per-call time × count (whether overlapped or not)
 };
+
+// comm.by_op's rows while they are summed, keyed by (op, algorithm, dtype, group_size).
+using OpRows = std::map<std::tuple<std::string, std::string, std::string, int>, OpTime>;
+// Adds the calls of `c` in one step (c.count of them, `ms` each) to its row.
+void add_to_row(OpRows& rows, const PlannedCollective& c, double ms);
+// The rows in key order.
+std::vector<OpTime> row_list(const OpRows& rows);
 
 struct StepPrediction {
   double compute_ms = 0;       // accumulation × (forward + backward incl. recompute)
