@@ -48,6 +48,21 @@ def make_optimizer(train, named_params, norm_or_embedding, tag="torch_ddp"):
     raise SystemExit(f"{tag}: train.optimizer={train['optimizer']} is not adamw | sgd")
 
 
+def summed_grad_norm(params, view=lambda g: g):
+    """The gradient norm when each rank holds part of the gradients (FSDP2's shards, a pipeline's stages): each rank
+    sums the fp32 squares of its own in dtlab's parameter order, then a float64 all-reduce over the ranks (as dtlab's
+    sharded strategies and pipeline plan). view(grad) is the tensor a rank holds (a DTensor's local shard)."""
+    sq = 0.0
+    for p in params:
+        if p.grad is not None:
+            g = view(p.grad)
+            if g.numel():
+                sq += g.pow(2).sum().item()
+    sq_t = torch.tensor([sq], dtype=torch.float64)
+    dist.all_reduce(sq_t)
+    return math.sqrt(sq_t.item())
+
+
 class PeerRun:
     """One peer's run: parses its arguments, joins the process group and sets threads on construction."""
 

@@ -25,18 +25,16 @@ FSDP2's per-module hooks would never fire; here each Block gets a forward() (the
 then block_mlp) and the root calls the blocks as modules. The ops and their order are unchanged.
 """
 
-import math
 import os
 import sys
 
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
 from torch.distributed.fsdp import fully_shard
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dtlab_gpt import Block, DtlabGPT  # noqa: E402
-from peer_train import PeerRun  # noqa: E402
+from peer_train import PeerRun, summed_grad_norm  # noqa: E402
 
 
 class ShardedBlock(Block):
@@ -61,19 +59,6 @@ def local(t):
     return t.to_local() if hasattr(t, "to_local") else t
 
 
-def grad_norm(params):
-    """As dtlab FSDP: each rank sums the squares of its local gradient shards, then all-reduce (float64)."""
-    sq = 0.0
-    for p in params:
-        if p.grad is not None:
-            g = local(p.grad)
-            if g.numel():
-                sq += g.pow(2).sum().item()
-    sq_t = torch.tensor([sq], dtype=torch.float64)
-    dist.all_reduce(sq_t)
-    return math.sqrt(sq_t.item())
-
-
 def main():
     run = PeerRun(__doc__, "torch_fsdp2")
     model = run.ref.load_model()  # full init.bin weights on every rank; fully_shard keeps each rank's shard
@@ -95,7 +80,8 @@ def main():
         (loss * W).backward()
         return loss.item()
 
-    run.train(opt, [p for _, p in named], forward_backward, grad_norm, grad_view=local)
+    run.train(opt, [p for _, p in named], forward_backward, lambda params: summed_grad_norm(params, local),
+              grad_view=local)
     run.finish({"fsdp2": {"units": ["block.<l> (each)", "root: tok_embedding + final_norm + lm_head"],
                           "reshard_after_forward": True, "mixed_precision": None, "backend": "gloo"}})
 

@@ -23,19 +23,17 @@ The step is dtlab's trainer loop with one schedule call in place of the micro-st
 Timing as torch_ddp.py (peer_train.py); the first step includes the schedule's shape inference and is a warm-up.
 """
 
-import math
 import os
 import sys
 
 import torch
-import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.distributed import pipelining
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dtlab_gpt import DtlabGPT  # noqa: E402
-from peer_train import PeerRun  # noqa: E402
+from peer_train import PeerRun, summed_grad_norm  # noqa: E402
 
 SCHEDULES = {"gpipe": pipelining.ScheduleGPipe, "1f1b": pipelining.Schedule1F1B,
              "interleaved_1f1b": pipelining.ScheduleInterleaved1F1B,
@@ -130,16 +128,7 @@ def main():
         schedule.step(*args, target=targets if has_last else None, losses=losses, return_outputs=False)
         return sum(loss.item() for loss in losses) if has_last else 0.0
 
-    def grad_norm(params):
-        sq = 0.0
-        for p in params:
-            if p.grad is not None:
-                sq += p.grad.pow(2).sum().item()
-        sq_t = torch.tensor([sq], dtype=torch.float64)
-        dist.all_reduce(sq_t)
-        return math.sqrt(sq_t.item())
-
-    run.train(opt, [p for _, p in named], None, grad_norm, run_step=run_step)
+    run.train(opt, [p for _, p in named], None, summed_grad_norm, run_step=run_step)
     run.finish({"pipelining": {"schedule": cls.__name__, "stages": K, "virtual_stages_per_rank": v,
                                "microbatches": m, "blocks_per_stage": [len(b) for b in blocks],
                                "scale_grads": False, "backend": "gloo"}})
