@@ -6,6 +6,9 @@
 //   wrap_unit_groups("block", 4)   -> {0} {1} {2} {3} {4} {5}
 //   wrap_unit_groups("every_2", 3) -> {0} {1,2} {3} {4}
 //   wrap_unit_groups("model", 2)   -> {0,1,2,3}
+// Under pipeline stages a rank holds only its chunks' units (lab/pipeline_split.hpp), and a flat unit never spans two
+// chunks (one runs, then the other, with sends between):
+//   held_unit_groups("every_2", 4, {{0, 1, 2}, {3, 4, 5}})  -> {0} {1,2} {3} {4} {5}
 #pragma once
 
 #include <algorithm>
@@ -30,6 +33,21 @@ inline std::vector<std::vector<int>> wrap_unit_groups(const std::string& wrap, i
     for (int k = l; k < std::min(n_layers, l + per); ++k) groups.back().push_back(k + 1);
   }
   groups.push_back({n_layers + 1});
+  return groups;
+}
+
+// The flat units of a rank that runs the model units of `chunks` (a pipeline rank's chunks in model order; one chunk
+// of every unit without stages): each wrap group cut at the chunks' edges, the pieces outside them dropped.
+inline std::vector<std::vector<int>> held_unit_groups(const std::string& wrap, int n_layers,
+                                                      const std::vector<std::vector<int>>& chunks) {
+  std::vector<std::vector<int>> groups;
+  for (const std::vector<int>& chunk : chunks)
+    for (const std::vector<int>& group : wrap_unit_groups(wrap, n_layers)) {
+      std::vector<int> piece;
+      for (int m : group)
+        if (std::find(chunk.begin(), chunk.end(), m) != chunk.end()) piece.push_back(m);
+      if (!piece.empty()) groups.push_back(std::move(piece));
+    }
   return groups;
 }
 

@@ -46,18 +46,25 @@ std::vector<ParamShape> param_shapes(const ModelConfig& m, int64_t tp) {
   return out;
 }
 
-std::vector<int> units_on_rank(const Config& config, int rank) {
+std::vector<std::vector<int>> chunks_on_rank(const Config& config, int rank) {
   const int L = static_cast<int>(config.model.n_layers), P = static_cast<int>(config.parallel.pp);
-  std::vector<int> units;
   if (P <= 1) {
-    for (int m = 0; m <= L + 1; ++m) units.push_back(m);
-    return units;
+    std::vector<int> all;
+    for (int m = 0; m <= L + 1; ++m) all.push_back(m);
+    return {all};
   }
   const int v = static_cast<int>(config.parallel.pp_virtual_stages);
   const int pp_rank = static_cast<int>(rank / (config.world_size / P));  // pp outermost: blocks of world / P ranks
   const auto stages = pipeline_stage_units(L, P * v, config.parallel.pp_split);
-  for (int c = 0; c < v; ++c)
-    for (int m : stages[static_cast<size_t>(c * P + pp_rank)]) units.push_back(m);
+  std::vector<std::vector<int>> chunks;
+  for (int c = 0; c < v; ++c) chunks.push_back(stages[static_cast<size_t>(c * P + pp_rank)]);
+  return chunks;
+}
+
+std::vector<int> units_on_rank(const Config& config, int rank) {
+  std::vector<int> units;
+  for (const std::vector<int>& chunk : chunks_on_rank(config, rank))
+    units.insert(units.end(), chunk.begin(), chunk.end());
   return units;
 }
 

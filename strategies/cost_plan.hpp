@@ -66,6 +66,8 @@ std::vector<ParamShape> param_shapes(const ModelConfig& model, int64_t tp = 1);
 std::vector<ParamShape> param_shapes(const Config& config, int rank = 0);
 // The model units (0 = embedding, 1..L = blocks, L + 1 = head) `rank` runs: every unit without pipeline stages.
 std::vector<int> units_on_rank(const Config& config, int rank);
+// The same, per chunk (virtual stage) of that rank, in model order: one chunk of every unit without pipeline stages.
+std::vector<std::vector<int>> chunks_on_rank(const Config& config, int rank);
 
 // The data-parallel group of the config's mesh (lab/mesh.hpp: pp, dp_replicate, dp_shard, cp, tp, outermost first)
 // as the plans see it: its size, world / (pp * cp * tp) (the rule of lab/config.hpp data_parallel_size; the plans do

@@ -53,6 +53,7 @@ const StrategySpec fsdp_no_shard_spec{
     .dp_shard_size = &sharded_dp_shard_size<ShardingMode::no_shard>,
     .hooks_unit_outputs = true,
     .peak_depends_on_thread_timing = true,
+    .runs_under_pipeline = true,
 };
 
 }  // namespace dtlab

@@ -41,6 +41,12 @@ void add_pipeline_collectives(CostPlan& plan, const Config& config, int rank) {
   add("send", act, a_bytes, 2, "backward", backward_sends, "input gradient to the previous stage, per micro-batch");
   add("all_reduce", "float64", 8, P, "after-backward", 1, "loss: the last stage's, to every stage");
   add("all_reduce", "float64", 8, P, "after-backward", 1, "gradient norm's sum over the stages");
+  if (config.precision.loss_scale == "dynamic")  // one stage skipping alone would leave the others a step ahead
+    add("all_reduce", "float64", 8, P, "after-backward", 1, "loss scaling: found inf/nan, over the stages");
+  // The data-parallel strategy reduces its gradients after the flush (Strategy::pipeline_access), not inside a
+  // backward: no activation is alive beside them (the memory model) and nothing overlaps them (the step model).
+  for (PlannedCollective& c : plan.collectives)
+    if (c.mesh_dim == "dp" && c.phase == "backward") c.phase = "after-backward";
 }
 
 }  // namespace dtlab

@@ -5,7 +5,9 @@
 // stage k sends its output forward (k < K - 1) and its input's gradient backward (k > 0): per rank and step
 // m·A per direction per chunk that has a neighbour there (v chunks per rank under interleaving), as point-to-point
 // sends on the pp group. Then two fp64 all-reduces over the pp group: the loss (the last stage's) and the gradient
-// norm's sum of squares. The parameters each rank holds are its stages' (strategies/cost_plan.hpp param_shapes).
+// norm's sum of squares (and, with dynamic loss scaling, the overflow vote). The parameters each rank holds are its
+// stages' (strategies/cost_plan.hpp param_shapes). The data-parallel strategy's gradient reductions move from its
+// backward to after the flush ("after-backward"), where Strategy::pipeline_access puts them.
 #pragma once
 
 #include "lab/config.hpp"

@@ -69,10 +69,10 @@ struct UnitShape {
   int64_t numel = 0, padded = 0, shard = 0;
 };
 
-// The engine's units per parallel.wrap, from the parameter shapes (embedding, 9 tensors per block, then
-// the final norm and the head).
-std::vector<UnitShape> units_of(const Config& config, int64_t F) {
-  const auto shapes = param_shapes(config);  // this rank's slices under tensor parallelism
+// The engine's units on `rank` per parallel.wrap (cut at its pipeline chunks' edges, lab/unit_layout.hpp), from the
+// parameter shapes (embedding, 9 tensors per block, then the final norm and the head).
+std::vector<UnitShape> units_of(const Config& config, int rank, int64_t F) {
+  const auto shapes = param_shapes(config.model, config.parallel.tp);  // every unit's, in this rank's tp slices
   const int64_t L = config.model.n_layers;
   constexpr int64_t kPerBlock = 9;
   std::vector<std::vector<int64_t>> model_unit_numel;  // per model unit: 0 embedding, 1..L blocks, L+1 head
@@ -91,7 +91,7 @@ std::vector<UnitShape> units_of(const Config& config, int64_t F) {
   model_unit_name.push_back("head");
 
   std::vector<UnitShape> units;
-  for (const auto& group : wrap_unit_groups(config.parallel.wrap, static_cast<int>(L))) {
+  for (const auto& group : held_unit_groups(config.parallel.wrap, static_cast<int>(L), chunks_on_rank(config, rank))) {
     UnitShape u;
     for (int m : group) {
       u.name += (u.name.empty() ? "" : "+") + model_unit_name[static_cast<size_t>(m)];
@@ -185,7 +185,7 @@ ShardedSetting sharded_setting(ShardingMode mode, const Config& config, int rank
     s.shard_rank = (rank % s.K) * s.M + rank / s.K;
   }
   s.A = std::max<int64_t>(1, config.train.accumulation);
-  s.units = units_of(config, s.F);
+  s.units = units_of(config, rank, s.F);
   s.compute = type_on_wire(config.precision.param_dtype, "precision.param_dtype");
   s.reduce = type_on_wire(config.precision.reduce_dtype, "precision.reduce_dtype");
   s.master = type_on_wire(config.precision.master_dtype, "precision.master_dtype");

@@ -60,6 +60,7 @@ const StrategySpec zero1_spec{
     .dp_shard_size = &sharded_dp_shard_size<ShardingMode::zero1>,
     .hooks_unit_outputs = true,
     .peak_depends_on_thread_timing = true,
+    .runs_under_pipeline = true,
 };
 
 }  // namespace dtlab

@@ -129,12 +129,13 @@ void add_candidates(const Config& base, const StrategySpec& spec, int64_t pp, co
   probe.parallel.strategy = std::string(spec.id);
   probe.parallel.pp = pp;
   const int64_t per_rank = per_rank_batch(probe);
-  // Under stages DDP's buckets are all reduced after the flush: their size does not change the step; not searched.
+  // Under stages the buckets or units are all reduced after the flush: their size does not change the step (nothing
+  // overlaps); not searched.
   std::vector<std::string> granularities = {""};
   if (reads(spec, "parallel.bucket_cap_mb") && pp == 1) {
     granularities.clear();
     for (double mb : kBucketCapsMb) granularities.push_back(bucket_text(mb));
-  } else if (reads(spec, "parallel.wrap")) {
+  } else if (reads(spec, "parallel.wrap") && pp == 1) {
     granularities.clear();
     for (const char* w : kWraps) granularities.push_back(std::string("wrap ") + w);
   }

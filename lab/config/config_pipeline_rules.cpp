@@ -30,7 +30,9 @@ void check_pipeline_rules(const Config& c) {
       if (s->runs_under_pipeline) able += (able.empty() ? "" : " | ") + std::string(s->id);
     throw Problem{"parallel.strategy", "parallel.strategy=" + p.strategy + " with " + pp +
                                            ": this strategy cannot run under pipeline stages yet (the ones that can "
-                                           "all-reduce each stage's gradients after the flush): use " +
+                                           "keep their stage's parameters whole and reduce its gradients after the "
+                                           "flush; gathering a sharded unit again for every micro-batch's forward and "
+                                           "backward is not built): use " +
                                            (able.empty() ? std::string("parallel.pp=1") : able)};
   }
   if (p.tp > 1)

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <vector>
 
 #include "lab/comm/comm.hpp"
 #include "lab/dist/fault_injection.hpp"
@@ -16,6 +18,7 @@
 #include "lab/train/model_runner.hpp"
 #include "lab/train/state_pieces.hpp"
 #include "strategies/catalog.hpp"
+#include "strategies/cost_plan.hpp"
 #include "strategies/sharded/flat_unit.hpp"
 #include "strategies/sharded/groups.hpp"
 #include "strategies/sharded/optimizer.hpp"
@@ -46,15 +49,19 @@ class ShardedEngine final : public Strategy {
     dp_rank_ = comms.index_in(kDataParallelDims);
     runner_ = ModelRunner(model_, config.parallel);
     precision_.offload = config.parallel.offload;
-    precision_.device = model_->tok_embedding.device();
+    precision_.device = model_->parameters().front().tensor->device();  // a later stage holds no embedding
     prefetch_ = config.parallel.prefetch;
     const CommAlgorithm algorithm =
         config.parallel.reduce_scatter == "backend" ? CommAlgorithm::backend : CommAlgorithm::ring;
     groups_ = make_shard_groups(mode_, config_, comms);  // refusals first, before any communicator is used
     dp_comm_ = &comms.data_parallel();
-    // A tp group's ranks hold different slices: the overflow vote of dynamic loss scaling spans them too.
-    tp_comm_ = comms.size_of({MeshDim::tp}) > 1 ? &comms.comm({MeshDim::tp}) : nullptr;
-    units_ = build_flat_units(*model_, config_, mode_, precision_, groups_.size, groups_.rank);
+    // A tp group's ranks hold different slices and a pp group's different stages: the overflow vote of dynamic loss
+    // scaling spans them too.
+    vote_comms_.clear();
+    for (const MeshDim dim : {MeshDim::tp, MeshDim::pp})
+      if (comms.size_of({dim}) > 1) vote_comms_.push_back(&comms.comm({dim}));
+    units_ = build_flat_units(*model_, config_, mode_, precision_, groups_.size, groups_.rank,
+                              chunks_on_rank(config_, rank_));
     counted_.clear();
     for (const FlatUnit& unit : units_) counted_.push_back(counted_shard_ranges(unit, groups_.rank));
     schedule_ = std::make_unique<ShardedSchedule>(mode_, units_, groups_, precision_, prefetch_, algorithm);
@@ -86,8 +93,20 @@ class ShardedEngine final : public Strategy {
                             [schedule] { schedule->finish_backward(); });
   }
 
+  // Under pipeline stages (the modes whose parameters persist: spec runs_under_pipeline): the schedule runs the
+  // stage's units itself (lab/train/pipeline_step.hpp) and its backwards accumulate every unit's full gradient over
+  // the step's micro-batches; no hook reduces them (each unit's last backward comes at another time on each stage);
+  // finish_gradients reduces them all after the flush.
+  std::optional<PipelineAccess> pipeline_access() override {
+    under_pipeline_ = true;
+    schedule_->begin_micro_step(/*is_last_micro=*/false);
+    schedule_->gather_all();
+    return PipelineAccess{.model = model_, .loss_factor = static_cast<double>(dp_size_) * scaler_.scale()};
+  }
+
   void finish_gradients() override {
     schedule_->wait_pending_gathers();
+    if (under_pipeline_) schedule_->reduce_after_flush();
     ++steps_seen_;
     for (auto& unit : units_) {
       schedule_->finish_unit_gradients(unit);
@@ -102,7 +121,7 @@ class ShardedEngine final : public Strategy {
       (groups_.shard ? groups_.shard : groups_.replica)->all_reduce(flag, "loss_scale.found_inf").wait();
       if (groups_.replica && groups_.shard && groups_.replica != groups_.shard)
         groups_.replica->all_reduce(flag, "loss_scale.found_inf").wait();
-      if (tp_comm_ != nullptr) tp_comm_->all_reduce(flag, "loss_scale.found_inf").wait();
+      for (Comm* comm : vote_comms_) comm->all_reduce(flag, "loss_scale.found_inf").wait();
       any_bad = flag.item<double>();
     }
     scaler_.finish_step(any_bad > 0);
@@ -186,12 +205,13 @@ class ShardedEngine final : public Strategy {
   Config config_;
   int rank_ = 0, dp_size_ = 1, dp_rank_ = 0;  // rank_: in the world (fault injection, rounding); dp_: in dp group
   Comm* dp_comm_ = nullptr;
-  Comm* tp_comm_ = nullptr;  // the tp group when tp > 1: the loss scaler's overflow vote spans it
+  std::vector<Comm*> vote_comms_;  // the tp and pp groups of more than one rank: the overflow vote spans them
   ModelRunner runner_;
   bool prefetch_ = true;
   ShardedPrecision precision_;
   LossScaler scaler_{PrecisionConfig{}};
   int64_t steps_seen_ = 0;
+  bool under_pipeline_ = false;  // a pipeline schedule runs the micro-batches (pipeline_access)
   ShardGroups groups_;
   std::vector<FlatUnit> units_;
   // Per unit, the ranges of its shard the gradient norm counts on this rank (flat_unit.hpp counted_shard_ranges).

@@ -3,6 +3,8 @@
 #include "strategies/sharded/flat_unit.hpp"
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 
 #include "lab/memory.hpp"
 #include "lab/unit_layout.hpp"
@@ -44,14 +46,25 @@ at::Tensor storage_alias(const at::Tensor& t) {
   return alias;
 }
 
+// Model unit m (0 = embedding, 1..L = blocks, L + 1 = head) among the units the model holds (under pipeline stages,
+// only its chunks'; GPT::units lists those).
+const ModelUnit& held_model_unit(const std::vector<ModelUnit>& held, int m, int n_layers) {
+  const std::string name = m == 0 ? "embedding" : m == n_layers + 1 ? "head" : "block." + std::to_string(m - 1);
+  for (const ModelUnit& unit : held)
+    if (unit.name == name) return unit;
+  throw std::logic_error("build_flat_units: model unit " + name + " is not held on this rank");
+}
+
 // A unit's name, parameters and layout in the flat buffer, padded to a multiple of F.
 FlatUnit describe_unit(const std::vector<ModelUnit>& model_units, const std::vector<int>& group, const Config& config,
                        int64_t F) {
   FlatUnit unit;
   unit.model_units = group;
+  const int L = static_cast<int>(config.model.n_layers);
   for (int m : group) {
-    unit.name += (unit.name.empty() ? "" : "+") + model_units[static_cast<size_t>(m)].name;
-    for (const ParamRef& p : model_units[static_cast<size_t>(m)].params) {
+    const ModelUnit& model_unit = held_model_unit(model_units, m, L);
+    unit.name += (unit.name.empty() ? "" : "+") + model_unit.name;
+    for (const ParamRef& p : model_unit.params) {
       unit.params.push_back(p);
       unit.shapes.push_back(p.tensor->sizes().vec());
       unit.offsets.push_back(unit.numel);
@@ -146,12 +159,13 @@ void allocate_buffers_and_bind(FlatUnit& unit, const ShardingTraits& t, const Sh
 }  // namespace
 
 std::vector<FlatUnit> build_flat_units(GPT& model, const Config& config, ShardingMode mode,
-                                       const ShardedPrecision& precision, int shard_group_size, int shard_rank) {
+                                       const ShardedPrecision& precision, int shard_group_size, int shard_rank,
+                                       const std::vector<std::vector<int>>& chunks) {
   const ShardingTraits t = traits(mode);
   auto model_units = model.units();
   const int L = static_cast<int>(model.config().n_layers);
   std::vector<FlatUnit> units;
-  for (const auto& group : wrap_unit_groups(config.parallel.wrap, L)) {
+  for (const auto& group : held_unit_groups(config.parallel.wrap, L, chunks)) {
     FlatUnit unit = describe_unit(model_units, group, config, shard_group_size);
     allocate_params_and_grads(unit, t, precision, shard_rank);
     allocate_buffers_and_bind(unit, t, precision);

@@ -43,7 +43,7 @@ struct ShardedPrecision {
 
 struct FlatUnit {
   std::string name;
-  std::vector<int> model_units;  // indices into GPT::units(): 0 embedding, 1..L blocks, L+1 head
+  std::vector<int> model_units;  // model unit numbers: 0 embedding, 1..L blocks, L+1 head
   std::vector<ParamRef> params;
   std::vector<std::vector<int64_t>> shapes;
   std::vector<int64_t> offsets;
@@ -66,12 +66,14 @@ struct FlatUnit {
   size_t grads_ready = 0;
 };
 
-// Groups the model's units per config.parallel.wrap, flattens each group into a FlatUnit sharded over a group of
-// `shard_group_size` ranks (this rank's place in it: `shard_rank`) and rebinds the model's parameters to views of
-// the unit's `full` buffer, their .grad to views of `full_grad`. Memory is tagged with the categories that
-// ShardedEngine::state_bytes() counts.
+// Groups the model units of `chunks` (this rank's pipeline chunks, strategies/cost_plan.hpp chunks_on_rank; every
+// unit in one chunk without stages) per config.parallel.wrap, cut at the chunks' edges (lab/unit_layout.hpp),
+// flattens each group into a FlatUnit sharded over a group of `shard_group_size` ranks (this rank's place in it:
+// `shard_rank`) and rebinds the model's parameters to views of the unit's `full` buffer, their .grad to views of
+// `full_grad`. Memory is tagged with the categories that ShardedEngine::state_bytes() counts.
 std::vector<FlatUnit> build_flat_units(GPT& model, const Config& config, ShardingMode mode,
-                                       const ShardedPrecision& precision, int shard_group_size, int shard_rank);
+                                       const ShardedPrecision& precision, int shard_group_size, int shard_rank,
+                                       const std::vector<std::vector<int>>& chunks);
 
 int64_t numel_of(const std::vector<int64_t>& shape);
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <stdexcept>
 
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
@@ -81,6 +82,26 @@ void ShardedSchedule::on_grad_ready(size_t u) {
       }
       break;
   }
+}
+
+void ShardedSchedule::gather_all() {
+  for (FlatUnit& unit : units_) ensure_gathered(unit);
+}
+
+void ShardedSchedule::reduce_after_flush() {
+  if (traits_.reduce_scatters_every_micro_step())
+    throw std::logic_error("reduce_after_flush: this mode reduces every micro-step in its hooks");
+  for (size_t u = units_.size(); u-- > 0;) {
+    FlatUnit& unit = units_[u];
+    unit.grads_ready = 0;
+    if (traits_.all_reduces_grads()) {
+      at::Tensor wire = reduce_input(unit);
+      unit.grad_reduce = groups_.replica->all_reduce(wire, "fsdp.grads." + unit.name);
+    } else {
+      start_reduce_scatter(unit, /*accumulate=*/false);
+    }
+  }
+  finish_backward();
 }
 
 void ShardedSchedule::finish_host_copy() {

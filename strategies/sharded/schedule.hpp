@@ -46,6 +46,13 @@ class ShardedSchedule {
     finish_host_copy();
   }
 
+  // Under pipeline stages, before the schedule runs (no forward hook gathers there): every unit's parameters ready —
+  // no_shard's compute copy refreshed from the master the optimizer updated.
+  void gather_all();
+  // Under pipeline stages, after the flush (the modes that reduce on the last micro-step only: zero1, no_shard): every
+  // unit's full gradient holds the step's micro-batches; each is reduced now, last unit first, as the last
+  // micro-step's hooks would have, and the last reduce-scatter finished.
+  void reduce_after_flush();
   // After backward: the gradient shard of `unit` holds the gradient summed over every rank (not yet averaged).
   void finish_unit_gradients(FlatUnit& unit);
   void wait_pending_gathers();

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "analysis/cost/advise.hpp"
@@ -12,6 +13,8 @@
 #include "analysis/cost/profile.hpp"
 #include "analysis/cost/topology.hpp"
 #include "lab/config.hpp"
+#include "strategies/catalog.hpp"
+#include "strategies/spec.hpp"
 
 namespace dtlab::analysis {
 namespace {
@@ -72,8 +75,9 @@ TEST(Advise, EverythingFitsRanksEveryValidCandidateFastestFirst) {
   EXPECT_TRUE(a.rejected.empty());
   EXPECT_TRUE(a.if_nothing_fits.empty());
   // The search: strategies x AC 4 x precision 2 x offload (where read) x micro-batch 1, 2, 4 x granularity 4 (1080),
-  // and ddp under pp 2: 4 schedules x AC 4 x precision 2 x micro-batch 1, 2, 4, 8 (one data-parallel rank) (128).
-  EXPECT_EQ(searched(a), 1208u);
+  // and under pp 2 (one data-parallel rank: micro-batch 1, 2, 4, 8; buckets and units not searched) 4 schedules x
+  // AC 4 x precision 2 x micro-batch 4: ddp (128), zero1 and fsdp_no_shard with offload 2 (256 each).
+  EXPECT_EQ(searched(a), 1720u);
 }
 
 TEST(Advise, SearchesPipelineStagesWithEachScheduleForTheStrategiesThatRunUnderThem) {
@@ -81,14 +85,16 @@ TEST(Advise, SearchesPipelineStagesWithEachScheduleForTheStrategiesThatRunUnderT
   std::vector<Candidate> all = a.excluded;
   all.insert(all.end(), a.ranked.begin(), a.ranked.end());
   std::set<std::string> schedules;
+  std::map<std::string, size_t> by_strategy;
   size_t staged = 0;
   for (const Candidate& c : all) {
     if (c.settings.pp == 1) continue;
     ++staged;
-    EXPECT_EQ(c.settings.strategy, "ddp") << c.describe();  // the one strategy that runs under stages today
+    EXPECT_TRUE(strategy_spec(c.settings.strategy).runs_under_pipeline) << c.describe();
     EXPECT_TRUE(contains(c.overrides_text(), "parallel.pp=2 ")) << c.overrides_text();
     EXPECT_TRUE(contains(c.overrides_text(), "parallel.pp_schedule=" + c.settings.pp_schedule)) << c.overrides_text();
-    EXPECT_TRUE(contains(c.describe(), "ddp, pp 2 " + c.settings.pp_schedule)) << c.describe();
+    EXPECT_TRUE(contains(c.describe(), c.settings.strategy + ", pp 2 " + c.settings.pp_schedule)) << c.describe();
+    by_strategy[c.settings.strategy] += 1;
     schedules.insert(c.settings.pp_schedule);
     if (c.settings.pp_schedule == "zero_bubble" && c.settings.activation_checkpointing != "none") {
       EXPECT_EQ(c.exclusion, "refused") << c.describe();  // B and W would each recompute the checkpointed blocks
@@ -97,7 +103,8 @@ TEST(Advise, SearchesPipelineStagesWithEachScheduleForTheStrategiesThatRunUnderT
       EXPECT_GT(c.step_ms, 0.0) << c.describe();  // the pipeline step model's time
     }
   }
-  EXPECT_EQ(staged, 128u);
+  EXPECT_EQ(staged, 640u);
+  EXPECT_EQ(by_strategy, (std::map<std::string, size_t>{{"ddp", 128}, {"fsdp_no_shard", 256}, {"zero1", 256}}));
   EXPECT_EQ(schedules, (std::set<std::string>{"1f1b", "interleaved_1f1b", "gpipe", "zero_bubble"}));
 }
 

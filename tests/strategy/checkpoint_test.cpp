@@ -89,6 +89,7 @@ INSTANTIATE_TEST_SUITE_P(
                    4,
                    {"parallel.strategy=ddp", "parallel.pp=2", "train.micro_batch=1", "model.n_layers=4",
                     "parallel.pp_schedule=interleaved_1f1b", "parallel.pp_virtual_stages=2"}},
+        ResumeCase{"zero1_pp2_dp2", 4, {"parallel.strategy=zero1", "parallel.pp=2", "train.micro_batch=2"}},
         ResumeCase{"full_shard", 2, {"parallel.strategy=fsdp_full_shard"}},
         ResumeCase{"full_shard_async",
                    2,

@@ -10,11 +10,12 @@
 //      shards, zero1's all-gather source buffer, a bf16 master's fp32 scratch during the optimizer step, DDP's
 //      reduce-dtype bucket copies; a scalar operand ATen wraps in a 0-dim tensor is `other`, not a buffer); and the
 //      measured activation peak (activations category: saved tensors, backward temporaries, the batch, RoPE tables) is
-//      within 10% of the activation model (analysis/cost/memory_model.hpp) — the model counts our forward term by term,
-//      but autograd's transient temporaries are only approximated (docs/cost-models.md); The measured comm peak is at
-//      least the larger of the largest backward ring reduce-scatter's scratch (two chunks of the unit's wire dtype) and
-//      Gloo's largest all-gather staging (its whole output), both allocated every step, and at most that scratch plus a
-//      backward re-gather's staging (they overlap): bounds counted here from the plan's collectives;
+//      within 10% of the activation model (analysis/cost/memory_model.hpp; a pipeline stage's: pipeline_model.hpp) —
+//      the model counts our forward term by term, but autograd's transient temporaries are only approximated
+//      (docs/cost-models.md); The measured comm peak is at least the larger of the largest backward ring
+//      reduce-scatter's scratch (two chunks of the unit's wire dtype) and Gloo's largest all-gather staging (its whole
+//      output), both allocated every step, and at most that scratch plus a backward re-gather's staging (they overlap):
+//      bounds counted here from the plan's collectives;
 //   1. strategy.state_bytes() == cost_plan(config, rank).state, category by category, exactly;
 //   2. params + grads + optimizer equals the ZeRO-paper bookkeeping for fp32 (4 bytes/param, 4 bytes/grad,
 //      optimizer s bytes/element: AdamW 8, SGD+momentum 4), computed here independently of the cost plan
@@ -34,10 +35,12 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "analysis/cost/memory_model.hpp"
+#include "analysis/cost/pipeline_model.hpp"
 #include "lab/config.hpp"
 #include "lab/dist/dist_world.hpp"
 #include "lab/dist/rank_env.hpp"
@@ -45,6 +48,7 @@
 #include "lab/model.hpp"
 #include "lab/train/tensor_parallel_plan.hpp"
 #include "lab/train/trainer.hpp"
+#include "lab/unit_layout.hpp"
 #include "strategies/catalog.hpp"
 #include "strategies/cost_plan.hpp"
 #include "strategies/registry.hpp"
@@ -75,30 +79,24 @@ std::vector<std::string> with_defaults(const std::vector<std::string>& overrides
   return all;
 }
 
-// Element counts of the engine's units per parallel.wrap, from the model itself (not the cost plan); under tensor
-// parallelism (tp > 1) of this rank's slices (tensor_parallel_axis, the runtime plan's rule).
-std::vector<int64_t> unit_numels(dtlab::GPT& model, const std::string& wrap, int64_t tp) {
-  std::vector<int64_t> per_model_unit;
+// Element counts of the engine's units on `rank`, from the model itself (not the cost plan): per parallel.wrap, cut at
+// its pipeline chunks' edges (held_unit_groups, whose cuts tests/unit/model_shape_test.cpp writes out by hand), and
+// under tensor parallelism (tp > 1) of this rank's slices (tensor_parallel_axis, the runtime plan's rule). `model`
+// holds this rank's units only.
+std::vector<int64_t> unit_numels(dtlab::GPT& model, const dtlab::Config& config, int rank) {
+  const int L = static_cast<int>(config.model.n_layers);
+  std::map<int, int64_t> per_model_unit;  // model unit number (0 embedding, 1..L blocks, L+1 head) -> elements
   for (const auto& u : model.units()) {
-    int64_t n = 0;
-    for (const auto& p : u.params) n += p.tensor->numel() / (dtlab::tensor_parallel_axis(p.name) >= 0 ? tp : 1);
-    per_model_unit.push_back(n);
+    const int m = u.name == "embedding" ? 0 : u.name == "head" ? L + 1 : std::stoi(u.name.substr(6)) + 1;
+    for (const auto& p : u.params)
+      per_model_unit[m] += p.tensor->numel() / (dtlab::tensor_parallel_axis(p.name) >= 0 ? config.parallel.tp : 1);
   }
-  const size_t last = per_model_unit.size() - 1;  // the head
   std::vector<int64_t> out;
-  if (wrap == "model") {
+  for (const auto& group : dtlab::held_unit_groups(config.parallel.wrap, L, dtlab::chunks_on_rank(config, rank))) {
     int64_t n = 0;
-    for (int64_t x : per_model_unit) n += x;
-    return {n};
-  }
-  const size_t per = wrap == "every_2" ? 2 : wrap == "every_4" ? 4 : 1;
-  out.push_back(per_model_unit[0]);
-  for (size_t b = 1; b < last; b += per) {
-    int64_t n = 0;
-    for (size_t k = b; k < std::min(last, b + per); ++k) n += per_model_unit[k];
+    for (int m : group) n += per_model_unit.at(m);
     out.push_back(n);
   }
-  out.push_back(per_model_unit[last]);
   return out;
 }
 
@@ -109,9 +107,11 @@ struct Expected {
 
 Expected zero_paper_bytes(const dtlab::Config& config, int rank) {
   dtlab::GPT model(config.model, config.train.seed);
+  if (config.parallel.pp > 1) model.keep_units(dtlab::units_on_rank(config, rank));
   const std::string& id = config.parallel.strategy;
-  // Ψ: the parameters this rank holds — under tensor parallelism its slices (1/tp of each tensor the runtime plan
-  // splits, tensor_parallel_axis; the norms whole), counted from the model's tensors, not from the cost plan.
+  // Ψ: the parameters this rank holds — its pipeline stage's, under tensor parallelism its slices (1/tp of each
+  // tensor the runtime plan splits, tensor_parallel_axis; the norms whole), counted from the model's tensors, not
+  // from the cost plan.
   int64_t psi = model.parameter_count();
   if (config.parallel.tp > 1) {
     psi = 0;
@@ -119,7 +119,8 @@ Expected zero_paper_bytes(const dtlab::Config& config, int rank) {
       psi += p.tensor->numel() / (dtlab::tensor_parallel_axis(p.name) >= 0 ? config.parallel.tp : 1);
   }
   const int64_t s = config.train.optimizer == "adamw" ? 8 : config.train.momentum != 0.0 ? 4 : 0;
-  const int64_t data_parallel = config.world_size / config.parallel.tp;  // the data-parallel ranks (tp innermost)
+  // The data-parallel ranks (tp innermost, pp outermost).
+  const int64_t data_parallel = config.world_size / (config.parallel.tp * config.parallel.pp);
   char buf[512];
   // Offload keeps a separate fp32 master shard beside the flat parameters of no_shard / zero1.
   const int64_t master_copy = config.parallel.offload && (id == "fsdp_no_shard" || id == "zero1") ? 4 : 0;
@@ -131,7 +132,7 @@ Expected zero_paper_bytes(const dtlab::Config& config, int rank) {
   const int64_t F = id == "fsdp_hybrid" && config.parallel.shard_size > 0 ? config.parallel.shard_size : data_parallel;
   const int64_t shard_rank = rank / config.parallel.tp % F;
   int64_t padded_total = 0, shard_total = 0, non_padding = 0;
-  for (int64_t n : unit_numels(model, config.parallel.wrap, config.parallel.tp)) {
+  for (int64_t n : unit_numels(model, config, rank)) {
     const int64_t padded = (n + F - 1) / F * F, shard = padded / F, begin = shard_rank * shard;
     padded_total += padded;
     shard_total += shard;
@@ -195,8 +196,16 @@ int main(int argc, char** argv) {
     dtlab::TrainOptions options;
     options.print_steps = options.print_config = false;
     const bool sharded = dtlab::strategy_spec(config.parallel.strategy).hooks_unit_outputs;
-    const dtlab::analysis::ActivationPeak model_peak = dtlab::analysis::activation_peak(config, sharded);
-    const int64_t model_activation_peak = model_peak.activations + model_peak.logits;
+    // Under pipeline stages: the stage's blocks times the micro-batches its schedule keeps in flight on this rank.
+    const int64_t model_activation_peak = [&] {
+      if (config.parallel.pp > 1) {
+        const dtlab::analysis::MemoryPrediction stage =
+            dtlab::analysis::pipeline_stage_memory(config, plan, "gloo", env.rank);
+        return stage.activations + stage.logits;
+      }
+      const dtlab::analysis::ActivationPeak model_peak = dtlab::analysis::activation_peak(config, sharded);
+      return model_peak.activations + model_peak.logits;
+    }();
     options.after_step = [&](int64_t step, dtlab::Strategy& s) {
       using dtlab::MemoryCategory;
       const struct {

@@ -106,6 +106,12 @@ std::vector<MemoryCase> cases() {
   // Not here: sequence parallelism with full recomputation, whose measured activation peak differs between the
   // ranks of one run (+3.4% and +12.6% of the model under ddp; docs/tensor-parallel.md names the effect).
   out.push_back({"zero1", 4, {"parallel.tp=2"}, "tp2_dp2"});
+  // Pipeline stages: each rank's state is its stage's units (zero1's flat units cut at the stage's edge, wrap every_2
+  // over 4 blocks split after the first), and its activations those of the micro-batches its schedule keeps in flight.
+  const std::string pp = "parallel.pp=2";
+  out.push_back({"ddp", 2, {pp}, "pp2"});
+  out.push_back({"zero1", 4, {pp, "parallel.wrap=every_2", "model.n_layers=4", "parallel.pp_split=1"}, "pp2_dp2_cut"});
+  out.push_back({"fsdp_no_shard", 2, {pp, "precision.param_dtype=bf16"}, "pp2_bf16"});
   return out;
 }
 

@@ -167,20 +167,20 @@ INSTANTIATE_TEST_SUITE_P(TensorParallel, Parity, ::testing::ValuesIn(tensor_para
 // Pipeline parallelism (lab/train/pipeline_step.hpp) under ddp: every schedule at pp = 2 and pp = 4 with m = P and
 // m = 2P micro-batches per step (train.accumulation, of a global batch of 8), under SGD without clipping and AdamW,
 // interleaved with 2 chunks per rank; then pp 2 x dp 2, activation checkpointing, an uneven split and masked
-// targets. Each rank's stage parameters are compared with the reference's of the same names, and the loss and norm
-// (summed over the stages) with the reference's.
+// targets. Then the sharded strategies whose stage parameters stay whole (zero1, fsdp_no_shard), alone and beside
+// data parallelism. Each rank's stage parameters are compared with the reference's of the same names, and the loss
+// and norm (summed over the stages) with the reference's.
 std::vector<ParityCase> pipeline_matrix() {
   std::vector<ParityCase> cases;
+  std::string strategy = "ddp";
   auto add = [&](int world, int pp, const std::string& schedule, const std::string& optimizer, int m,
                  std::vector<std::string> extra, const std::string& label) {
     extra.push_back("parallel.pp_schedule=" + schedule);
     if (optimizer == "sgd") extra.push_back("train.grad_clip=0");
-    ParityCase c{"ddp",
-                 world,
-                 optimizer,
-                 m,
-                 std::move(extra),
-                 "pp" + std::to_string(pp) + "_" + schedule + label + (optimizer == "sgd" ? "_noclip" : "")};
+    ParityCase c{
+        strategy,         world,
+        optimizer,        m,
+        std::move(extra), "pp" + std::to_string(pp) + "_" + schedule + label + (optimizer == "sgd" ? "_noclip" : "")};
     c.pp = pp;
     cases.push_back(c);
   };
@@ -199,6 +199,15 @@ std::vector<ParityCase> pipeline_matrix() {
   add(2, 2, "1f1b", "adamw", 2, {"parallel.activation_checkpointing=full"}, "_ac_full");
   add(2, 2, "1f1b", "sgd", 2, {"model.n_layers=4", "parallel.pp_split=1"}, "_split1");
   add(2, 2, "zero_bubble", "adamw", 2, {"data.mask_token=7"}, "_masked");
+  strategy = "zero1";
+  add(2, 2, "1f1b", "adamw", 2, {}, "");
+  add(2, 2, "zero_bubble", "sgd", 4, {}, "");
+  add(4, 2, "interleaved_1f1b", "adamw", 2, {"model.n_layers=4", "parallel.pp_virtual_stages=2"}, "_dp2_v2");
+  add(4, 2, "1f1b", "adamw", 2, {"parallel.wrap=every_2", "model.n_layers=4", "parallel.pp_split=1"},
+      "_dp2_every2_cut");
+  add(2, 2, "1f1b", "adamw", 2, {"parallel.offload=true"}, "_offload");
+  strategy = "fsdp_no_shard";
+  add(4, 2, "gpipe", "sgd", 2, {}, "_dp2");
   return cases;
 }
 
@@ -549,7 +558,8 @@ struct PrecisionCase {
   std::vector<std::string> expect_dtypes;  // OP=DTYPE
   std::string label;
   std::string tolerance = "bf16";  // bf16 | fp16 (strategy_rank.cpp says why each)
-  int tp = 1;                      // parallel.tp: the data-parallel ranks are world / tp
+  int tp = 1;                      // parallel.tp: the data-parallel ranks are world / (tp * pp)
+  int pp = 1;                      // parallel.pp (its schedule: 1f1b, the default)
 };
 
 void PrintTo(const PrecisionCase& c, std::ostream* os) { *os << c.label << " world " << c.world; }
@@ -558,9 +568,12 @@ class MixedPrecision : public ::testing::TestWithParam<PrecisionCase> {};
 
 TEST_P(MixedPrecision, MatchesTheEmulatedReferenceAtBf16ToleranceWithTheRightWireDtypes) {
   const auto& c = GetParam();
-  std::vector<std::string> args = {"--tolerance", c.tolerance, "parallel.strategy=" + c.strategy,
-                                   "train.micro_batch=" + std::to_string(8 / (c.world / c.tp) / 2),
-                                   "parallel.tp=" + std::to_string(c.tp)};
+  std::vector<std::string> args = {"--tolerance",
+                                   c.tolerance,
+                                   "parallel.strategy=" + c.strategy,
+                                   "train.micro_batch=" + std::to_string(8 / (c.world / (c.tp * c.pp)) / 2),
+                                   "parallel.tp=" + std::to_string(c.tp),
+                                   "parallel.pp=" + std::to_string(c.pp)};
   for (const auto& d : c.expect_dtypes) args.insert(args.begin(), {"--expect-dtype", d});
   args.insert(args.end(), c.overrides.begin(), c.overrides.end());
   auto job = launch(c.world, args);
@@ -683,6 +696,20 @@ INSTANTIATE_TEST_SUITE_P(
                       {"all_gather=float16", "reduce_scatter=float32"},
                       "full_shard_tp2_dp2_fp16_dynamic_loss_scale",
                       "fp16",
+                      2},
+        // Pipeline stages in reduced precision: the sharded strategies whose stage parameters stay whole compute in
+        // bf16 (ddp does not) and send bf16 activations; fp16 with dynamic loss scaling, whose overflow vote spans
+        // the stages (one stage skipping alone would leave the others a step ahead).
+        PrecisionCase{"zero1", 4, kBf16, {"reduce_scatter=float32"}, "zero1_pp2_dp2_bf16", "bf16", 1, 2},
+        PrecisionCase{"fsdp_no_shard", 2, kBf16, {"all_reduce=float32"}, "no_shard_pp2_bf16", "bf16", 1, 2},
+        PrecisionCase{"zero1",
+                      4,
+                      {"precision.param_dtype=fp16", "precision.loss_scale=dynamic", "precision.loss_scale_init=1024",
+                       "precision.loss_scale_growth_interval=3", "train.optimizer=sgd", "train.grad_clip=0"},
+                      {"reduce_scatter=float32"},
+                      "zero1_pp2_dp2_fp16_dynamic_loss_scale",
+                      "fp16",
+                      1,
                       2}),
     [](const auto& info) { return info.param.label; });
 
@@ -709,6 +736,20 @@ TEST(LossScaler, NonFiniteGradientOnOneTensorParallelRankSkipsTheStepOnEveryRank
              {"--no-reference", "--expect-skip", "3", "parallel.strategy=fsdp_full_shard", "parallel.tp=2",
               "precision.param_dtype=fp16", "precision.loss_scale=dynamic", "train.micro_batch=4", "train.steps=6"},
              180, {"DTLAB_INJECT_INF=1:3"});
+  EXPECT_EQ(job.exit_code, 0) << job.output;
+  for (const std::string rank : {"0", "1", "2", "3"})
+    EXPECT_NE(job.output.find("rank " + rank + " step 3: skipped=1, parameters unchanged"), std::string::npos)
+        << job.output;
+}
+
+// Under pipeline stages likewise: an overflow in stage 1's gradients (pp 2 x dp 2, inf on rank 2, a rank of the
+// second stage) makes the first stage skip too.
+TEST(LossScaler, NonFiniteGradientOnOneStageSkipsTheStepOnEveryStage) {
+  auto job =
+      launch(4,
+             {"--no-reference", "--expect-skip", "3", "parallel.strategy=zero1", "parallel.pp=2",
+              "precision.param_dtype=fp16", "precision.loss_scale=dynamic", "train.micro_batch=2", "train.steps=6"},
+             180, {"DTLAB_INJECT_INF=2:3"});
   EXPECT_EQ(job.exit_code, 0) << job.output;
   for (const std::string rank : {"0", "1", "2", "3"})
     EXPECT_NE(job.output.find("rank " + rank + " step 3: skipped=1, parameters unchanged"), std::string::npos)

@@ -123,7 +123,17 @@ INSTANTIATE_TEST_SUITE_P(
                    2,
                    {"parallel.pp=2", "train.micro_batch=2", "model.n_layers=4", "parallel.pp_schedule=interleaved_1f1b",
                     "parallel.pp_virtual_stages=2"}},
-        TpCommCase{"pp2_zero_bubble", 2, {"parallel.pp=2", "train.micro_batch=2", "parallel.pp_schedule=zero_bubble"}}),
+        TpCommCase{"pp2_zero_bubble", 2, {"parallel.pp=2", "train.micro_batch=2", "parallel.pp_schedule=zero_bubble"}},
+        // The sharded strategies under stages: zero1's stage units reduce-scattered and gathered back (fp16 with
+        // the overflow vote over the shard group and the stages), no_shard's all-reduced, in bf16 sends.
+        TpCommCase{"pp2_dp2_zero1_fp16",
+                   4,
+                   {"parallel.pp=2", "parallel.strategy=zero1", "train.micro_batch=2", "precision.param_dtype=fp16",
+                    "precision.loss_scale=dynamic"}},
+        TpCommCase{
+            "pp2_dp2_no_shard_bf16",
+            4,
+            {"parallel.pp=2", "parallel.strategy=fsdp_no_shard", "train.micro_batch=2", "precision.param_dtype=bf16"}}),
     [](const auto& info) { return info.param.label; });
 
 }  // namespace

@@ -183,8 +183,9 @@ TEST(ConfigMesh, TensorParallelDegreesSplitEveryDimensionItCuts) {
   EXPECT_EQ(mesh.groups(kDataParallelDims), (std::vector<std::vector<int>>{{0, 2}, {1, 3}}));
 }
 
-// parallel.pp > 1: ddp only, no tp, no tied embeddings, no checkpoints yet; the schedule's own rules (m >= P, m % P
-// for interleaving, v only with it) and the split's; the pipeline keys refused at pp = 1. Each names key and rule.
+// parallel.pp > 1: ddp, zero1 and fsdp_no_shard (whole stage parameters), no tp, no tied embeddings; the schedule's
+// own rules (m >= P, m % P for interleaving, v only with it) and the split's; the pipeline keys refused at pp = 1.
+// Each names key and rule.
 TEST(ConfigMesh, PipelineKeysAreCheckedWithTheirRules) {
   const auto error = [](std::vector<std::string> overrides, int64_t world) {
     overrides.insert(overrides.begin(), {"model.preset=tiny", "train.global_batch=8", "parallel.strategy=ddp"});
@@ -198,6 +199,10 @@ TEST(ConfigMesh, PipelineKeysAreCheckedWithTheirRules) {
   EXPECT_TRUE(
       has(error({"parallel.pp=2", "parallel.strategy=fsdp_full_shard", "train.micro_batch=2"}, 2),
           "parallel.strategy=fsdp_full_shard with parallel.pp=2: this strategy cannot run under pipeline stages yet"));
+  EXPECT_TRUE(has(error({"parallel.pp=2", "parallel.strategy=fsdp_shard_grad_op", "train.micro_batch=2"}, 2),
+                  "use ddp | fsdp_no_shard | zero1"));
+  for (const char* whole : {"parallel.strategy=zero1", "parallel.strategy=fsdp_no_shard"})
+    EXPECT_EQ(error({"parallel.pp=2", whole, "train.micro_batch=2"}, 4), "(no error)") << whole;
   EXPECT_TRUE(has(error({"parallel.pp=2", "parallel.tp=2", "train.micro_batch=2"}, 4),
                   "pipeline x tensor parallel is not built yet"));
   EXPECT_TRUE(has(error({"parallel.pp=2", "model.tie_embeddings=true", "train.micro_batch=2"}, 2),

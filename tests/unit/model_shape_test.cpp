@@ -158,5 +158,15 @@ TEST(UnitLayout, WrapPoliciesGroupEmbeddingBlocksAndHead) {
   EXPECT_EQ(wrap_unit_groups("block", 0), (Groups{{0}, {1}}));
 }
 
+// Under pipeline stages a flat unit stays inside one chunk: groups are cut at the chunks' edges and what the rank does
+// not hold is dropped. Without stages (one chunk of every unit) the wrap groups are unchanged.
+TEST(UnitLayout, HeldGroupsAreCutAtTheChunksEdges) {
+  using Groups = std::vector<std::vector<int>>;
+  EXPECT_EQ(held_unit_groups("every_2", 4, {{0, 1}, {4, 5}}), (Groups{{0}, {1}, {4}, {5}})) << "{1,2}, {3,4} cut";
+  EXPECT_EQ(held_unit_groups("every_2", 4, {{2, 3, 4, 5}}), (Groups{{2}, {3, 4}, {5}}));
+  EXPECT_EQ(held_unit_groups("model", 2, {{0, 1}, {2, 3}}), (Groups{{0, 1}, {2, 3}}));
+  EXPECT_EQ(held_unit_groups("every_4", 5, {{0, 1, 2, 3, 4, 5, 6}}), wrap_unit_groups("every_4", 5));
+}
+
 }  // namespace
 }  // namespace dtlab
