@@ -17,6 +17,11 @@
 
 namespace dtlab {
 
+// Model unit m's name as GPT::units() gives it: "embedding", "block.<m-1>" or "head".
+inline std::string model_unit_name(int m, int n_layers) {
+  return m == 0 ? std::string("embedding") : m == n_layers + 1 ? std::string("head") : "block." + std::to_string(m - 1);
+}
+
 // The model units of each flat unit, in forward order. `wrap` is a validated parallel.wrap
 // (block | every_2 | every_4 | model).
 inline std::vector<std::vector<int>> wrap_unit_groups(const std::string& wrap, int n_layers) {

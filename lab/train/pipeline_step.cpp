@@ -16,6 +16,7 @@
 #include "lab/train/model_runner.hpp"
 #include "lab/train/pipeline_plan.hpp"
 #include "lab/train/strategy.hpp"
+#include "lab/unit_layout.hpp"
 
 namespace dtlab {
 namespace {
@@ -30,13 +31,10 @@ struct InFlight {
 // The chunk's parameters: the held units among `units`.
 std::vector<at::Tensor> chunk_parameters(GPT& model, const std::vector<int>& units) {
   const int L = static_cast<int>(model.config().n_layers);
-  const auto unit_name = [L](int m) {
-    return m == 0 ? std::string("embedding") : m == L + 1 ? std::string("head") : "block." + std::to_string(m - 1);
-  };
   std::vector<at::Tensor> out;
   for (const ModelUnit& unit : model.units())
     for (int m : units)
-      if (unit.name == unit_name(m))
+      if (unit.name == model_unit_name(m, L))
         for (const ParamRef& p : unit.params) out.push_back(*p.tensor);
   return out;
 }

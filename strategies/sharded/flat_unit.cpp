@@ -49,7 +49,7 @@ at::Tensor storage_alias(const at::Tensor& t) {
 // Model unit m (0 = embedding, 1..L = blocks, L + 1 = head) among the units the model holds (under pipeline stages,
 // only its chunks'; GPT::units lists those).
 const ModelUnit& held_model_unit(const std::vector<ModelUnit>& held, int m, int n_layers) {
-  const std::string name = m == 0 ? "embedding" : m == n_layers + 1 ? "head" : "block." + std::to_string(m - 1);
+  const std::string name = model_unit_name(m, n_layers);
   for (const ModelUnit& unit : held)
     if (unit.name == name) return unit;
   throw std::logic_error("build_flat_units: model unit " + name + " is not held on this rank");

@@ -70,18 +70,21 @@ void ShardedSchedule::on_grad_ready(size_t u) {
       release_params(unit);  // the reduce-scatter reads the gradient only
       break;
     case GradReduction::all_reduce_last_micro_step:
-      if (is_last_micro_) {
-        at::Tensor wire = reduce_input(unit);
-        unit.grad_reduce = groups_.replica->all_reduce(wire, "fsdp.grads." + unit.name);
-      }
-      break;
     case GradReduction::reduce_scatter_last_micro_step:
-      if (is_last_micro_) {
-        wait_pending_gathers();
-        start_reduce_scatter(unit, /*accumulate=*/false);
-      }
+      if (is_last_micro_) reduce_accumulated(unit);
       break;
   }
+}
+
+// The modes that reduce once per step: the unit's full gradient, accumulated over the step's micro-batches.
+void ShardedSchedule::reduce_accumulated(FlatUnit& unit) {
+  if (traits_.all_reduces_grads()) {
+    at::Tensor wire = reduce_input(unit);
+    unit.grad_reduce = groups_.replica->all_reduce(wire, "fsdp.grads." + unit.name);
+    return;
+  }
+  wait_pending_gathers();  // one collective stream: finish prefetches before the ring's send/recv
+  start_reduce_scatter(unit, /*accumulate=*/false);
 }
 
 void ShardedSchedule::gather_all() {
@@ -92,14 +95,8 @@ void ShardedSchedule::reduce_after_flush() {
   if (traits_.reduce_scatters_every_micro_step())
     throw std::logic_error("reduce_after_flush: this mode reduces every micro-step in its hooks");
   for (size_t u = units_.size(); u-- > 0;) {
-    FlatUnit& unit = units_[u];
-    unit.grads_ready = 0;
-    if (traits_.all_reduces_grads()) {
-      at::Tensor wire = reduce_input(unit);
-      unit.grad_reduce = groups_.replica->all_reduce(wire, "fsdp.grads." + unit.name);
-    } else {
-      start_reduce_scatter(unit, /*accumulate=*/false);
-    }
+    units_[u].grads_ready = 0;
+    reduce_accumulated(units_[u]);
   }
   finish_backward();
 }

@@ -64,6 +64,8 @@ class ShardedSchedule {
   void ensure_gathered(FlatUnit& unit);
   void release_params(FlatUnit& unit);
   at::Tensor reduce_input(FlatUnit& unit);
+  // The once-per-step reduction of a unit's accumulated full gradient (no_shard: all-reduce; zero1: reduce-scatter).
+  void reduce_accumulated(FlatUnit& unit);
   // Issues the reduce-scatter of the unit's full gradient over the shard group into reduce_out (after finishing
   // the one in flight); finish_pending_reduce moves reduce_out into the gradient shard (added when `accumulate`).
   void start_reduce_scatter(FlatUnit& unit, bool accumulate);
