@@ -22,12 +22,13 @@ struct Series {
   std::string name;       // legend entry
   std::vector<double> x;  // REQUIRES: x.size() == y.size(); NaN y values are gaps
   std::vector<double> y;
-  bool dashed = false;       // a dashed line (a model's prediction beside measured points)
-  bool muted = false;        // drawn in light grey (points that are not the result, e.g. oversubscribed runs)
-  bool points_only = false;  // points without a line (points that do not form a curve)
-  int colour = 0;            // > 0: the palette's colour number (a model line in its points' colour); 0: by position
-  int point_type = 0;        // > 0: gnuplot's point type, drawn larger (2: a cross, e.g. where a run stopped)
-  bool in_legend = true;     // false: no legend entry (the caption explains the marks)
+  bool dashed = false;          // a dashed line (a model's prediction beside measured points)
+  bool muted = false;           // drawn in light grey (points that are not the result, e.g. oversubscribed runs)
+  bool points_only = false;     // points without a line (points that do not form a curve)
+  int colour = 0;               // > 0: the palette's colour number (a model line in its points' colour); 0: by position
+  int point_type = 0;           // > 0: gnuplot's point type, drawn larger (2: a cross, e.g. where a run stopped)
+  bool in_legend = true;        // false: no legend entry (the caption explains the marks)
+  bool in_every_panel = false;  // a reference line (a cap, a threshold): grey dotted, in each panel of small multiples
   std::vector<std::string> point_labels = {};  // empty, or one text per point drawn beside it (its setting)
 };
 
@@ -42,9 +43,10 @@ struct LineChart {
   // summary statistics exclude).
   double shade_until_x = 0;
   std::string shade_label;
-  bool log_x = false;    // log2 x axis (message-size sweeps); REQUIRES x > 0
-  bool log_y = false;    // log2 y axis (loss scales); REQUIRES y > 0
-  std::string x_format;  // gnuplot `set format x`, e.g. "%.0b%BB" for bytes as 1kiB ... 64MiB; "" = default
+  bool log_x = false;      // log2 x axis (message-size sweeps); REQUIRES x > 0
+  bool log_y = false;      // log2 y axis (loss scales); REQUIRES y > 0
+  std::string x_format;    // gnuplot `set format x`, e.g. "%.0b%BB" for bytes as 1kiB ... 64MiB; "" = default
+  bool one_panel = false;  // never small multiples: points read against one reference line (a y = x scatter)
 };
 
 struct BarChart {
@@ -58,15 +60,23 @@ struct BarChart {
   // y axis always starts at zero; each bar (or stack) is labelled with its value.
 };
 
-// The SVG size every chart is drawn at (gnuplot's svg terminal); the report gives its <img> this box.
+// The SVG size a chart is drawn at (gnuplot's svg terminal); small multiples are taller (ChartFiles says how tall).
 inline constexpr int kChartSvgWidth = 880, kChartSvgHeight = 400;
+
+// The report's small-multiples rule: a line chart with more legend entries than this, in two or more groups, is
+// drawn as one panel per group on shared axes. A group is a measured series with its prediction, model and
+// out-of-memory marks ("ddp", "ddp (predicted)", ...); series marked in_every_panel are drawn in each panel.
+inline constexpr int kMaxOverlaidSeries = 6;
 
 struct ChartFiles {
   std::string id;
-  std::filesystem::path dat;          // data, gnuplot blocks/columns
-  std::filesystem::path script;       // <id>.gp
-  std::filesystem::path svg;          // produced by run_gnuplot
-  std::filesystem::path png;          // produced by run_gnuplot
+  std::filesystem::path dat;       // data, gnuplot blocks/columns
+  std::filesystem::path script;    // <id>.gp
+  std::filesystem::path svg;       // produced by run_gnuplot
+  std::filesystem::path png;       // produced by run_gnuplot
+  int svg_width = kChartSvgWidth;  // the box the SVG is drawn in (the report's <img> gets it)
+  int svg_height = kChartSvgHeight;
+  int panels = 1;                     // > 1: small multiples
   std::string rerun_command() const;  // "gnuplot <id>.gp" (run in the chart's dir)
 };
 

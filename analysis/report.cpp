@@ -207,7 +207,7 @@ SectionPart chart_part(std::string kind, std::string caption, ChartBuilder build
       // Linked, not inlined: a full report has about 170 charts, and inlined they made index.html 12.5 MB; the
       // browser fetches each SVG as it scrolls into view, in the box gnuplot drew it at (plot.hpp).
       h << "<img class=\"chart-svg\" src=\"" << html_escape(id) << ".svg\" alt=\"" << html_escape(title)
-        << "\" width=\"" << kChartSvgWidth << "\" height=\"" << kChartSvgHeight << "\" loading=\"lazy\">\n";
+        << "\" width=\"" << files.svg_width << "\" height=\"" << files.svg_height << "\" loading=\"lazy\">\n";
     } else {
       h << "<p class=\"problem\">Chart not rendered: " << html_escape(error) << "</p>\n";
     }

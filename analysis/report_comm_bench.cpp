@@ -44,8 +44,10 @@ LineChart busbw_chart(const CommBench& b) {
     c.series.push_back(std::move(s));
   }
   if (b.p2p_gbps && max_x > 0) {
-    c.series.push_back(
-        {.name = "point-to-point loopback (reference)", .x = {min_x, max_x}, .y = {*b.p2p_gbps, *b.p2p_gbps}});
+    c.series.push_back({.name = "point-to-point loopback (reference)",
+                        .x = {min_x, max_x},
+                        .y = {*b.p2p_gbps, *b.p2p_gbps},
+                        .in_every_panel = true});
   }
   return c;
 }

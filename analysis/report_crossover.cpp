@@ -171,7 +171,9 @@ std::string crossover_part(SectionContext& ctx) {
     slowest = std::min(slowest, points.front().rate_mbps);
     fastest = std::max(fastest, points.back().rate_mbps);
   }
-  exposed.series.push_back({"10% of the step", {slowest, fastest}, {kCrossoverThresholdPct, kCrossoverThresholdPct}});
+  Series threshold{"10% of the step", {slowest, fastest}, {kCrossoverThresholdPct, kCrossoverThresholdPct}};
+  threshold.in_every_panel = true;
+  exposed.series.push_back(std::move(threshold));
   h << chart("crossover_exposed",
              "Exposed communication as a share of the step, measured and predicted; a strategy crosses where its "
              "curve meets the 10% line.",

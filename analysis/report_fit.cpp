@@ -51,7 +51,9 @@ LineChart peak_chart(const FitLadder& ladder) {
     if (!stopped.x.empty()) c.series.push_back(std::move(stopped));
   }
   const double cap = ladder.limit_bytes / (1024.0 * 1024.0);
-  c.series.push_back({"cap (memory.limit)", {smallest, largest}, {cap, cap}});
+  Series cap_line{"cap (memory.limit)", {smallest, largest}, {cap, cap}};
+  cap_line.in_every_panel = true;
+  c.series.push_back(std::move(cap_line));
   return c;
 }
 

@@ -94,6 +94,7 @@ std::optional<Chart> scatter_chart(const Scenario& sc, const std::string& what, 
   c.y_label = "measured " + what + " (" + unit + ")";
   // Axes fit the points (not zero-based): the distance from y = x is what matters, and it needs the room.
   c.y_from_zero = false;
+  c.one_panel = true;  // every run's point against the one y = x line
   double low = std::numeric_limits<double>::infinity(), high = 0;
   for (const RunComparison& r : comparisons(sc)) {
     const std::optional<PredictedMeasured> pm = pick(r);

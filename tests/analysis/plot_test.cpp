@@ -73,6 +73,54 @@ TEST(Plot, APredictionTakesItsMeasurementsColourDashed) {
   EXPECT_NE(plain.find("index 1 using 1:2 with linespoints lt 2 title 'ddp'"), std::string::npos) << plain;
 }
 
+// Past kMaxOverlaidSeries legend entries, a chart becomes small multiples: one panel per measured series with its
+// prediction, on shared axes, one key for the page, a reference line grey in every panel, the page taller. Six entries
+// stay one plot.
+TEST(Plot, MoreThanSixSeriesBecomeSmallMultiples) {
+  TempDir tmp;
+  LineChart c = two_series();
+  c.series.clear();
+  c.y_from_zero = true;
+  for (const std::string name : {"ddp", "zero1", "fsdp_full_shard", "fsdp_hybrid"}) {
+    const double k = static_cast<double>(c.series.size() + 1);
+    c.series.push_back({name, {1, 2, 4}, {3 * k, 2 * k, 1 * k}});
+    c.series.push_back({name + " (predicted)", {1, 2, 4}, {3.1 * k, 2.1 * k, 1.1 * k}});
+  }
+  Series cap{"cap", {1, 4}, {20, 20}};
+  cap.in_every_panel = true;
+  c.series.push_back(cap);
+  const ChartFiles f = write_chart(c, tmp.path());
+  const std::string gp = read_text(f.script);
+  EXPECT_EQ(f.panels, 4);
+  EXPECT_GT(f.svg_height, kChartSvgHeight);
+  EXPECT_NE(gp.find("set multiplot layout 2,2 title 'Loss: it''s a test'"), std::string::npos) << gp;
+  EXPECT_NE(gp.find("set xrange [1:4]\nset yrange [0:"), std::string::npos) << "one range for every panel:\n" << gp;
+  for (const std::string name : {"ddp", "zero1", "fsdp_full_shard", "fsdp_hybrid"})
+    EXPECT_NE(gp.find("set title '" + name + "'"), std::string::npos) << name << "\n" << gp;
+  EXPECT_NE(gp.find("index 6 using 1:2 with linespoints lt 4 notitle"), std::string::npos) << gp;
+  EXPECT_NE(gp.find("index 7 using 1:2 with linespoints lt 4 dt 2 lw 1.5 notitle"), std::string::npos) << gp;
+  EXPECT_NE(gp.find("lc rgb '#777777' dt 3 lw 1.5 notitle"), std::string::npos) << "the reference, grey:\n" << gp;
+  EXPECT_NE(gp.find("set label 93 'solid: measured   dashed: predicted   grey dotted: cap'"), std::string::npos)
+      << "one key for the page:\n"
+      << gp;
+  std::size_t cap_draws = 0;
+  for (std::size_t at = gp.find("index 8 "); at != std::string::npos; at = gp.find("index 8 ", at + 1)) ++cap_draws;
+  EXPECT_EQ(cap_draws, 8u) << "the reference line in each of 4 panels, on the SVG and on the PNG";
+  EXPECT_EQ(gp.find("replot"), std::string::npos) << "gnuplot cannot replot a multiplot";
+  if (gnuplot_available()) {
+    run_gnuplot(f, tmp.path());
+    const std::string svg = read_text(f.svg);
+    EXPECT_NE(svg.find(">fsdp_hybrid<"), std::string::npos);
+    EXPECT_NE(svg.find("height=\"" + std::to_string(f.svg_height) + "\""), std::string::npos);
+    EXPECT_TRUE(starts_with_png_magic(f.png));
+  }
+  c.series.resize(6);  // three pairs: one plot
+  const ChartFiles one = write_chart(c, tmp.path());
+  EXPECT_EQ(one.panels, 1);
+  EXPECT_EQ(one.svg_height, kChartSvgHeight);
+  EXPECT_EQ(read_text(one.script).find("multiplot"), std::string::npos);
+}
+
 TEST(Plot, BarChartStartsAtZero) {
   TempDir tmp;
   const ChartFiles f = write_chart(bars(), tmp.path());
