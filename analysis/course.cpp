@@ -20,8 +20,8 @@ const std::vector<CourseStop>& course() {
       {"accumulation", "Gradient accumulation"},
       {"granularity", "Granularity"},
       {"crossover", "Which layout, as the link changes"},
-      {"tensor_parallel", "Tensor and sequence parallelism"},
-      {"pipeline", "Pipeline parallelism and its bubble"},
+      {"tensor_parallel", "Tensor and sequence parallelism", true},
+      {"pipeline", "Pipeline parallelism and its bubble", true},
       {"saving", "Saving and resuming the run"},
   };
   return stops;

@@ -16,6 +16,8 @@ namespace dtlab::analysis {
 struct CourseStop {
   std::string study;  // the study's name (scenarios/studies/<study>.yaml, its result directory)
   std::string topic;  // the learner's step, a few words: "Sharding the state"
+  // true: the study's own part closes its section with the answer; otherwise answer_part (report_answer.cpp) does
+  bool answers_itself = false;
 };
 
 // Every stop, in learning order: one process -> DDP -> sharding -> what fits -> precision -> activation

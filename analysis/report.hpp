@@ -126,6 +126,10 @@ std::string comm_bench_section(const std::vector<std::string>& inputs, const std
 std::string comparison_section(const std::vector<std::string>& inputs, std::ostream& log,
                                std::vector<std::string>& problems);
 
+// The close of a section (analysis/report_answer.cpp): the fastest and slowest run, the least and most memory per
+// rank, how closely runs of one model agree in loss, the runs out of memory; "" for a study that answers itself.
+std::string answer_part(SectionContext& ctx);
+
 // Description + notes, loss/step-time/throughput charts, the runs table, reproduce commands.
 std::vector<SectionPart> default_section_parts();
 

@@ -454,6 +454,7 @@ std::vector<SectionPart> default_section_parts() {
       saving_part,
       advice_part,
       prediction_part,
+      answer_part,
       reproduce_part,
   };
 }

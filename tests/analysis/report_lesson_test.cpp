@@ -4,6 +4,7 @@
 // 1 and 4 micro-steps, both with context.baseline; studies/granularity: no run has a twin of the same label).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -100,6 +101,43 @@ TEST(Lesson, ASectionOpensWithItsQuestionSetupAndWhatToLookFor) {
             std::string::npos)
       << html;
   EXPECT_NE(html.find("<nav class=\"toc\"><a href=\"#summary\">"), std::string::npos);
+}
+
+// A section closes with its runs in numbers, checked here against the files: the fastest against the slowest, the
+// least and the most memory on a rank, the spread of final losses among runs of one model and step count (the four
+// accumulation runs train the same tiny model for 4 steps). A study whose own part answers (pipeline) gets none.
+TEST(Lesson, ASectionClosesWithItsAnswerInNumbers) {
+  Scenario sc = accumulation();
+  testing::TempDir tmp;
+  std::ostringstream log;
+  std::vector<std::string> problems;
+  SectionContext ctx{sc, "accumulation", tmp.path(), tmp.path().string(), log, problems};
+  const std::string html = answer_part(ctx);
+  const auto by = [&](auto key) {
+    return std::minmax_element(sc.runs.begin(), sc.runs.end(),
+                               [&](const RunResult& a, const RunResult& b) { return key(a) < key(b); });
+  };
+  const auto [fast, slow] = by([](const RunResult& r) { return r.step_ms_median; });
+  const auto [least, most] = by([](const RunResult& r) { return largest_rank_peak(r); });
+  const auto [lo, hi] = by([](const RunResult& r) { return r.final_loss; });
+  const auto ms = [](double v) { return testing::fixed(v, v < 10 ? 1 : 0) + " ms"; };
+  EXPECT_NE(html.find("<strong>The answer, in this run's numbers.</strong>"), std::string::npos) << html;
+  EXPECT_NE(html.find("Fastest: <strong>" + fast->name + "</strong> at " + ms(fast->step_ms_median)), std::string::npos)
+      << html;
+  EXPECT_NE(html.find("slowest: <strong>" + slow->name + "</strong> at " + ms(slow->step_ms_median) + ", " +
+                      testing::fixed(slow->step_ms_median / fast->step_ms_median, 2) + "&times; as long"),
+            std::string::npos)
+      << html;
+  EXPECT_NE(html.find("Least memory: <strong>" + least->name + "</strong>, a peak of " +
+                      testing::fixed(largest_rank_peak(*least) / (1024.0 * 1024.0), 1) + " MiB"),
+            std::string::npos)
+      << html;
+  EXPECT_NE(html.find("most: <strong>" + most->name + "</strong>"), std::string::npos) << html;
+  EXPECT_NE(html.find("(4 runs) end within " + testing::fixed(hi->final_loss - lo->final_loss, 4) + " nats"),
+            std::string::npos)
+      << html;
+  sc.name = "pipeline";
+  EXPECT_EQ(answer_part(ctx), "") << "the pipeline study's own part closes its section";
 }
 
 // Results whose configs hold fewer facts (an older dtlab's) get a shorter setup sentence, never an empty slot.
