@@ -145,6 +145,13 @@ report:
 	@$(DTLAB) report $(RESULTS) -o $(REPORT)
 	@echo "report: $(REPORT)/index.html"
 
+# docs/performance.md from the results of a `make benchmark` (analysis/figures_doc.hpp): written whole, never by hand.
+.PHONY: figures
+figures:
+	@$(BUILD)/bin/dtlab-report --figures $(RESULTS) > docs/performance.md.tmp || { rm -f docs/performance.md.tmp; exit 1; }
+	@mv docs/performance.md.tmp docs/performance.md
+	@echo "figures: docs/performance.md from $(RESULTS)"
+
 # The common runs, seconds each on 2 cores: one config (the DDP study's, at PRESET for STEPS steps), so the three
 # differ only in strategy and ranks, train alike (the same losses) and `make compare` can set them side by side.
 # CONFIG replaces the config, ARGS adds overrides after ours (a later one wins), OUT replaces the run directory.
