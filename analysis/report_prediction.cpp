@@ -110,6 +110,7 @@ std::optional<Chart> scatter_chart(const Scenario& sc, const std::string& what, 
   if (c.series.empty()) return std::nullopt;
   Series diagonal;
   diagonal.name = "y = x (exact)";
+  diagonal.in_every_panel = true;  // a reference: grey dotted, as every chart draws one
   for (int i = 0; i < kDiagonalPoints; ++i) {
     const double v = 0.9 * low + (1.1 * high - 0.9 * low) * i / (kDiagonalPoints - 1);
     diagonal.x.push_back(v);
