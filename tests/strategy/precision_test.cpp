@@ -183,47 +183,39 @@ INSTANTIATE_TEST_SUITE_P(
                       2}),
     [](const auto& info) { return info.param.label; });
 
+// fp16 with dynamic loss scaling at `world` ranks, an inf injected into `inf_rank`'s gradients at step 3: the job
+// must pass and every rank report step 3 skipped with its parameters unchanged (strategy_rank checks the state).
+void expect_every_rank_skips_step_3(int world, int inf_rank, const std::vector<std::string>& layout) {
+  std::vector<std::string> args = {
+      "--no-reference", "--expect-skip", "3", "precision.param_dtype=fp16", "precision.loss_scale=dynamic",
+      "train.steps=6"};
+  args.insert(args.end(), layout.begin(), layout.end());
+  auto job = launch(world, args, 180, {"DTLAB_INJECT_INF=" + std::to_string(inf_rank) + ":3"});
+  EXPECT_EQ(job.exit_code, 0) << job.output;
+  for (int rank = 0; rank < world; ++rank)
+    EXPECT_NE(job.output.find("rank " + std::to_string(rank) + " step 3: skipped=1, parameters unchanged"),
+              std::string::npos)
+        << "rank " << rank << "\n"
+        << job.output;
+}
+
 // RELIABILITY D21: fp16 with dynamic loss scaling; an inf on rank 1's gradients at step 3 makes every
 // rank skip that step (parameters and optimizer state unchanged) and halves the scale.
 TEST(LossScaler, NonFiniteGradientOnOneRankSkipsTheStepEverywhereAndHalvesTheScale) {
-  auto job =
-      launch(2,
-             {"--no-reference", "--expect-skip", "3", "parallel.strategy=fsdp_full_shard", "precision.param_dtype=fp16",
-              "precision.loss_scale=dynamic", "train.micro_batch=4", "train.steps=6"},
-             180, {"DTLAB_INJECT_INF=1:3"});
-  EXPECT_EQ(job.exit_code, 0) << job.output;
-  for (const std::string rank : {"0", "1"})
-    EXPECT_NE(job.output.find("rank " + rank + " step 3: skipped=1, parameters unchanged"), std::string::npos)
-        << job.output;
+  expect_every_rank_skips_step_3(2, 1, {"parallel.strategy=fsdp_full_shard", "train.micro_batch=4"});
 }
 
 // Under tensor parallelism a tp group's ranks hold different slices, so an overflow in one rank's slices must make
 // its tp peers skip too (their parameters would otherwise leave the step's other half behind): tp 2 x dp 2, inf on
 // rank 1 only, every rank skips step 3.
 TEST(LossScaler, NonFiniteGradientOnOneTensorParallelRankSkipsTheStepOnEveryRank) {
-  auto job =
-      launch(4,
-             {"--no-reference", "--expect-skip", "3", "parallel.strategy=fsdp_full_shard", "parallel.tp=2",
-              "precision.param_dtype=fp16", "precision.loss_scale=dynamic", "train.micro_batch=4", "train.steps=6"},
-             180, {"DTLAB_INJECT_INF=1:3"});
-  EXPECT_EQ(job.exit_code, 0) << job.output;
-  for (const std::string rank : {"0", "1", "2", "3"})
-    EXPECT_NE(job.output.find("rank " + rank + " step 3: skipped=1, parameters unchanged"), std::string::npos)
-        << job.output;
+  expect_every_rank_skips_step_3(4, 1, {"parallel.strategy=fsdp_full_shard", "parallel.tp=2", "train.micro_batch=4"});
 }
 
 // Under pipeline stages likewise: an overflow in stage 1's gradients (pp 2 x dp 2, inf on rank 2, a rank of the
 // second stage) makes the first stage skip too.
 TEST(LossScaler, NonFiniteGradientOnOneStageSkipsTheStepOnEveryStage) {
-  auto job =
-      launch(4,
-             {"--no-reference", "--expect-skip", "3", "parallel.strategy=zero1", "parallel.pp=2",
-              "precision.param_dtype=fp16", "precision.loss_scale=dynamic", "train.micro_batch=2", "train.steps=6"},
-             180, {"DTLAB_INJECT_INF=2:3"});
-  EXPECT_EQ(job.exit_code, 0) << job.output;
-  for (const std::string rank : {"0", "1", "2", "3"})
-    EXPECT_NE(job.output.find("rank " + rank + " step 3: skipped=1, parameters unchanged"), std::string::npos)
-        << job.output;
+  expect_every_rank_skips_step_3(4, 2, {"parallel.strategy=zero1", "parallel.pp=2", "train.micro_batch=2"});
 }
 
 // The scale grows again after precision.loss_scale_growth_interval good steps: with interval 2 and an
