@@ -42,7 +42,7 @@ for entry in analysis_tests:tests/analysis config_tests:tests/unit process_tests
 done
 
 # 2. Two-rank training runs.
-run=(model.preset=tiny train.steps=4 train.global_batch=8 train.micro_batch=4 instrument.warmup_steps=1
+run=(model.preset=tiny train.steps=4 train.warmup_steps=1 train.global_batch=8 train.micro_batch=4 instrument.warmup_steps=1
      instrument.log_every=1 data.source=file "data.path=$work/corpus.bin" checkpoint.every=2 checkpoint.async=true)
 step data_build "$source" "$dtlab" data build --out "$work/corpus.bin"
 step train_ddp "$source" "$dtlab" launch -n 2 "$dtlab" train --config scenarios/configs/ddp.yaml \
