@@ -4,6 +4,7 @@
 // that one instead.
 #include <algorithm>
 #include <cmath>
+#include <iomanip>
 #include <map>
 #include <sstream>
 #include <tuple>
@@ -51,13 +52,18 @@ std::string memory_line(const std::vector<const RunResult*>& measured) {
   return h.str();
 }
 
-// Runs that train the same model (parameter count, dtype) for the same steps should end at the same loss: the
-// widest spread of final losses within such a group, when some group has two runs or more.
+// Runs that train the same model (parameter count, dtype) on the same data (global batch, sequence length) for the
+// same steps should end at the same loss: the widest spread of final losses within such a group, when some group has
+// two runs or more.
 std::string loss_line(const std::vector<RunResult>& runs) {
-  std::map<std::tuple<std::int64_t, std::string, std::int64_t>, std::vector<const RunResult*>> groups;
+  using Key = std::tuple<std::int64_t, std::string, std::int64_t, double, double>;
+  std::map<Key, std::vector<const RunResult*>> groups;
   for (const RunResult& r : runs)
     if (!r.steps.empty() && std::isfinite(r.final_loss))
-      groups[{r.params, r.param_dtype(), r.steps.back().step}].push_back(&r);
+      groups[{r.params, r.param_dtype(), r.steps.back().step,
+              json_number_at(r.config, {"train", "global_batch"}).value_or(0),
+              json_number_at(r.config, {"model", "seq_len"}).value_or(0)}]
+          .push_back(&r);
   const std::vector<const RunResult*>* widest = nullptr;
   double widest_spread = -1;
   std::size_t compared = 0;
@@ -74,11 +80,18 @@ std::string loss_line(const std::vector<RunResult>& runs) {
   }
   if (!widest) return "";
   std::ostringstream h;
-  h << "  <li>Runs that train the same model for the same steps (" << compared << " runs) end within "
-    << fmt_fixed(widest_spread, 4) << " nats of each other in loss";
-  if (widest_spread > 0)
-    h << " (the widest spread: " << widest->size() << " runs of " << (*widest)[0]->param_dtype() << ")";
-  h << ".</li>\n";
+  h << "  <li>Runs that train the same model on the same batches for the same steps (" << compared << " runs) ";
+  if (widest_spread == 0) {
+    h << "end at the same loss, to the last digit.</li>\n";
+  } else {
+    std::ostringstream spread;  // small spreads in scientific notation, so they never print as 0.0000
+    if (widest_spread < 1e-3)
+      spread << std::scientific << std::setprecision(1) << widest_spread;
+    else
+      spread << std::fixed << std::setprecision(4) << widest_spread;
+    h << "end within " << spread.str() << " nats of each other in loss (the widest spread: " << widest->size()
+      << " runs of " << (*widest)[0]->param_dtype() << ").</li>\n";
+  }
   return h.str();
 }
 
