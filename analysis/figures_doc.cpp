@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <set>
 #include <sstream>
 
 #include "analysis/accuracy.hpp"
@@ -50,7 +49,7 @@ std::string header(const std::vector<Scenario>& scenarios, const std::vector<std
       ++runs;
       commits.push_back(r.git_sha.substr(0, 12));
       machines.push_back(machine_of(r));
-      dates.push_back(r.started_at.substr(0, 10));
+      if (!r.started_at.empty()) dates.push_back(r.started_at.substr(0, 10));
     }
   std::sort(dates.begin(), dates.end());
   std::string inputs_text;
