@@ -116,10 +116,10 @@ std::string png_epilogue(const std::string& id, int width, int height, const std
 
 std::string epilogue(const std::string& id) { return png_epilogue(id, kChartSvgWidth, kChartSvgHeight); }
 
-// The name of the measured series that `name` goes with ("ddp (predicted)", "ddp (model)", "ddp (out of memory)" ->
-// "ddp"), or "".
+// The name of the measured series that `name` goes with ("ddp (predicted)", "ddp (model)", "1f1b (formula)", "ddp (out
+// of memory)" -> "ddp"), or "".
 std::string measured_name_of(const std::string& name) {
-  for (const std::string suffix : {" (predicted)", " (model)", " (out of memory)"})
+  for (const std::string suffix : {" (predicted)", " (model)", " (formula)", " (out of memory)"})
     if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
       return name.substr(0, name.size() - suffix.size());
   return "";

@@ -65,7 +65,8 @@ inline constexpr int kChartSvgWidth = 880, kChartSvgHeight = 400;
 
 // The report's small-multiples rule: a line chart with more legend entries than this, in two or more groups, is
 // drawn as one panel per group on shared axes. A group is a measured series with its prediction, model and
-// out-of-memory marks ("ddp", "ddp (predicted)", ...); series marked in_every_panel are drawn in each panel.
+// out-of-memory marks ("ddp", "ddp (predicted)", "ddp (model)", "ddp (formula)", ...); series marked in_every_panel
+// are drawn in each panel.
 inline constexpr int kMaxOverlaidSeries = 6;
 
 struct ChartFiles {

@@ -8,6 +8,8 @@
 #include <map>
 #include <optional>
 #include <sstream>
+#include <tuple>
+#include <utility>
 
 #include "analysis/html.hpp"
 #include "analysis/report.hpp"
@@ -72,7 +74,7 @@ std::optional<StagePoint> point_of(const RunResult& r) {
 std::string schedule_label(const StagePoint& p) {
   std::string s = pipe_schedule_name(p.schedule);
   if (p.shape.virtual_stages > 1) s += " (v " + std::to_string(p.shape.virtual_stages) + ")";
-  return s;
+  return s + ", P " + std::to_string(p.shape.stages);
 }
 
 std::string list(const std::vector<double>& values, double scale, int digits) {
@@ -126,17 +128,18 @@ LineChart bubble_chart(const std::map<std::string, std::vector<const StagePoint*
 // Per m: the schedule that idled least and the fastest one; the relative error of each measured bubble against its
 // formula at m >= 2P (the target is 15%); GPipe's activations against 1F1B's at the largest m.
 std::string answer(const std::vector<StagePoint>& points) {
-  std::map<int, std::vector<const StagePoint*>> by_m;
-  for (const StagePoint& p : points) by_m[p.shape.micro_batches].push_back(&p);
+  std::map<std::pair<int, int>, std::vector<const StagePoint*>> by_m;  // by (P, m)
+  for (const StagePoint& p : points) by_m[{p.shape.stages, p.shape.micro_batches}].push_back(&p);
   std::ostringstream h;
-  for (const auto& [m, at_m] : by_m) {
+  for (const auto& [shape, at_m] : by_m) {
+    const auto [stages, m] = shape;
     if (at_m.size() < 2) continue;
     const auto least = *std::min_element(
         at_m.begin(), at_m.end(), [](const auto* a, const auto* b) { return a->measured_bubble < b->measured_bubble; });
     const auto fastest = *std::min_element(at_m.begin(), at_m.end(), [](const auto* a, const auto* b) {
       return a->run->step_ms_median < b->run->step_ms_median;
     });
-    h << "<li>At m = " << m << " " << html_escape(schedule_label(*least)) << " idled least ("
+    h << "<li>At P = " << stages << ", m = " << m << " " << html_escape(schedule_label(*least)) << " idled least ("
       << fmt_fixed(least->measured_bubble, 3) << " of its busy time; formula " << fmt_fixed(least->formula, 3)
       << ") and " << html_escape(schedule_label(*fastest)) << " ran fastest ("
       << fmt_fixed(fastest->run->step_ms_median, 0) << " ms per step).</li>\n";
@@ -186,15 +189,18 @@ std::string answer(const std::vector<StagePoint>& points) {
       << (*lo >= 0 ? "+" : "") << fmt_fixed(100 * *lo, 0) << "% to " << (*hi >= 0 ? "+" : "") << fmt_fixed(100 * *hi, 0)
       << "% over " << errors.size() << " runs (negative: the model is faster than the run).</li>\n";
   }
-  const StagePoint *gpipe = nullptr, *one_f_one_b = nullptr;
+  const StagePoint *gpipe = nullptr, *one_f_one_b = nullptr;  // at the fewest stages, the most micro-batches
+  const auto later = [](const StagePoint* best, const StagePoint& p) {
+    return !best || std::make_pair(-p.shape.stages, p.shape.micro_batches) >
+                        std::make_pair(-best->shape.stages, best->shape.micro_batches);
+  };
   for (const StagePoint& p : points) {
-    if (p.schedule == PipeSchedule::gpipe && (!gpipe || p.shape.micro_batches > gpipe->shape.micro_batches)) gpipe = &p;
-    if (p.schedule == PipeSchedule::one_f_one_b &&
-        (!one_f_one_b || p.shape.micro_batches > one_f_one_b->shape.micro_batches))
-      one_f_one_b = &p;
+    if (p.schedule == PipeSchedule::gpipe && later(gpipe, p)) gpipe = &p;
+    if (p.schedule == PipeSchedule::one_f_one_b && later(one_f_one_b, p)) one_f_one_b = &p;
   }
   if (gpipe && one_f_one_b && gpipe->shape.micro_batches == one_f_one_b->shape.micro_batches &&
-      !gpipe->activations.empty() && !one_f_one_b->activations.empty() && one_f_one_b->activations.front() > 0)
+      gpipe->shape.stages == one_f_one_b->shape.stages && !gpipe->activations.empty() &&
+      !one_f_one_b->activations.empty() && one_f_one_b->activations.front() > 0)
     h << "<li>At m = " << gpipe->shape.micro_batches << " GPipe's first stage kept "
       << fmt_fixed(gpipe->activations.front() / kMiB, 1) << " MiB of activations, 1F1B's "
       << fmt_fixed(one_f_one_b->activations.front() / kMiB, 1) << " MiB (×"
@@ -211,8 +217,8 @@ std::string pipeline_part(SectionContext& ctx) {
     if (const std::optional<StagePoint> p = point_of(r)) points.push_back(*p);
   if (points.empty()) return "";
   std::stable_sort(points.begin(), points.end(), [](const StagePoint& a, const StagePoint& b) {
-    return std::make_pair(static_cast<int>(a.schedule), a.shape.micro_batches) <
-           std::make_pair(static_cast<int>(b.schedule), b.shape.micro_batches);
+    return std::make_tuple(a.shape.stages, static_cast<int>(a.schedule), a.shape.micro_batches) <
+           std::make_tuple(b.shape.stages, static_cast<int>(b.schedule), b.shape.micro_batches);
   });
   std::map<std::string, std::vector<const StagePoint*>> by_schedule;
   for (const StagePoint& p : points) by_schedule[schedule_label(p)].push_back(&p);

@@ -1,8 +1,9 @@
 // report_tensor_parallel.cpp: the "Tensor parallelism" part of a scenario section, for studies with runs that set
-// parallel.tp > 1 (scenario_tensor_parallel): every layout's step time, exposed communication and memory per rank,
-// measured beside predicted, at each link rate; what placing the tp groups across nodes costs (a run against its twin
-// of the same config whose tp groups stay inside a node), measured beside predicted; and the section's answer in
-// numbers: the fastest layout at each rate and the memory per rank of each (torch-free).
+// parallel.tp > 1 (scenario_tensor_parallel, whose pipeline run joins the table): every layout's step time, exposed
+// communication and memory per rank, measured beside predicted, at each link rate; what placing the tp groups across
+// nodes costs (a run against its twin of the same config whose tp groups stay inside a node), measured beside
+// predicted; and the section's answer in numbers: the fastest layout at each rate and the memory per rank of each
+// (torch-free).
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -21,25 +22,28 @@ constexpr double kMiB = 1024.0 * 1024.0;
 struct LayoutPoint {
   const RunResult* run = nullptr;
   double rate_mbps = 0;  // the inter-node rate; 0 = one node or unshaped
-  int tp = 1;
+  int tp = 1, pp = 1;
   bool sp = false;
+  bool pp_crosses_nodes = false;  // the stages (world / pp ranks apart) sit on different nodes
   bool tp_crosses_nodes = false;  // a tp group (consecutive ranks) holds ranks of two nodes: ranks_per_node % tp != 0
   double step_ms = 0, exposed_ms = 0, peak = 0;
   std::optional<double> model_step_ms, model_exposed_ms, model_peak;
 };
 
-int tp_of(const RunResult& r) {
-  const std::optional<double> tp = json_number_at(r.config, {"parallel", "tp"});
-  return tp ? static_cast<int>(*tp) : 1;
+int degree_of(const RunResult& r, const char* key) {
+  const std::optional<double> degree = json_number_at(r.config, {"parallel", key});
+  return degree ? std::max(1, static_cast<int>(*degree)) : 1;
 }
 
 LayoutPoint point_of(const RunResult& r) {
   LayoutPoint p;
   p.run = &r;
   p.rate_mbps = r.inter_link_bps.value_or(0) / 1e6;
-  p.tp = tp_of(r);
+  p.tp = degree_of(r, "tp");
+  p.pp = degree_of(r, "pp");
   p.sp = r.config.value("parallel", nlohmann::json::object()).value("sequence_parallel", false);
   p.tp_crosses_nodes = p.tp > 1 && r.nodes > 1 && r.ranks_per_node > 0 && r.ranks_per_node % p.tp != 0;
+  p.pp_crosses_nodes = p.pp > 1 && r.nodes > 1 && r.ranks_per_node > 0 && (r.world_size / p.pp) % r.ranks_per_node == 0;
   p.step_ms = r.step_ms_median;
   p.exposed_ms = r.comm_wait_least_ms_median.value_or(r.comm_wait_ms_median.value_or(0));  // what every rank waited
   p.peak = largest_rank_device_side_peak(r);
@@ -51,11 +55,16 @@ LayoutPoint point_of(const RunResult& r) {
 
 std::string layout_of(const LayoutPoint& p) {
   const RunResult& r = *p.run;
-  const int dp = std::max(1, r.world_size / p.tp);
-  std::string s = r.strategy + (p.tp > 1 ? ", tp " + std::to_string(p.tp) + " × dp " + std::to_string(dp)
-                                         : " over " + std::to_string(dp));
+  const int dp = std::max(1, r.world_size / (p.tp * p.pp));
+  std::string s = r.strategy;
+  if (p.tp == 1 && p.pp == 1) return s + " over " + std::to_string(dp);
+  s += ",";
+  if (p.pp > 1) s += " pp " + std::to_string(p.pp) + " ×";
+  if (p.tp > 1) s += " tp " + std::to_string(p.tp) + " ×";
+  s += " dp " + std::to_string(dp);
   if (p.sp) s += " + SP";
   if (p.tp > 1 && r.nodes > 1) s += p.tp_crosses_nodes ? ", tp across nodes" : ", tp inside nodes";
+  if (p.pp > 1 && r.nodes > 1) s += p.pp_crosses_nodes ? ", stages across nodes" : ", stages inside nodes";
   return s;
 }
 
@@ -182,7 +191,8 @@ std::string tensor_parallel_part(SectionContext& ctx) {
   std::stable_sort(points.begin(), points.end(),
                    [](const LayoutPoint& a, const LayoutPoint& b) { return a.rate_mbps < b.rate_mbps; });
   std::ostringstream h;
-  h << "<h3>Tensor parallelism: which layout, where</h3>\n"
+  const bool any_pp = std::any_of(points.begin(), points.end(), [](const LayoutPoint& p) { return p.pp > 1; });
+  h << "<h3>" << (any_pp ? "Tensor and pipeline parallelism" : "Tensor parallelism") << ": which layout, where</h3>\n"
     << "<p>Each layout at each link rate: the median step, the communication every rank waited for (tensor "
        "parallelism's all-reduces block the layer after them, so all of their time is exposed unless another rank "
        "was slower), and the largest rank's peak, each beside the cost model's figure.</p>\n"

@@ -67,8 +67,8 @@ CostPlan cost_plan(const Config& config, int rank) {
   const StrategySpec& spec = strategy_spec(config.parallel.strategy);
   if (spec.plan == nullptr)
     throw std::invalid_argument("parallel.strategy=" + config.parallel.strategy + " has no cost plan in this build");
-  CostPlan plan = spec.plan(config, rank);        // the data-parallel strategy's calls over its group
-  add_tensor_parallel_collectives(plan, config);  // and each model-parallel dimension's over its own
+  CostPlan plan = spec.plan(config, rank);              // the data-parallel strategy's calls over its group
+  add_tensor_parallel_collectives(plan, config, rank);  // and each model-parallel dimension's over its own
   add_pipeline_collectives(plan, config, rank);
   return plan;
 }

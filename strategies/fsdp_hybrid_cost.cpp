@@ -35,6 +35,7 @@ const StrategySpec fsdp_hybrid_spec{
     .dp_shard_size = &sharded_dp_shard_size<ShardingMode::hybrid>,
     .hooks_unit_outputs = true,
     .peak_depends_on_thread_timing = true,
+    .runs_under_pipeline = true,  // each stage's units gathered once per step, kept through the flush
 };
 
 }  // namespace dtlab

@@ -34,6 +34,7 @@ const StrategySpec fsdp_shard_grad_op_spec{
     .dp_shard_size = &sharded_dp_shard_size<ShardingMode::shard_grad_op>,
     .hooks_unit_outputs = true,
     .peak_depends_on_thread_timing = true,
+    .runs_under_pipeline = true,  // each stage's units gathered once per step, kept through the flush
 };
 
 }  // namespace dtlab

@@ -19,7 +19,9 @@ void add_pipeline_collectives(CostPlan& plan, const Config& config, int rank) {
   const ModelConfig& model = config.model;
   // The activations leave each chunk in the parameters' dtype (ddp computes in it).
   const Dtype dtype = dtype_named(config.precision.param_dtype, "precision.param_dtype");
-  const int64_t a_bytes = config.train.micro_batch * model.seq_len * model.d_model * bytes_of(dtype);
+  // Under sequence parallelism each tp rank sends its 1/tp of the sequence to the same tp rank of the next stage.
+  const int64_t sequence_part = config.parallel.sequence_parallel ? std::max<int64_t>(1, config.parallel.tp) : 1;
+  const int64_t a_bytes = config.train.micro_batch * model.seq_len / sequence_part * model.d_model * bytes_of(dtype);
   int64_t forward_sends = 0, backward_sends = 0;
   for (int c = 0; c < v; ++c) {
     const int k = c * P + pp_rank;

@@ -235,7 +235,15 @@ void add_sharded_collectives(const ShardedSetting& s, const Config& config, Cost
     plan.collectives.push_back({"all_reduce", "backend", "float64", 8, group, "after-backward", 1, what, group_stride});
   };
   const bool sharded = s.F > 1;  // F = 1: the engine copies instead of gathering / reduce-scattering
-  for (int u = 0; u < n; ++u) {
+  // Under pipeline stages the modes that free parameters gather each unit once per step and keep it through the
+  // flush, then reduce-scatter its accumulated gradient once (ShardedSchedule::gather_all, reduce_after_flush).
+  const bool once_per_step = config.parallel.pp > 1 && !t.params_persist();
+  for (int u = 0; u < n && once_per_step && sharded; ++u) {
+    const UnitShape& unit = s.units[static_cast<size_t>(u)];
+    all_gather(u, unit, "forward", 1, "gathered once per step, kept through the pipeline's flush");
+    reduce_scatter(u, unit, 1, "once per step, after the pipeline's flush");
+  }
+  for (int u = 0; u < n && !once_per_step; ++u) {
     const UnitShape& unit = s.units[static_cast<size_t>(u)];
     if (sharded && t.regathers_in_backward()) {
       all_gather(u, unit, "forward", s.A, "forward gather, every micro-step");
@@ -301,7 +309,8 @@ void add_sharded_state(const ShardedSetting& s, const Config& config, CostPlan& 
     non_padding += std::max<int64_t>(0, std::min(begin + unit.shard, unit.numel) - begin);
   }
   // A bf16 master's fp32 scratch exists only through the optimizer step, when no unit is gathered or reduced.
-  plan.state.buffers += std::max(unit_buffers_peak_bytes(t, transient, config.parallel.prefetch), step_scratch);
+  plan.state.buffers +=
+      std::max(unit_buffers_peak_bytes(t, transient, config.parallel.prefetch, config.parallel.pp > 1), step_scratch);
   plan.state.optimizer = non_padding * optimizer_state_bytes_per_element(config.train, 4);
   if (config.parallel.offload) {  // the master shards, their fp32 gradients and the optimizer state: host buffers
     for (const auto& unit : s.units) plan.state.host += unit.shard * (m + 4);

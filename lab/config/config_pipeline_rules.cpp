@@ -29,15 +29,12 @@ void check_pipeline_rules(const Config& c) {
     for (const StrategySpec* s : strategy_specs())
       if (s->runs_under_pipeline) able += (able.empty() ? "" : " | ") + std::string(s->id);
     throw Problem{"parallel.strategy", "parallel.strategy=" + p.strategy + " with " + pp +
-                                           ": this strategy cannot run under pipeline stages yet (the ones that can "
-                                           "keep their stage's parameters whole and reduce its gradients after the "
-                                           "flush; gathering a sharded unit again for every micro-batch's forward and "
-                                           "backward is not built): use " +
+                                           ": this strategy cannot run under pipeline stages (one that can hands "
+                                           "the schedule its stage's model and reduces the gradients of the "
+                                           "schedule's backwards after the flush: its spec's runs_under_pipeline): "
+                                           "use " +
                                            (able.empty() ? std::string("parallel.pp=1") : able)};
   }
-  if (p.tp > 1)
-    throw Problem{"parallel.tp", "parallel.tp=" + n(p.tp) + " with " + pp +
-                                     ": pipeline x tensor parallel is not built yet; choose one of them"};
   if (c.model.tie_embeddings)
     throw Problem{"model.tie_embeddings", "model.tie_embeddings=true with " + pp +
                                               ": the embedding (first stage) and the head (last stage) would share "

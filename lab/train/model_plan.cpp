@@ -2,7 +2,9 @@
 #include "lab/train/model_plan.hpp"
 
 #include <stdexcept>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "lab/dist/mesh_comms.hpp"
 #include "lab/model.hpp"
@@ -30,12 +32,42 @@ std::unique_ptr<ModelParallelPlan> make_model_plan(const Config& config) {
   if (p.cp > 1)
     throw std::invalid_argument("parallel.cp=" + std::to_string(p.cp) +
                                 ": this model-parallel dimension is not built yet; use parallel.cp=1");
-  if (p.pp > 1 && p.tp > 1)
-    throw std::invalid_argument("parallel.pp=" + std::to_string(p.pp) + " with parallel.tp=" + std::to_string(p.tp) +
-                                ": pipeline x tensor parallel is not built yet; choose one of them");
-  if (p.pp > 1) return std::make_unique<PipelinePlan>(config);
-  if (p.tp > 1) return std::make_unique<TensorParallelPlan>(p.sequence_parallel);
-  return std::make_unique<IdentityPlan>();
+  std::vector<std::unique_ptr<ModelParallelPlan>> plans;
+  if (p.pp > 1) plans.push_back(std::make_unique<PipelinePlan>(config));
+  if (p.tp > 1) plans.push_back(std::make_unique<TensorParallelPlan>(p.sequence_parallel));
+  if (plans.empty()) return std::make_unique<IdentityPlan>();
+  if (plans.size() == 1) return std::move(plans.front());
+  return std::make_unique<StackedPlan>(std::move(plans));
+}
+
+StackedPlan::StackedPlan(std::vector<std::unique_ptr<ModelParallelPlan>> plans) : plans_(std::move(plans)) {
+  if (plans_.empty()) throw std::logic_error("StackedPlan: no plan to stack");
+}
+
+std::string StackedPlan::id() const {
+  std::string out;
+  for (const auto& plan : plans_) out += (out.empty() ? "" : " x ") + plan->id();
+  return out;
+}
+
+void StackedPlan::apply(GPT& model, MeshComms& comms) {
+  for (const auto& plan : plans_) plan->apply(model, comms);
+}
+
+std::vector<ParamSplit> StackedPlan::splits(GPT& model) const {
+  std::vector<ParamSplit> out = plans_.front()->splits(model);
+  for (size_t i = 1; i < plans_.size(); ++i) {
+    const std::vector<ParamSplit> inner = plans_[i]->splits(model);
+    for (size_t j = 0; j < out.size() && j < inner.size(); ++j)
+      if (inner[j].dim && inner[j].axis >= 0) out[j] = inner[j];  // cut along an axis: the inner plan's split
+  }
+  return out;
+}
+
+double StackedPlan::sum_over_model_parallel(double local) {
+  // Innermost first: a stage's tp ranks sum their slices, then the stages sum their parts.
+  for (auto it = plans_.rbegin(); it != plans_.rend(); ++it) local = (*it)->sum_over_model_parallel(local);
+  return local;
 }
 
 }  // namespace dtlab

@@ -6,7 +6,7 @@
 // every parameter (which mesh dimension splits which axis), which checkpoints and the cost models read. Built:
 // the identity plan (every rank holds the whole model, parallel.tp = parallel.pp = 1). Tensor parallelism is a plan
 // that splits wq/wk/wv/w_gate/w_up by rows and wo/w_down by columns over tp; a pipeline stage's plan keeps only its
-// chunks' units (lab/train/pipeline_plan.hpp).
+// chunks' units (lab/train/pipeline_plan.hpp); a StackedPlan applies several (pp x tp).
 //
 //   std::unique_ptr<ModelParallelPlan> plan = make_model_plan(config);
 //   plan->apply(*model, comms);                   // lab/dist/mesh_comms.hpp
@@ -57,9 +57,24 @@ class IdentityPlan final : public ModelParallelPlan {
   std::vector<ParamSplit> splits(GPT& model) const override;
 };
 
+// Plans of several model-parallel dimensions, applied outermost first: pp x tp keeps the stage's units, then slices
+// them over tp. The gradient norm sums innermost first (over tp, then over pp); a parameter's split is the innermost
+// plan's that cuts it along an axis (a stage's held tensor split over tp is described by its tp slice).
+class StackedPlan final : public ModelParallelPlan {
+ public:
+  explicit StackedPlan(std::vector<std::unique_ptr<ModelParallelPlan>> plans);
+  std::string id() const override;  // "pipeline x tensor_parallel"
+  void apply(GPT& model, MeshComms& comms) override;
+  std::vector<ParamSplit> splits(GPT& model) const override;
+  double sum_over_model_parallel(double local) override;
+
+ private:
+  std::vector<std::unique_ptr<ModelParallelPlan>> plans_;
+};
+
 // The plan the config's model-parallel degrees ask for: the pipeline plan for parallel.pp > 1, the tensor-parallel
-// plan for parallel.tp > 1 (lab/train/tensor_parallel_plan.hpp), else the identity. parallel.cp > 1 and pp with tp
-// are refused until built (config validation refuses them first, with the same rule).
+// plan for parallel.tp > 1 (lab/train/tensor_parallel_plan.hpp), both stacked for pp x tp, else the identity.
+// parallel.cp > 1 is refused until built (config validation refuses it first, with the same rule).
 std::unique_ptr<ModelParallelPlan> make_model_plan(const Config& config);
 
 }  // namespace dtlab

@@ -79,7 +79,10 @@ double PipelineStepSchedule::run(int64_t step, double loss_weight, const MicroBa
   std::vector<std::vector<at::Tensor>> params;
   for (const auto& units : chunk_units_) params.push_back(chunk_parameters(model, units));
   const at::TensorOptions activation_options = params.front().front().options().requires_grad(false);
-  const std::vector<int64_t> activation_shape = {config_.train.micro_batch, config_.model.seq_len,
+  // What crosses a stage boundary: the residual stream, whole on every tp rank, or 1/tp of the sequence on each
+  // under sequence parallelism (each tp rank sends its part to the same tp rank of the next stage).
+  const int64_t sequence_part = config_.parallel.sequence_parallel ? config_.parallel.tp : 1;
+  const std::vector<int64_t> activation_shape = {config_.train.micro_batch, config_.model.seq_len / sequence_part,
                                                  config_.model.d_model};
 
   MemoryScope activations(MemoryCategory::activations);

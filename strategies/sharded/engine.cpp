@@ -93,10 +93,10 @@ class ShardedEngine final : public Strategy {
                             [schedule] { schedule->finish_backward(); });
   }
 
-  // Under pipeline stages (the modes whose parameters persist: spec runs_under_pipeline): the schedule runs the
-  // stage's units itself (lab/train/pipeline_step.hpp) and its backwards accumulate every unit's full gradient over
-  // the step's micro-batches; no hook reduces them (each unit's last backward comes at another time on each stage);
-  // finish_gradients reduces them all after the flush.
+  // Under pipeline stages: the schedule runs the stage's units itself (lab/train/pipeline_step.hpp) and its
+  // backwards accumulate every unit's full gradient over the step's micro-batches; no hook reduces them (each unit's
+  // last backward comes at another time on each stage); finish_gradients reduces them all after the flush. The modes
+  // that free parameters gather each unit once here and keep it until then (ShardedSchedule::gather_all).
   std::optional<PipelineAccess> pipeline_access() override {
     under_pipeline_ = true;
     schedule_->begin_micro_step(/*is_last_micro=*/false);
@@ -255,7 +255,7 @@ StateBytes ShardedEngine::state_bytes() const {
     if (precision_.master != at::kFloat) step_scratch += unit.shard_numel * 4;  // fp32 scratch of the optimizer step
   }
   // The scratch lives only through the optimizer step (optimizer.cpp), when no unit is gathered or reduced.
-  b.buffers += std::max(unit_buffers_peak_bytes(traits_, transient, prefetch_), step_scratch);
+  b.buffers += std::max(unit_buffers_peak_bytes(traits_, transient, prefetch_, config_.parallel.pp > 1), step_scratch);
   b.optimizer = optimizer_->state_bytes();
   if (precision_.offload) {  // the master shards, their fp32 gradients and the optimizer state, in host buffers
     for (const auto& unit : units_) b.host += unit.shard_numel * (master_b + 4);

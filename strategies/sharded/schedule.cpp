@@ -63,6 +63,7 @@ void ShardedSchedule::on_grad_ready(size_t u) {
   FlatUnit& unit = units_[u];
   if (++unit.grads_ready < unit.params.size()) return;
   unit.grads_ready = 0;
+  if (pipelined_) return;  // each unit's gradient is reduced once, after the flush (reduce_after_flush)
   switch (traits_.grads) {
     case GradReduction::reduce_scatter_every_micro_step:
       wait_pending_gathers();  // one collective stream: finish prefetches before the ring's send/recv
@@ -88,15 +89,22 @@ void ShardedSchedule::reduce_accumulated(FlatUnit& unit) {
 }
 
 void ShardedSchedule::gather_all() {
-  for (FlatUnit& unit : units_) ensure_gathered(unit);
+  pipelined_ = true;
+  for (FlatUnit& unit : units_) {
+    ensure_gathered(unit);
+    if (!traits_.params_persist() && !has_storage(unit.full_grad)) {  // released after the last step's reduce
+      ensure_storage(unit.full_grad, unit.padded * static_cast<int64_t>(unit.full_grad.element_size()));
+      unit.full_grad.zero_();
+    }
+  }
 }
 
 void ShardedSchedule::reduce_after_flush() {
-  if (traits_.reduce_scatters_every_micro_step())
-    throw std::logic_error("reduce_after_flush: this mode reduces every micro-step in its hooks");
+  if (!pipelined_) throw std::logic_error("reduce_after_flush: no pipeline step began (gather_all)");
   for (size_t u = units_.size(); u-- > 0;) {
     units_[u].grads_ready = 0;
     reduce_accumulated(units_[u]);
+    release_params(units_[u]);  // the reduce reads the gradient only; persistent parameters stay
   }
   finish_backward();
 }

@@ -47,11 +47,15 @@ class ShardedSchedule {
   }
 
   // Under pipeline stages, before the schedule runs (no forward hook gathers there): every unit's parameters ready —
-  // no_shard's compute copy refreshed from the master the optimizer updated.
+  // no_shard's compute copy refreshed from the master the optimizer updated; the modes that free them (full_shard,
+  // shard_grad_op, hybrid) gather every unit of the stage once, with a zeroed full gradient beside it, and keep both
+  // through the flush. That is FSDP's reshard_after_forward=False, torchtitan's choice under a pipeline: resharding
+  // after each forward would gather every unit again for each of the m micro-batches' forward and backward. From
+  // here on the gradient hooks reduce nothing; the schedule's backwards accumulate into the full gradients.
   void gather_all();
-  // Under pipeline stages, after the flush (the modes that reduce on the last micro-step only: zero1, no_shard): every
-  // unit's full gradient holds the step's micro-batches; each is reduced now, last unit first, as the last
-  // micro-step's hooks would have, and the last reduce-scatter finished.
+  // Under pipeline stages, after the flush: every unit's full gradient holds the step's micro-batches; each is
+  // reduced now (all-reduced or reduce-scattered), last unit first, and the modes that free their parameters free
+  // them, then the last reduce-scatter is finished.
   void reduce_after_flush();
   // After backward: the gradient shard of `unit` holds the gradient summed over every rank (not yet averaged).
   void finish_unit_gradients(FlatUnit& unit);
@@ -81,6 +85,7 @@ class ShardedSchedule {
   bool prefetch_;
   CommAlgorithm algorithm_;
   bool is_last_micro_ = true;
+  bool pipelined_ = false;        // a pipeline schedule runs the micro-batches: reduce after its flush, not in hooks
   FlatUnit* reducing_ = nullptr;  // the unit whose reduce-scatter is in flight, if any
   bool reducing_accumulates_ = false;
   CommHandle reduce_;

@@ -111,13 +111,22 @@ struct UnitBuffers {
 //     transient: zero1's wire copies one at a time in backward, its gather sources one at a time after the
 //     optimizer step (max over both); no_shard's wire copies all at once (its all-reduces are all in flight until
 //     after backward: Σ w_u).
+// Under pipeline stages (`pipelined`) the modes that free parameters gather every unit at the step's start with a
+// zeroed full gradient beside it and keep both through the flush; after it each unit, last first, gets its wire copy
+// and its reduce-scatter, then its parameters are freed and, once the next unit's reduce-scatter begins, its
+// gradient and wire copy: at unit u's wire copy units 0..u are alive, max over u of 2·(s_0 + ... + s_u) + w_u.
 // tests/strategy/memory_rank.cpp checks this against the counting allocator's measured buffers peak.
-inline int64_t unit_buffers_peak_bytes(const ShardingTraits& t, const std::vector<UnitBuffers>& units, bool prefetch) {
+inline int64_t unit_buffers_peak_bytes(const ShardingTraits& t, const std::vector<UnitBuffers>& units, bool prefetch,
+                                       bool pipelined = false) {
   const size_t n = units.size();
   int64_t peak = 0, through_u = 0;
   for (size_t u = 0; u < n; ++u) {
     const int64_t s = units[u].gathered, w = units[u].wire;
     through_u += s;
+    if (pipelined && !t.params_persist()) {
+      peak = std::max(peak, 2 * through_u + w);
+      continue;
+    }
     if (t.params_persist()) {
       peak = t.all_reduces_grads() ? peak + w : std::max({peak, w, units[u].gather_source});
       continue;

@@ -56,6 +56,10 @@ TEST(FiguresDoc, EveryRunsFiguresUnderItsStudyWithTheMachineAndCommit) {
   }
   EXPECT_NE(md.find("Rerun: `build/bin/scenario_accumulation --out results`"), std::string::npos);
   EXPECT_NE(md.find("## The cost model against these runs"), std::string::npos);
+  // The accuracy block is the summary: the targets' verdicts, no run's own line (the page stays short).
+  EXPECT_NE(md.find("State bytes (target"), std::string::npos) << md;
+  EXPECT_NE(md.find("\ntargets: "), std::string::npos) << md;
+  EXPECT_EQ(md.find("  " + scenarios[0].name + "/"), std::string::npos) << md;
   EXPECT_NE(md.find("runs | " + std::to_string(scenarios[0].runs.size() + scenarios[1].runs.size()) +
                     " completed in 2 studies"),
             std::string::npos)

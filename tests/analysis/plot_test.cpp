@@ -121,6 +121,21 @@ TEST(Plot, MoreThanSixSeriesBecomeSmallMultiples) {
   EXPECT_EQ(read_text(one.script).find("multiplot"), std::string::npos);
 }
 
+// A schedule's formula (the pipeline study's bubble chart) is a model too: it pairs with its measurement, so four
+// schedules at two pipeline depths are eight panels of two lines, not sixteen of one.
+TEST(Plot, AFormulaSeriesJoinsItsMeasurementsPanel) {
+  TempDir tmp;
+  LineChart c = two_series();
+  c.series.clear();
+  for (const std::string name : {"gpipe, P 2", "1f1b, P 2", "gpipe, P 4", "1f1b, P 4"}) {
+    c.series.push_back({name, {2, 4, 8}, {0.5, 0.25, 0.125}});
+    c.series.push_back({name + " (formula)", {2, 4, 8}, {0.5, 0.25, 0.125}});
+  }
+  const ChartFiles f = write_chart(c, tmp.path());
+  EXPECT_EQ(f.panels, 4);
+  EXPECT_NE(read_text(f.script).find("set title '1f1b, P 4'"), std::string::npos);
+}
+
 TEST(Plot, BarChartStartsAtZero) {
   TempDir tmp;
   const ChartFiles f = write_chart(bars(), tmp.path());

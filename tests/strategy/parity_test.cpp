@@ -202,6 +202,38 @@ std::vector<ParityCase> pipeline_matrix() {
   add(2, 2, "1f1b", "adamw", 2, {"parallel.offload=true"}, "_offload");
   strategy = "fsdp_no_shard";
   add(4, 2, "gpipe", "sgd", 2, {}, "_dp2");
+  // The modes that free parameters (ShardedSchedule::gather_all): each stage's units gathered once per step and kept
+  // through the flush, each accumulated gradient reduce-scattered once after it; padded shards, offload, HYBRID.
+  strategy = "fsdp_full_shard";
+  add(4, 2, "1f1b", "adamw", 2, {}, "_dp2");
+  add(4, 2, "zero_bubble", "sgd", 2, {}, "_dp2");
+  add(4, 2, "interleaved_1f1b", "adamw", 2, {"model.n_layers=4", "parallel.pp_virtual_stages=2"}, "_dp2_v2");
+  add(4, 2, "gpipe", "sgd", 2,
+      {"parallel.offload=true", "model.d_model=42", "model.n_heads=3", "model.n_kv_heads=1", "model.ffn_hidden=113"},
+      "_dp2_offload_padded");
+  strategy = "fsdp_shard_grad_op";
+  add(4, 2, "1f1b", "adamw", 4, {"parallel.activation_checkpointing=full"}, "_dp2_ac_full");
+  strategy = "fsdp_hybrid";
+  add(8, 2, "1f1b", "adamw", 2, {"parallel.shard_size=2"}, "_dp4_2x2");
+  // pp x tp (lab/train/model_plan.hpp StackedPlan): each stage's units sliced over its tp group, the activations
+  // crossing from tp rank to tp rank (1/tp of the sequence under sequence parallelism); then the 3-D run, pp 2 x dp
+  // 2 x tp 2 over 8 ranks.
+  const auto add_tp2 = [&](int world, const std::string& schedule, const std::string& optimizer, int m,
+                           std::vector<std::string> extra, const std::string& label) {
+    add(world, 2, schedule, optimizer, m, std::move(extra), "_tp2" + label);
+    cases.back().tp = 2;
+  };
+  strategy = "ddp";
+  add_tp2(4, "1f1b", "sgd", 2, {}, "");
+  add_tp2(4, "1f1b", "adamw", 4, {"parallel.sequence_parallel=true"}, "_sp");
+  add_tp2(4, "interleaved_1f1b", "adamw", 2, {"model.n_layers=4", "parallel.pp_virtual_stages=2"}, "_v2");
+  add_tp2(4, "zero_bubble", "sgd", 2, {"parallel.sequence_parallel=true"}, "_sp");
+  add_tp2(8, "1f1b", "adamw", 2, {}, "_dp2");
+  add_tp2(8, "gpipe", "sgd", 2, {"parallel.sequence_parallel=true"}, "_dp2_sp");
+  strategy = "zero1";
+  add_tp2(8, "1f1b", "adamw", 2, {"parallel.sequence_parallel=true"}, "_dp2_sp");
+  strategy = "fsdp_full_shard";
+  add_tp2(8, "1f1b", "sgd", 2, {}, "_dp2");
   return cases;
 }
 

@@ -5,8 +5,8 @@
 // The plan is written from the model's shape and the layout; the records come from lab/comm as the layers ran, so
 // a collective the layers add, drop or resize, or a plan that miscounts, fails here. Covers tensor parallel with
 // and without sequence parallel, full and selective activation checkpointing, accumulation and tp × dp under ddp,
-// fsdp_full_shard and zero1 (their units hold this rank's slices, over the data-parallel group at stride tp); and
-// pipeline stages' sends and sums under ddp (strategies/pipeline_cost.hpp).
+// fsdp_full_shard and zero1 (their units hold this rank's slices, over the data-parallel group at stride tp);
+// pipeline stages' sends and sums under ddp (strategies/pipeline_cost.hpp); and pp x tp (the first stage's share).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -133,7 +133,18 @@ INSTANTIATE_TEST_SUITE_P(
         TpCommCase{
             "pp2_dp2_no_shard_bf16",
             4,
-            {"parallel.pp=2", "parallel.strategy=fsdp_no_shard", "train.micro_batch=2", "precision.param_dtype=bf16"}}),
+            {"parallel.pp=2", "parallel.strategy=fsdp_no_shard", "train.micro_batch=2", "precision.param_dtype=bf16"}},
+        // The modes that free parameters under stages: each unit gathered once per step and reduce-scattered once
+        // after the flush, over the stage's data-parallel ranks (HYBRID: its shard group, then the replicas).
+        TpCommCase{
+            "pp2_dp2_full_shard", 4, {"parallel.pp=2", "parallel.strategy=fsdp_full_shard", "train.micro_batch=2"}},
+        TpCommCase{"pp2_dp4_hybrid",
+                   8,
+                   {"parallel.pp=2", "parallel.strategy=fsdp_hybrid", "parallel.shard_size=2", "train.micro_batch=1"}},
+        // pp x tp: rank 0 is the first stage's tp rank 0 — the embedding's and its blocks' tp calls, none of the
+        // head's or the loss's — and its sends carry 1/tp of the sequence under sequence parallelism.
+        TpCommCase{"pp2_tp2_1f1b", 4, {"parallel.pp=2", "parallel.tp=2", "train.micro_batch=2"}},
+        TpCommCase{"pp2_dp2_tp2_sp", 8, {"parallel.pp=2", "parallel.tp=2", kSp, "train.micro_batch=2"}}),
     [](const auto& info) { return info.param.label; });
 
 }  // namespace

@@ -196,15 +196,21 @@ TEST(ConfigMesh, PipelineKeysAreCheckedWithTheirRules) {
   const auto has = [](const std::string& text, const std::string& part) {
     return text.find(part) != std::string::npos ? ::testing::AssertionSuccess() : ::testing::AssertionFailure() << text;
   };
-  EXPECT_TRUE(
-      has(error({"parallel.pp=2", "parallel.strategy=fsdp_full_shard", "train.micro_batch=2"}, 2),
-          "parallel.strategy=fsdp_full_shard with parallel.pp=2: this strategy cannot run under pipeline stages yet"));
-  EXPECT_TRUE(has(error({"parallel.pp=2", "parallel.strategy=fsdp_shard_grad_op", "train.micro_batch=2"}, 2),
-                  "use ddp | fsdp_no_shard | zero1"));
-  for (const char* whole : {"parallel.strategy=zero1", "parallel.strategy=fsdp_no_shard"})
-    EXPECT_EQ(error({"parallel.pp=2", whole, "train.micro_batch=2"}, 4), "(no error)") << whole;
-  EXPECT_TRUE(has(error({"parallel.pp=2", "parallel.tp=2", "train.micro_batch=2"}, 4),
-                  "pipeline x tensor parallel is not built yet"));
+  // Every data-parallel strategy of the catalogue runs under stages; the sharded ones over each stage's dp ranks.
+  for (const char* dp : {"parallel.strategy=zero1", "parallel.strategy=fsdp_no_shard",
+                         "parallel.strategy=fsdp_full_shard", "parallel.strategy=fsdp_shard_grad_op"})
+    EXPECT_EQ(error({"parallel.pp=2", dp, "train.micro_batch=2"}, 4), "(no error)") << dp;
+  EXPECT_EQ(
+      error({"parallel.pp=2", "parallel.strategy=fsdp_hybrid", "parallel.shard_size=2", "train.micro_batch=2"}, 8),
+      "(no error)");
+  EXPECT_TRUE(has(error({"parallel.pp=2", "parallel.strategy=single", "train.micro_batch=2"}, 1),
+                  "parallel.strategy=single with parallel.pp=2: this strategy cannot run under pipeline stages"));
+  // pp x tp: pp 2 x tp 2 (dp 1, m = 4), and the 3-D pp 2 x dp 2 x tp 2 (m = 2); a tp checkpoint is still refused.
+  EXPECT_EQ(error({"parallel.pp=2", "parallel.tp=2", "train.micro_batch=2"}, 4), "(no error)");
+  EXPECT_EQ(error({"parallel.pp=2", "parallel.tp=2", "parallel.sequence_parallel=true", "train.micro_batch=2"}, 8),
+            "(no error)");
+  EXPECT_TRUE(has(error({"parallel.pp=2", "parallel.tp=2", "train.micro_batch=2", "checkpoint.dir=/tmp/x"}, 4),
+                  "checkpoint.dir with parallel.tp=2"));
   EXPECT_TRUE(has(error({"parallel.pp=2", "model.tie_embeddings=true", "train.micro_batch=2"}, 2),
                   "model.tie_embeddings=true with parallel.pp=2"));
   EXPECT_EQ(error({"parallel.pp=2", "checkpoint.dir=/tmp/x", "train.micro_batch=2"}, 2), "(no error)");
