@@ -36,7 +36,9 @@ struct StagePoint {
 std::optional<StagePoint> point_of(const RunResult& r) {
   const auto number = [&](const char* section, const char* key) { return json_number_at(r.config, {section, key}); };
   const int pp = static_cast<int>(number("parallel", "pp").value_or(1));
-  if (pp <= 1 || r.step_ms_median <= 0) return std::nullopt;
+  // The bubble is read per stage from one rank each: runs with more ranks per stage (a pipeline beside data
+  // parallelism, as in the tensor-parallel study's layouts) are left to their own study's part.
+  if (pp <= 1 || r.step_ms_median <= 0 || r.world_size != pp) return std::nullopt;
   const auto by_rank = r.raw.value("summary", nlohmann::json::object()).value("phases_by_rank", nlohmann::json());
   if (!by_rank.is_array() || by_rank.empty()) return std::nullopt;
   StagePoint p;
@@ -74,7 +76,12 @@ std::optional<StagePoint> point_of(const RunResult& r) {
 std::string schedule_label(const StagePoint& p) {
   std::string s = pipe_schedule_name(p.schedule);
   if (p.shape.virtual_stages > 1) s += " (v " + std::to_string(p.shape.virtual_stages) + ")";
-  return s + ", P " + std::to_string(p.shape.stages);
+  return s;
+}
+
+// The label with its depth, for a chart's series: "1f1b, P 4".
+std::string schedule_and_stages(const StagePoint& p) {
+  return schedule_label(p) + ", P " + std::to_string(p.shape.stages);
 }
 
 std::string list(const std::vector<double>& values, double scale, int digits) {
@@ -85,13 +92,13 @@ std::string list(const std::vector<double>& values, double scale, int digits) {
 
 std::string table(const std::vector<StagePoint>& points) {
   std::ostringstream h;
-  h << "<table class=\"runs\">\n<tr><th>schedule</th><th>m</th><th>step ms</th><th>predicted</th>"
+  h << "<table class=\"runs\">\n<tr><th>schedule</th><th>P</th><th>m</th><th>step ms</th><th>predicted</th>"
        "<th>idle fraction per stage</th>"
        "<th>busy ms per stage</th><th>bubble measured / formula</th><th>activations MiB per stage</th>"
        "<th>model, stage 0</th></tr>\n";
   for (const StagePoint& p : points) {
-    h << "<tr><td>" << html_escape(schedule_label(p)) << "</td><td>" << p.shape.micro_batches << "</td><td>"
-      << fmt_fixed(p.run->step_ms_median, 0) << "</td><td>"
+    h << "<tr><td>" << html_escape(schedule_label(p)) << "</td><td>" << p.shape.stages << "</td><td>"
+      << p.shape.micro_batches << "</td><td>" << fmt_fixed(p.run->step_ms_median, 0) << "</td><td>"
       << (p.predicted_step_ms ? fmt_fixed(*p.predicted_step_ms, 0) : std::string("-")) << "</td><td>"
       << list(p.idle, 1, 3) << "</td><td>" << list(p.busy_ms, 1, 0) << "</td><td>" << fmt_fixed(p.measured_bubble, 3)
       << " / " << fmt_fixed(p.formula, 3) << "</td><td>" << list(p.activations, 1 / kMiB, 1) << "</td><td>"
@@ -158,8 +165,9 @@ std::string answer(const std::vector<StagePoint>& points) {
     if (std::fabs(error) <= 0.15)
       ++within;
     else
-      misses += (misses.empty() ? "" : "; ") + schedule_label(p) + " at m = " + std::to_string(p.shape.micro_batches) +
-                " (" + (error >= 0 ? "+" : "") + fmt_fixed(100 * error, 0) + "%)";
+      misses += (misses.empty() ? "" : "; ") + schedule_label(p) + " at P = " + std::to_string(p.shape.stages) +
+                ", m = " + std::to_string(p.shape.micro_batches) + " (" + (error >= 0 ? "+" : "") +
+                fmt_fixed(100 * error, 0) + "%)";
   }
   if (judged > 0) {
     h << "<li>At m ≥ 2P the measured bubble was within 15% of its formula for " << within << " of " << judged
@@ -221,7 +229,7 @@ std::string pipeline_part(SectionContext& ctx) {
            std::make_tuple(b.shape.stages, static_cast<int>(b.schedule), b.shape.micro_batches);
   });
   std::map<std::string, std::vector<const StagePoint*>> by_schedule;
-  for (const StagePoint& p : points) by_schedule[schedule_label(p)].push_back(&p);
+  for (const StagePoint& p : points) by_schedule[schedule_and_stages(p)].push_back(&p);
   std::ostringstream h;
   h << "<h3>Pipeline parallelism: the bubble and what each schedule keeps</h3>\n"
     << "<p>Per run: each stage's idle fraction (its median time blocked in receives and the step's two small sums, "

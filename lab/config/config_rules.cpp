@@ -155,10 +155,11 @@ void check_cross_rules(const Config& c) {
   }
 
   const ParallelConfig& p = c.parallel;
-  if (p.shard_size > 0 && c.world_size % p.shard_size != 0)
-    throw Problem{"parallel.shard_size",
-                  "parallel.shard_size=" + n(p.shard_size) + " does not divide world_size=" + n(c.world_size) +
-                      "; choose a divisor of " + n(c.world_size) + ", or 0 for one group of all ranks"};
+  // The shard groups tile the data-parallel ranks (the world when pp = cp = tp = 1).
+  if (p.shard_size > 0 && dp % p.shard_size != 0)
+    throw Problem{"parallel.shard_size", "parallel.shard_size=" + n(p.shard_size) + " does not divide " +
+                                             (dp_is_world ? "world_size=" : "the data-parallel ranks=") + n(dp) +
+                                             "; choose a divisor of " + n(dp) + ", or 0 for one group of all of them"};
 
   check_pipeline_rules(c);
 

@@ -114,7 +114,7 @@ std::vector<MemoryCase> cases() {
   out.push_back({"fsdp_no_shard", 2, {pp, "precision.param_dtype=bf16"}, "pp2_bf16"});
   // The modes that free parameters keep every unit of the stage gathered, with its full gradient, through the step.
   out.push_back({"fsdp_full_shard", 4, {pp}, "pp2_dp2"});
-  out.push_back({"fsdp_shard_grad_op", 4, {pp, "precision.param_dtype=bf16"}, "pp2_dp2_bf16"});  // fp32 wire copies
+  out.push_back({"fsdp_shard_grad_op", 4, {pp, "parallel.wrap=every_2", "model.n_layers=4"}, "pp2_dp2_every2"});
   return out;
 }
 

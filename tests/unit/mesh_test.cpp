@@ -201,9 +201,13 @@ TEST(ConfigMesh, PipelineKeysAreCheckedWithTheirRules) {
                          "parallel.strategy=fsdp_full_shard", "parallel.strategy=fsdp_shard_grad_op"})
     EXPECT_EQ(error({"parallel.pp=2", dp, "train.micro_batch=2"}, 4), "(no error)") << dp;
   EXPECT_EQ(
-      error({"parallel.pp=2", "parallel.strategy=fsdp_hybrid", "parallel.shard_size=2", "train.micro_batch=2"}, 8),
+      error({"parallel.pp=2", "parallel.strategy=fsdp_hybrid", "parallel.shard_size=2", "train.micro_batch=1"}, 8),
       "(no error)");
-  EXPECT_TRUE(has(error({"parallel.pp=2", "parallel.strategy=single", "train.micro_batch=2"}, 1),
+  // A shard group must tile the stage's data-parallel ranks, not only the world (pp 2 over 2 ranks leaves one).
+  EXPECT_TRUE(
+      has(error({"parallel.pp=2", "parallel.strategy=fsdp_hybrid", "parallel.shard_size=2", "train.micro_batch=2"}, 2),
+          "parallel.shard_size=2 does not divide the data-parallel ranks=1"));
+  EXPECT_TRUE(has(error({"parallel.pp=2", "parallel.strategy=single", "train.micro_batch=2"}, 2),
                   "parallel.strategy=single with parallel.pp=2: this strategy cannot run under pipeline stages"));
   // pp x tp: pp 2 x tp 2 (dp 1, m = 4), and the 3-D pp 2 x dp 2 x tp 2 (m = 2); a tp checkpoint is still refused.
   EXPECT_EQ(error({"parallel.pp=2", "parallel.tp=2", "train.micro_batch=2"}, 4), "(no error)");
