@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <string>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -87,6 +89,12 @@ std::vector<std::string> run_command(const ScenarioRun& run, const fs::path& dtl
   return args;
 }
 
+// --only NAME picks a run by its name, or every point of a swept run by the run's own name ("1f1b_p4" picks
+// "1f1b_p4@m4" and "1f1b_p4@m8").
+bool picked(const std::string& run_name, const std::string& only) {
+  return only.empty() || run_name == only || run_name.rfind(only + "@", 0) == 0;
+}
+
 // --print-runs: the study as scenario.json would describe it, and each run's command, one block per run.
 template <typename CommandOf>
 void print_study(const Scenario& scenario, const std::string& only, const CommandOf& command_of) {
@@ -97,7 +105,7 @@ void print_study(const Scenario& scenario, const std::string& only, const Comman
   for (const auto& note : scenario.notes) std::cout << "note: " << note << "\n";
   std::cout << "needs_corpus: " << (scenario.needs_corpus ? "true" : "false") << "\n";
   for (const auto& run : scenario.runs) {
-    if (!only.empty() && run.name != only) continue;
+    if (!picked(run.name, only)) continue;
     std::cout << "== " << scenario.name << "/" << run.name << " (world " << run.world_size << ")\n";
     if (!run.note.empty()) std::cout << "note: " << run.note << "\n";
     std::cout << "$ " << join(command_of(run)) << "\n";
@@ -122,8 +130,21 @@ struct RunnerOptions {
   bool compare_only = false;
 };
 
+// The runs an earlier invocation recorded in scenario.json, by name (none when there is no readable one).
+std::map<std::string, nlohmann::json> recorded_runs(const fs::path& manifest_file) {
+  std::map<std::string, nlohmann::json> out;
+  std::ifstream in(manifest_file);
+  if (!in) return out;
+  const nlohmann::json old = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!old.is_object() || !old.contains("runs") || !old["runs"].is_array()) return out;
+  for (const auto& run : old["runs"])
+    if (run.is_object() && run.contains("name") && run["name"].is_string()) out[run["name"].get<std::string>()] = run;
+  return out;
+}
+
 // Runs the study's trainings in order and writes <out>/<study>/scenario.json (with --print-runs: prints them and
-// touches nothing); 0 when every run succeeded.
+// touches nothing); 0 when every run succeeded. With --only, the runs it leaves out keep their entries from the last
+// scenario.json, so the study's results stay whole.
 int run_trainings(const Scenario& scenario, const RunnerOptions& options) {
   const bool quick = options.quick;
   const std::string& only = options.only;
@@ -142,7 +163,17 @@ int run_trainings(const Scenario& scenario, const RunnerOptions& options) {
     });
     return 0;
   }
+  if (!only.empty() && std::none_of(scenario.runs.begin(), scenario.runs.end(),
+                                    [&](const ScenarioRun& run) { return picked(run.name, only); })) {
+    std::string names;
+    for (const ScenarioRun& run : scenario.runs) names += (names.empty() ? "" : ", ") + run.name;
+    std::cerr << "scenario_" << scenario.name << ": --only " << only
+              << " names no run of the study; its runs: " << names << "\n";
+    return 1;
+  }
   fs::create_directories(scenario_dir);
+  const std::map<std::string, nlohmann::json> earlier =
+      only.empty() ? std::map<std::string, nlohmann::json>{} : recorded_runs(scenario_dir / "scenario.json");
   nlohmann::json manifest = {
       {"scenario", scenario.name}, {"title", scenario.title}, {"description", scenario.description},
       {"notes", scenario.notes},   {"quick", quick},          {"runs", nlohmann::json::array()}};
@@ -165,8 +196,11 @@ int run_trainings(const Scenario& scenario, const RunnerOptions& options) {
   }
 
   for (const auto& run : scenario.runs) {
-    if (!only.empty() && run.name != only) continue;
     if (quick && !run.in_quick) continue;
+    if (!picked(run.name, only)) {
+      if (const auto kept = earlier.find(run.name); kept != earlier.end()) manifest["runs"].push_back(kept->second);
+      continue;
+    }
     const fs::path run_dir = scenario_dir / run.name;
     // Each run starts from an empty directory: an earlier run's results, and its checkpoints, which the new run
     // would otherwise resume from (checkpoint.resume=auto), are replaced.
@@ -221,7 +255,7 @@ int run_study(const fs::path& built_spec_file, int argc, char** argv) {
   RunnerOptions options;
   app.add_option("--out", options.out_root, "results root; this study writes <out>/" + scenario.name);
   app.add_flag("--quick", options.quick, "a few steps per run (tests, smoke checks)");
-  app.add_option("--only", options.only, "run only the run with this name");
+  app.add_option("--only", options.only, "run only the run with this name (a swept run: every point of it)");
   app.add_flag("--print-runs", options.print_runs, "print the study and each run's command instead of running them")
       ->group("");  // hidden: for tests and for reading what a study would do
   app.add_flag("--compare-only", options.compare_only, "skip the runs; compare the results already under --out")
