@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -130,13 +131,18 @@ struct RunnerOptions {
   bool compare_only = false;
 };
 
-// The runs an earlier invocation recorded in scenario.json, by name (none when there is no readable one).
-std::map<std::string, nlohmann::json> recorded_runs(const fs::path& manifest_file) {
+// The runs an earlier invocation recorded in scenario.json, by name (none when there is no such file); nullopt, with
+// the reason on stderr, when the file is there but not a study's manifest: --only would otherwise drop its entries.
+std::optional<std::map<std::string, nlohmann::json>> recorded_runs(const fs::path& manifest_file) {
   std::map<std::string, nlohmann::json> out;
   std::ifstream in(manifest_file);
   if (!in) return out;
   const nlohmann::json old = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (!old.is_object() || !old.contains("runs") || !old["runs"].is_array()) return out;
+  if (!old.is_object() || !old.contains("runs") || !old["runs"].is_array()) {
+    std::cerr << manifest_file.string() << ": not a study's scenario.json (a JSON object with a \"runs\" array); "
+              << "--only keeps the other runs' entries from it: move it away or rerun the whole study\n";
+    return std::nullopt;
+  }
   for (const auto& run : old["runs"])
     if (run.is_object() && run.contains("name") && run["name"].is_string()) out[run["name"].get<std::string>()] = run;
   return out;
@@ -172,8 +178,10 @@ int run_trainings(const Scenario& scenario, const RunnerOptions& options) {
     return 1;
   }
   fs::create_directories(scenario_dir);
-  const std::map<std::string, nlohmann::json> earlier =
+  const std::optional<std::map<std::string, nlohmann::json>> recorded =
       only.empty() ? std::map<std::string, nlohmann::json>{} : recorded_runs(scenario_dir / "scenario.json");
+  if (!recorded) return 1;
+  const std::map<std::string, nlohmann::json>& earlier = *recorded;
   nlohmann::json manifest = {
       {"scenario", scenario.name}, {"title", scenario.title}, {"description", scenario.description},
       {"notes", scenario.notes},   {"quick", quick},          {"runs", nlohmann::json::array()}};
