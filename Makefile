@@ -90,12 +90,16 @@ benchmark: build
 	@$(MAKE) --no-print-directory report
 
 # Machine profile: comm-bench (world 2) + GEMM/optimizer microbenchmarks, fitted (analysis/cost/); where an emulated
-# cluster can be built, also both levels of one (2 nodes x 2 ranks, 1 Gbit/s) for the runs on clusters.
+# cluster can be built, also both levels of one (2 nodes x 2 ranks, 1 Gbit/s) for the runs on clusters, timing fp32
+# only: the cluster studies (crossover, tensor_parallel) train in fp32, and on an AVX2-only CPU the bf16 and fp16
+# steps were 6 of that calibration's 8 minutes (a half-precision run on a cluster is predicted at fp32's rates and
+# its prediction says so).
 calibrate: build
 	@$(DTLAB) calibrate --out $(RESULTS)/calibration/profile.json $(QUICK_FLAG)
 	@if [ "$(QUICK)" = 1 ]; then echo "calibrate: QUICK=1, loopback only"; \
 	elif $(DTLAB) launch --nodes 2 -n 1 true >/dev/null 2>&1; then \
-	  $(DTLAB) calibrate --out $(RESULTS)/calibration/cluster/profile.json --nodes 2 --ranks 2 --inter-link 1gbit; \
+	  $(DTLAB) calibrate --out $(RESULTS)/calibration/cluster/profile.json --nodes 2 --ranks 2 --inter-link 1gbit \
+	    --dtypes fp32; \
 	else echo "calibrate: no emulated cluster on this machine (needs root): cluster runs predict from the loopback profile"; fi
 
 # dtlab ddp / fsdp_full_shard / pipeline (pp 2, 1F1B) vs PyTorch DDP / FSDP2 / pipelining on the same model, batches

@@ -96,6 +96,10 @@ std::string tensor_parallel_part(SectionContext& ctx);
 // and the bubble beside the schedule's formula against the micro-batches per step, each stage's activations beside
 // the model's, and which schedule idled least and ran fastest at each m. "" when none.
 std::string pipeline_part(SectionContext& ctx);
+// Its step grid (analysis/report_pipeline_grid.cpp): for each schedule at the deepest pipeline and most micro-batches,
+// every stage's F, B and W blocks as they ran above the schedule's plan replayed on the run's own block times, with
+// the measured and planned step. "" when no such run has its stages' timelines.
+std::string pipeline_grid_figure(SectionContext& ctx);
 // Training checkpoints: bytes written per strategy against the checkpoint model, save and load times, async
 // (analysis/report_saving.cpp).
 std::string saving_part(SectionContext& ctx);

@@ -241,6 +241,7 @@ std::string pipeline_part(SectionContext& ctx) {
                   "Idle over busy time summed over the stages against micro-batches per step: measured (solid) and the "
                   "schedule's formula (dashed; equal stages, free transfers).",
                   [c = bubble_chart(by_schedule)](const Scenario&) { return std::optional<Chart>(c); })(ctx);
+  h << pipeline_grid_figure(ctx);
   const std::string answers = answer(points);
   if (!answers.empty())
     h << "<p><strong>The answer, in this run's numbers.</strong></p>\n<ul>\n" << answers << "</ul>\n";

@@ -8,6 +8,7 @@
 #include "analysis/html.hpp"
 #include "analysis/report_instrument.hpp"
 #include "analysis/results_instrument.hpp"
+#include "analysis/svg_util.hpp"
 
 namespace dtlab::analysis {
 namespace {
@@ -38,23 +39,6 @@ int draw_rank(const std::string& lane) {
   for (int i = 0; i < static_cast<int>(std::size(kLaneStyles)); ++i)
     if (lane == kLaneStyles[i].lane) return i;
   return -1;  // unknown lanes first, underneath
-}
-
-// 1, 2 or 5 times a power of ten, giving about `target` intervals over `range`.
-double nice_step(double range, int target) {
-  const double raw = range / std::max(1, target);
-  const double p = std::pow(10.0, std::floor(std::log10(raw)));
-  for (double m : {1.0, 2.0, 5.0, 10.0})
-    if (m * p >= raw) return m * p;
-  return 10 * p;
-}
-
-std::string fmt_svg(double v) {
-  std::ostringstream s;
-  s.setf(std::ios::fixed);
-  s.precision(1);
-  s << v;
-  return s.str();
 }
 
 // Geometry of the figure (SVG user units).

@@ -177,7 +177,8 @@ Config calibration_config(const CalibrateOptions& options) {
 
 // The compute figures, measured while ranks - 1 companion processes do the same work.
 ComputeCalibration measure_compute_alongside_companions(const Config& config, int threads,
-                                                        const CalibrateOptions& options, const TrainDevice& device) {
+                                                        const CalibrateOptions& options, const TrainDevice& device,
+                                                        const std::vector<Dtype>& dtypes) {
   // The studies run `ranks` ranks at once, which share cores, caches and memory bandwidth; so the compute
   // figures are measured with ranks - 1 companion processes doing the same work at the same time. On GPUs, one
   // process per GPU: a job gives each rank a GPU of its own (the companions load the node's other GPUs).
@@ -194,20 +195,29 @@ ComputeCalibration measure_compute_alongside_companions(const Config& config, in
                                      "--local-rank",
                                      std::to_string(i)};
     if (options.quick) args.push_back("--quick");
+    std::string dtype_list;
+    for (const Dtype d : dtypes) dtype_list += (dtype_list.empty() ? "" : ",") + std::string(config_name(d));
+    args.insert(args.end(), {"--dtypes", dtype_list});
     if (!options.config_path.empty()) args.insert(args.end(), {"--config", options.config_path});
     args.insert(args.end(), options.overrides.begin(), options.overrides.end());
     companions.pids.push_back(start_child(args));
   }
-  ComputeCalibration compute = calibrate_compute(config, threads, options.quick, options.make_strategy);
+  ComputeCalibration compute = calibrate_compute(config, threads, options.quick, options.make_strategy, dtypes);
   if (!companions.wait_all()) throw std::runtime_error("calibrate: a companion compute process failed");
   return compute;
 }
 
 void print_compute(const ComputeCalibration& compute, int ranks) {
   std::printf("  device: %s\n", compute.device.c_str());
-  std::printf("  GEMM on the model's shapes: float32 %.1f, bfloat16 %.1f, float16 %.1f GFLOP/s\n",
-              1e3 * compute.matmul_tflops.at("float32"), 1e3 * compute.matmul_tflops.at("bfloat16"),
-              1e3 * compute.matmul_tflops.at("float16"));
+  std::string gemms;  // the dtypes timed (--dtypes), in kDtypes order
+  for (const Dtype d : kDtypes) {
+    const auto it = compute.matmul_tflops.find(std::string(torch_name(d)));
+    if (it == compute.matmul_tflops.end()) continue;
+    char rate[64];
+    std::snprintf(rate, sizeof rate, "%s %.1f", it->first.c_str(), 1e3 * it->second);
+    gemms += (gemms.empty() ? "" : ", ") + std::string(rate);
+  }
+  std::printf("  GEMM on the model's shapes: %s GFLOP/s\n", gemms.c_str());
   std::printf(
       "  training step (single, %s, %d companion(s) alongside): forward+backward %.1f ms = %.1f GFLOP/s of model "
       "FLOPs -> train_efficiency %.2f (its fixed part taken out); whole step %.1f ms\n",
@@ -375,7 +385,7 @@ json profile_document(const CalibrateOptions& options, const Config& config, con
                   std::to_string(compute.tokens) + " rows, median over repeats");
   notes.push_back("train_efficiency: forward+backward model FLOP rate of one " + compute.train_dtype +
                   " micro-batch over the matmul rate (optimizer excluded: memory_GBps covers it), its fixed part "
-                  "(gemm_overhead_us) taken out; by dtype for bf16 and fp16 (an fp32 config times all three)");
+                  "(gemm_overhead_us) taken out; by dtype for the dtypes calibrated (an fp32 config times each)");
   notes.push_back("train_efficiency_by_width: the same at d_model=" + std::to_string(config.model.d_model) +
                   " and at half of it (ffn_hidden halved too), against the same matmul rate; the compute model "
                   "interpolates between the widths on log2(d_model)");
@@ -465,8 +475,9 @@ int run_calibrate(const CalibrateOptions& given) {
 
   // The device first: a GPU asked for where there is none stops here, before any companion starts.
   const TrainDevice device = resolve_train_device(config.train.device, options.local_rank);
+  const std::vector<Dtype> dtypes = calibration_dtypes(options.dtypes, config.precision.param_dtype);
   if (options.compute_only) {  // a companion: the same compute measurements, as load beside the measuring process
-    calibrate_compute(config, threads, options.quick, options.make_strategy, options.local_rank);
+    calibrate_compute(config, threads, options.quick, options.make_strategy, dtypes, options.local_rank);
     return 0;
   }
   const fs::path out(options.out_path);
@@ -484,7 +495,7 @@ int run_calibrate(const CalibrateOptions& given) {
   std::printf("calibrate: device %s (train.device=%s)\n", device.name.c_str(), config.train.device.c_str());
   std::fflush(stdout);
 
-  const ComputeCalibration compute = measure_compute_alongside_companions(config, threads, options, device);
+  const ComputeCalibration compute = measure_compute_alongside_companions(config, threads, options, device, dtypes);
   print_compute(compute, device.cuda() ? std::min(options.ranks, cuda_device_count()) : options.ranks);
   const CommCalibration comm = calibrate_comm(options, given.ranks, dir, compute.device != "cpu");
 

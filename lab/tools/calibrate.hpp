@@ -61,6 +61,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lab/config.hpp"
+#include "lab/dtype.hpp"
 #include "lab/train/strategy.hpp"
 
 namespace dtlab {
@@ -79,6 +80,10 @@ struct CalibrateOptions {
   StrategyFactory make_strategy;  // REQUIRES: set; the reference strategy (kReferenceStrategy) times the training step
   bool compute_only = false;      // a companion process: run the compute measurements only (load beside the real one)
   int local_rank = 0;             // a companion's index: its GPU is cuda:(local_rank % GPUs) on a GPU machine
+  // The dtypes whose GEMMs and training steps are timed (config names: fp32, bf16, fp16); empty = all three. Must hold
+  // fp32 (the rate a missing dtype falls back to) and the config's param_dtype. A profile without a dtype predicts its
+  // runs at fp32's rates and says so in each prediction's notes.
+  std::vector<std::string> dtypes;
   // An emulated cluster (dtlab launch --nodes): nodes > 1 makes `ranks` the ranks per node, runs comm-bench on the
   // cluster with --group node (-> intra_node; a loopback pair when ranks is 1) and --group cross (-> inter_node at
   // inter_link), and records ranks_per_node, ranks_per_link (= ranks: one link per node) and the link rates.
@@ -118,8 +123,14 @@ int calibration_threads(const Config& config, int ranks);
 
 // Steps 1-4 in this process, at `threads` intra-op threads, on train.device (local_rank picks the GPU of a
 // companion: cuda:(local_rank % GPUs)). REQUIRES: config.model.trainable, or a GPU.
+// `dtypes`: as CalibrateOptions::dtypes (checked by calibration_dtypes).
 ComputeCalibration calibrate_compute(const Config& config, int threads, bool quick,
-                                     const StrategyFactory& make_strategy, int local_rank = 0);
+                                     const StrategyFactory& make_strategy, const std::vector<Dtype>& dtypes,
+                                     int local_rank = 0);
+
+// The dtypes a calibration times: `names` (config or torch names) in kDtypes order, all three when empty. Throws
+// ConfigError naming --dtypes and the rule for an unknown name, or a list without fp32 or without `param_dtype`.
+std::vector<Dtype> calibration_dtypes(const std::vector<std::string>& names, const std::string& param_dtype);
 
 // Step 5's child process; returns the document comm-bench wrote to json_path. Throws std::runtime_error
 // naming the command and its exit status when it fails.

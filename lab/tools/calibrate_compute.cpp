@@ -231,8 +231,31 @@ int calibration_threads(const Config& config, int ranks) {
   return std::max(1, cores / std::max(1, ranks));
 }
 
+std::vector<Dtype> calibration_dtypes(const std::vector<std::string>& names, const std::string& param_dtype) {
+  if (names.empty()) return {kDtypes.begin(), kDtypes.end()};
+  std::vector<Dtype> chosen;
+  for (const std::string& name : names) {
+    try {
+      chosen.push_back(dtype_named(name, "--dtypes"));
+    } catch (const std::invalid_argument& e) {
+      throw ConfigError(e.what());
+    }
+  }
+  std::vector<Dtype> ordered;
+  for (const Dtype d : kDtypes)
+    if (std::find(chosen.begin(), chosen.end(), d) != chosen.end()) ordered.push_back(d);
+  const auto has = [&](Dtype d) { return std::find(ordered.begin(), ordered.end(), d) != ordered.end(); };
+  if (!has(Dtype::fp32))
+    throw ConfigError("--dtypes must include fp32: a dtype a profile lacks is predicted at fp32's rates");
+  if (!has(dtype_named(param_dtype, "precision.param_dtype")))
+    throw ConfigError("--dtypes must include precision.param_dtype=" + param_dtype +
+                      ": the training step is timed in the config's dtype");
+  return ordered;
+}
+
 ComputeCalibration calibrate_compute(const Config& config, int threads, bool quick,
-                                     const StrategyFactory& make_strategy, int local_rank) {
+                                     const StrategyFactory& make_strategy, const std::vector<Dtype>& dtypes,
+                                     int local_rank) {
   const TrainDevice device = resolve_train_device(config.train.device, local_rank);
   if (!config.model.trainable && !device.cuda()) {
     throw ConfigError("calibrate: model.preset=" + config.model.preset +
@@ -249,14 +272,15 @@ ComputeCalibration calibrate_compute(const Config& config, int threads, bool qui
   json gemm_details = json::object();
 
   // 1. GEMMs on the model's shapes
-  for (const Dtype dtype : kDtypes) {
+  for (const Dtype dtype : dtypes) {
     const std::string name(torch_name(dtype));
     c.matmul_tflops[name] = measure_matmul_tflops(config.model, c.tokens, name, quick, device, gemm_details);
   }
 
   // 2. a training step of one micro-batch (the per-rank work of a data-parallel step), single strategy, in the
-  // config's dtype and, for an fp32 config, in bf16 and fp16 too (a CPU's half-precision GEMM rate is not its
-  // half-precision step rate: without its own step, an fp16 run was predicted 72% slow at fp32's efficiency).
+  // config's dtype and, for an fp32 config, in the other dtypes calibrated (bf16 and fp16 by default) (a CPU's
+  // half-precision GEMM rate is not its half-precision step rate: without its own step, an fp16 run was predicted 72%
+  // slow at fp32's efficiency).
   Config single = config;
   single.world_size = 1;
   single.parallel.strategy = kReferenceStrategy;
@@ -272,7 +296,9 @@ ComputeCalibration calibrate_compute(const Config& config, int threads, bool qui
   const int64_t batch = single.train.micro_batch;
   const double linear_layers = analysis::linear_layers(single.model);
   std::vector<std::string> step_dtypes = {config.precision.param_dtype};
-  if (config.precision.param_dtype == "fp32") step_dtypes.insert(step_dtypes.end(), {"bf16", "fp16"});
+  if (config.precision.param_dtype == "fp32")
+    for (const Dtype d : dtypes)
+      if (d != Dtype::fp32) step_dtypes.emplace_back(config_name(d));
   for (const std::string& dtype : step_dtypes) {
     Config run = single;
     run.precision.param_dtype = dtype;

@@ -149,5 +149,38 @@ TEST(PipelineReport, OnlyRunsWithStagesAndNotAsAccumulation) {
   EXPECT_EQ(render(flat, other), "");
 }
 
+// The step grid: 1F1B at P = 2, m = 2 with F = 100 ms and B = 200 ms per block, each transfer taking 50 ms as it ran.
+// The plan (the same order, free transfers) takes (m + P - 1)(F + B) = 900 ms; the run, written here block by block
+// with its waits, 1000 ms. Without the stages' timelines the grid stays out.
+TEST(PipelineReport, TheGridSetsTheRunsBlocksAboveTheSchedulesPlan) {
+  testing::TempDir tmp;
+  const Scenario sc = pipeline_study(tmp, {{"1f1b@m2", "1f1b", 2, 1000, {{200, 400, 100, 98}, {200, 400, 100, 51}}}});
+  EXPECT_EQ(render(sc, tmp, pipeline_grid_figure), "") << "no timelines: no grid";
+  const auto span = [](const std::string& name, double start_ms, double end_ms) {
+    return nlohmann::json{{"lane", "compute"}, {"name", name}, {"start_us", start_ms * 1e3}, {"end_us", end_ms * 1e3}};
+  };
+  const fs::path run = tmp.path() / "pipeline" / "1f1b@m2";
+  const nlohmann::json stage0 = {span("forward-compute F c0.0", 0, 100), span("forward-compute F c0.1", 100, 200),
+                                 span("backward-compute B c0.0", 500, 700), span("backward-compute B c0.1", 800, 1000)};
+  const nlohmann::json stage1 = {span("forward-compute F c0.0", 150, 250), span("backward-compute B c0.0", 250, 450),
+                                 span("forward-compute F c0.1", 450, 550), span("backward-compute B c0.1", 550, 750)};
+  testing::write_text(run / "rank0" / "timeline.json",
+                      nlohmann::json{{"rank", 0}, {"step", 3}, {"step_ms", 1000}, {"spans", stage0}}.dump());
+  testing::write_text(run / "rank1" / "timeline.json",
+                      nlohmann::json{{"rank", 1}, {"step", 3}, {"step_ms", 1000}, {"spans", stage1}}.dump());
+  const std::string html = render(sc, tmp, pipeline_grid_figure);
+  EXPECT_NE(html.find("1f1b: 1000 ms from the first block to the last, against 900 ms planned (+11%)"),
+            std::string::npos)
+      << html;
+  const std::string svg = testing::read_text(tmp.path() / "pp_grid_pipeline.svg");
+  size_t planned = 0;
+  for (size_t at = svg.find("(planned)"); at != std::string::npos; at = svg.find("(planned)", at + 1)) ++planned;
+  EXPECT_EQ(planned, 8u) << "every action of the plan drawn once";
+  EXPECT_NE(svg.find("B chunk 0 micro-batch 1 (planned): 700.0–900.0 ms"), std::string::npos)
+      << "stage 0's last backward waits for stage 1's, with no transfer time";
+  EXPECT_NE(svg.find("B chunk 0 micro-batch 1: 800.0–1000.0 ms"), std::string::npos) << "as it ran";
+  EXPECT_NE(render(sc, tmp).find("pp_grid_pipeline.svg"), std::string::npos) << "the pipeline part shows it";
+}
+
 }  // namespace
 }  // namespace dtlab::analysis

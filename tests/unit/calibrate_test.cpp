@@ -202,6 +202,44 @@ TEST(Calibrate, ABf16ConfigTimesItsTrainingStep) {
   EXPECT_GT(record["compute"]["train_step"]["by_dtype"]["bfloat16"]["fwd_bwd_ms"].size(), 0u);
 }
 
+// --dtypes fp32 times fp32 only (make benchmark's cluster calibration: the cluster studies train in fp32); a bf16 run
+// predicted from that profile falls back to fp32's rate and says so.
+TEST(Calibrate, DtypesLimitWhatIsTimed) {
+  TempDir tmp;
+  const fs::path profile_path = tmp.path() / "profile.json";
+  const fs::path log = tmp.path() / "log.txt";
+  ASSERT_EQ(
+      run(kDtlab + " calibrate --quick --ranks 2 --dtypes fp32 --out " + profile_path.string() + " model.preset=tiny",
+          log),
+      0)
+      << read_text(log);
+  const analysis::MachineProfile p = analysis::load_profile(profile_path.string());
+  EXPECT_EQ(p.compute.matmul_tflops.size(), 1u) << read_text(log);
+  EXPECT_EQ(p.compute.matmul_tflops.count("float32"), 1u);
+  EXPECT_EQ(p.compute.train_efficiency_by_dtype.count("bfloat16"), 0u);
+  Config bf16;  // the tiny shape
+  bf16.precision.param_dtype = "bf16";
+  std::vector<std::string> notes;
+  EXPECT_GT(analysis::achieved_tflops(bf16, p, &notes), 0.0);
+  const bool said = std::any_of(notes.begin(), notes.end(), [](const std::string& n) {
+    return n.find("used its float32 rate") != std::string::npos;
+  });
+  EXPECT_TRUE(said) << "the fallback is stated in the prediction's notes";
+}
+
+TEST(Calibrate, DtypesNeedFp32AndTheConfigsOwn) {
+  EXPECT_EQ(calibration_dtypes({}, "fp32").size(), 3u) << "all three by default";
+  EXPECT_EQ(calibration_dtypes({"bf16", "fp32"}, "bf16"), (std::vector<Dtype>{Dtype::fp32, Dtype::bf16}));
+  EXPECT_THROW(calibration_dtypes({"bf16"}, "bf16"), ConfigError) << "no fp32 to fall back to";
+  EXPECT_THROW(calibration_dtypes({"fp32"}, "bf16"), ConfigError) << "the config's own dtype left out";
+  try {
+    calibration_dtypes({"fp32", "int8"}, "fp32");
+    FAIL() << "int8 accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("--dtypes 'int8'"), std::string::npos) << e.what();
+  }
+}
+
 // A pair's figure: the runs' measured difference against the model's (base difference plus the overlapped time not
 // hidden). The overlapping run's base is 10 ms under the reference's, and it overlaps 30 ms more.
 TEST(Calibrate, AnOverlapPairSolvesForTheShareHidden) {
