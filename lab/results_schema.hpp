@@ -194,6 +194,9 @@ inline constexpr const char* kExposedMsPerStep = "exposed_ms_per_step";
 inline constexpr const char* kPrediction = "prediction";
 // files inside rank<r>/
 inline constexpr const char* kTimelineFile = "timeline.json";
+// Every rank but 0: {rank, records, records_truncated}, its own comm records as result.json's comm holds rank 0's
+// (under pipeline stages the ranks' calls differ).
+inline constexpr const char* kCommRecordsFile = "comm_records.json";
 inline constexpr const char* kTraceFile = "trace.json.gz";
 inline constexpr const char* kTensorBoardDir = "tensorboard";  // instrument.tensorboard: <run>/tensorboard/rank<r>/
 

@@ -127,9 +127,11 @@ CostShape cost_shape(const std::string& op, const std::string& algorithm, int64_
     return {levels, levels * s, 0};
   }
   if (op == "send_recv" && backend) return group_size == 1 ? CostShape{} : CostShape{1, s, 0};
+  // Pairwise exchange: p - 1 steps, each sending one of the p parts of s (the rank's own part stays).
+  if (op == "all_to_all" && backend) return {steps, share * s, 0};
   throw std::invalid_argument("comm model: no cost formula for " + key_of(op, algorithm) +
-                              " (known: all_reduce, all_gather, reduce_scatter with backend | ring; broadcast and "
-                              "send_recv with backend)");
+                              " (known: all_reduce, all_gather, reduce_scatter with backend | ring; broadcast, "
+                              "send_recv and all_to_all with backend)");
 }
 
 double collective_time_us(const CommModel& m, const std::string& op, const std::string& algorithm, int64_t bytes,

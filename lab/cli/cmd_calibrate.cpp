@@ -26,8 +26,7 @@ Command add_calibrate_command(CLI::App& app, const CommandLine& line) {
   calibrate->add_flag("--quick", options->quick, "fewer sizes and repeats (tests)");
   auto dtype_list = std::make_shared<std::string>();  // one comma-separated word: key=value words follow it
   calibrate->add_option("--dtypes", *dtype_list,
-                        "dtypes to time, e.g. fp32 or fp32,bf16 (default all three; fp32 and the config's "
-                        "param_dtype required): a dtype left out is predicted at fp32's rates, with a note");
+                        "dtypes to time: fp32,bf16,fp16 (the default) or fewer; fp32 required");
   calibrate->add_flag("--compute-only", options->compute_only,
                       "internal: a companion loading the machine as a job's other ranks");
   calibrate->add_option("--local-rank", options->local_rank)->group("");  // a companion's GPU index

@@ -13,10 +13,10 @@
 // pattern, every element compared with its closed-form result: "#wrong", summed over ranks), then for the
 // out-of-place and the in-place variant: warm-up, a barrier, n timed calls (each waited for, as the lab's
 // training loop does), time = mean per call, the maximum over ranks. algbw = S / time, busbw = algbw times
-// nccl-tests' factor (all_reduce 2(n-1)/n, all_gather and reduce_scatter (n-1)/n, broadcast 1). Sizes follow
-// lab/comm's byte convention (the full buffer for all_reduce / broadcast, the gathered size for all_gather /
-// reduce_scatter) and are rounded down to whole elements divisible by the world size.
-// The footer: "# Avg bus bandwidth" (mean busbw over every row, out-of-place and in-place, as nccl-tests), a
+// nccl-tests' factor (all_reduce 2(n-1)/n, all_gather, reduce_scatter and all_to_all (n-1)/n, broadcast 1). Sizes
+// follow lab/comm's byte convention (the full buffer for all_reduce / broadcast, the gathered size for all_gather /
+// reduce_scatter, what one rank sends for all_to_all) and are rounded down to whole elements divisible by the world
+// size. The footer: "# Avg bus bandwidth" (mean busbw over every row, out-of-place and in-place, as nccl-tests), a
 // point-to-point line (Gloo send/recv between ranks 0 and 1 at 64 MiB, both directions at once — one ring
 // step), and all_reduce's busbw at 64 MiB as a percentage of it (target >= 80%) when 64 MiB was measured.
 // The overlap line (2 or more ranks in the group): an all_reduce of 4 MiB (backend) alone, square fp32 GEMMs alone
@@ -66,7 +66,7 @@ struct CommBenchOptions {
   // >= 1. Runs the timed loop this many times and keeps the smallest mean (1 = nccl-tests' single mean). On a
   // shared machine a loop that waited for busy cores is an outlier of the machine, not of the collective.
   int repeats = 1;
-  std::vector<std::string> ops;         // subset of all_reduce, all_gather, reduce_scatter, broadcast
+  std::vector<std::string> ops;         // subset of all_reduce, all_gather, reduce_scatter, broadcast, all_to_all
   std::vector<std::string> algorithms;  // subset of backend, ring (broadcast has backend only)
   std::string dtype = "float32";        // float32 | bfloat16
   // Where the buffers live: cpu, or cuda (this rank's GPU, cuda:(local rank % GPUs); cuda configuration). The

@@ -29,7 +29,7 @@ double comm_clock_us() { return lab_clock_us(); }
 double busbw_factor(const std::string& op, int group_size) {
   const double n = static_cast<double>(std::max(1, group_size));
   if (op == "all_reduce") return 2.0 * (n - 1.0) / n;
-  if (op == "all_gather" || op == "reduce_scatter") return (n - 1.0) / n;
+  if (op == "all_gather" || op == "reduce_scatter" || op == "all_to_all") return (n - 1.0) / n;
   if (op == "broadcast" || op == "send" || op == "recv" || op == "send_recv") return 1.0;
   return 0.0;
 }
@@ -273,6 +273,19 @@ CommHandle Comm::issue_reduce_scatter(at::Tensor& output, at::Tensor& input, Com
   return track(backend_->_reduce_scatter_base(output, input), record, false);
 }
 
+CommHandle Comm::issue_all_to_all(at::Tensor& output, at::Tensor& input, const std::vector<int64_t>& output_splits,
+                                  const std::vector<int64_t>& input_splits, const std::string& tag) {
+  auto record = start_record("all_to_all", "backend", input, static_cast<int64_t>(input.nbytes()), tag);
+  std::vector<int64_t> out_splits = output_splits, in_splits = input_splits;  // c10d takes them by reference
+  MemoryScope staging(MemoryCategory::comm);  // the backend's own staging copies, if any
+  if (staged(input)) {
+    at::Tensor wire_out = wire_copy(output), wire_in = wire_copy(input);
+    return track(backend_->alltoall_base(wire_out, wire_in, out_splits, in_splits), record, true,
+                 [output, wire_out, wire_in]() mutable { output.copy_(wire_out); });
+  }
+  return track(backend_->alltoall_base(output, input, out_splits, in_splits), record, true);
+}
+
 void Comm::issue_barrier() {
   auto record = start_record("barrier", "backend", at::Tensor(), 0, "");
   track(backend_->barrier(), record, false).wait();
@@ -281,11 +294,11 @@ void Comm::issue_barrier() {
 // --- the public collectives: the desync check (when on), then the collective --------------------------------------
 
 bool Comm::agree_on_call(CollectiveStream stream, CollectiveOp op, at::Tensor* input, int64_t input_per_rank,
-                         at::Tensor* output, int64_t output_per_rank, int64_t root, const std::string& tag) {
+                         at::Tensor* output, int64_t output_per_rank, int64_t root, const std::string& tag, bool rows) {
   if (stream == CollectiveStream::backend) {
     const DesyncInjection injected = injected_desync(global_rank_, group_name_, backend_calls_made_++, tag);
     if (injected == DesyncInjection::skip) return false;
-    if (injected == DesyncInjection::shape) {  // scratch of another shape, issued for real
+    if (injected == DesyncInjection::shape && !rows) {  // scratch of another shape, issued for real
       if (input) *input = at::zeros({input->numel() + input_per_rank}, input->options());
       if (output) *output = at::zeros({output->numel() + output_per_rank}, output->options());
     }
@@ -294,8 +307,9 @@ bool Comm::agree_on_call(CollectiveStream stream, CollectiveOp op, at::Tensor* i
   if (!desync_check_) return true;
   std::vector<int64_t> sizes;
   if (input) sizes = input->sizes().vec();
+  if (rows && !sizes.empty()) sizes.erase(sizes.begin());
   desync_check_->agree(make_signature(seq, stream, op, input ? static_cast<int64_t>(input->scalar_type()) : -1, sizes,
-                                      output ? output->numel() : -1, root, tag));
+                                      output && !rows ? output->numel() : -1, root, tag));
   return true;
 }
 
@@ -334,6 +348,46 @@ CommHandle Comm::reduce_scatter(at::Tensor& output, at::Tensor& input, CommAlgor
   at::Tensor out = output, in = input;
   if (!agree_on_call(stream, CollectiveOp::reduce_scatter, &in, size_, &out, 1, -1, tag)) return {};
   return issue_reduce_scatter(out, in, algorithm, tag);
+}
+
+namespace {
+// Splits of `rows` rows over `parts` ranks for all_to_all: given ones must be `parts` non-negative sizes summing to
+// `rows`; empty ones are equal parts, which `rows` must allow.
+void check_splits(const char* which, const std::vector<int64_t>& splits, int64_t rows, int parts) {
+  const std::string where = std::string("comm: all_to_all ") + which;
+  if (splits.empty()) {
+    if (rows % parts != 0)
+      throw std::invalid_argument(where + " has " + std::to_string(rows) + " rows, not divisible by the group's " +
+                                  std::to_string(parts) + " ranks: give its splits");
+    return;
+  }
+  if (static_cast<int>(splits.size()) != parts)
+    throw std::invalid_argument(where + " splits name " + std::to_string(splits.size()) + " ranks; the group has " +
+                                std::to_string(parts));
+  int64_t sum = 0;
+  for (const int64_t n : splits) {
+    if (n < 0) throw std::invalid_argument(where + " splits hold a negative size " + std::to_string(n));
+    sum += n;
+  }
+  if (sum != rows)
+    throw std::invalid_argument(where + " splits sum to " + std::to_string(sum) + " rows; the tensor has " +
+                                std::to_string(rows));
+}
+}  // namespace
+
+CommHandle Comm::all_to_all(at::Tensor& output, at::Tensor& input, const std::vector<int64_t>& output_splits,
+                            const std::vector<int64_t>& input_splits, const std::string& tag) {
+  if (!output.is_contiguous() || !input.is_contiguous() || output.dim() < 1 || input.dim() < 1)
+    throw std::invalid_argument("comm: all_to_all needs contiguous tensors of at least one dimension");
+  if (output.scalar_type() != input.scalar_type() || output.sizes().slice(1) != input.sizes().slice(1))
+    throw std::invalid_argument("comm: all_to_all output and input need the same dtype and row shape");
+  check_splits("input", input_splits, input.size(0), size_);
+  check_splits("output", output_splits, output.size(0), size_);
+  if (!desync_check_ && !desync_injection_set())
+    return issue_all_to_all(output, input, output_splits, input_splits, tag);
+  at::Tensor out = output, in = input;
+  if (!agree_on_call(CollectiveStream::backend, CollectiveOp::all_to_all, &in, 0, &out, 0, -1, tag, true)) return {};
+  return issue_all_to_all(out, in, output_splits, input_splits, tag);
 }
 
 void Comm::barrier() {

@@ -119,6 +119,13 @@ class Comm {
   // output (this rank's chunk) <- sum over ranks of input's chunk. Input and output are 1-D contiguous.
   CommHandle reduce_scatter(at::Tensor& output, at::Tensor& input, CommAlgorithm algorithm,
                             const std::string& tag = "");
+  // output <- rows (dim 0) from every rank: input's rows are cut in group-rank order into input_splits[j] rows for
+  // rank j, and output's into output_splits[j] rows from rank j (the sizes every rank sends this one; both empty:
+  // equal parts). Every rank's rows have the same shape after dim 0 and the same dtype. Recorded as op "all_to_all"
+  // with the input's bytes (nccl-tests' convention: what one rank sends, its own part included). Expert parallelism's
+  // token exchange (tokens to the ranks that hold their experts, and back).
+  CommHandle all_to_all(at::Tensor& output, at::Tensor& input, const std::vector<int64_t>& output_splits,
+                        const std::vector<int64_t>& input_splits, const std::string& tag = "");
   void barrier();
   // Point-to-point: sends send_buf to rank `to` while receiving recv_buf from rank `from`, both posted at once
   // (one ring step); blocks until both are done. Recorded as op "send_recv". Uses p2p tag 0, which the ring never
@@ -172,14 +179,19 @@ class Comm {
   // (false: this rank skips the call; a shape change swaps `input` and `output` for scratch longer by their
   // `*_per_rank` elements) and agrees with the group on the call's signature. `output` null: in place; `root` -1:
   // none; `input` null: no tensor (barrier).
+  // `rows`: the signature holds input's shape after dim 0 and no output count, and a shape injection is not applied
+  // (all_to_all: the ranks' row counts differ by design).
   bool agree_on_call(CollectiveStream stream, CollectiveOp op, at::Tensor* input, int64_t input_per_rank,
-                     at::Tensor* output, int64_t output_per_rank, int64_t root, const std::string& tag);
+                     at::Tensor* output, int64_t output_per_rank, int64_t root, const std::string& tag,
+                     bool rows = false);
   // The collectives themselves, once agreed on.
   CommHandle issue_all_reduce(at::Tensor& tensor, const std::string& tag);
   CommHandle issue_broadcast(at::Tensor& tensor, int root, const std::string& tag);
   CommHandle issue_all_gather(at::Tensor& output, at::Tensor& input, CommAlgorithm algorithm, const std::string& tag);
   CommHandle issue_reduce_scatter(at::Tensor& output, at::Tensor& input, CommAlgorithm algorithm,
                                   const std::string& tag);
+  CommHandle issue_all_to_all(at::Tensor& output, at::Tensor& input, const std::vector<int64_t>& output_splits,
+                              const std::vector<int64_t>& input_splits, const std::string& tag);
   void issue_barrier();
   [[noreturn]] void rethrow_failure(const CollectiveRecord& record, const std::exception& e) const;
   // The ring algorithms (ring.cpp), on the ring thread; sizes checked by the caller (check_ring_chunk).

@@ -38,6 +38,8 @@ const char* op_name(int64_t op) {
       return "reduce_scatter";
     case CollectiveOp::barrier:
       return "barrier";
+    case CollectiveOp::all_to_all:
+      return "all_to_all";
   }
   return "unknown-op";
 }

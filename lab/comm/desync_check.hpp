@@ -43,7 +43,14 @@ struct CollectiveDesyncError : std::runtime_error {
 };
 
 enum class CollectiveStream : int { backend = 0, ring = 1 };
-enum class CollectiveOp : int64_t { all_reduce = 1, broadcast = 2, all_gather = 3, reduce_scatter = 4, barrier = 5 };
+enum class CollectiveOp : int64_t {
+  all_reduce = 1,
+  broadcast = 2,
+  all_gather = 3,
+  reduce_scatter = 4,
+  barrier = 5,
+  all_to_all = 6,  // its signature holds the row shape (dims after the first): ranks may send different row counts
+};
 
 // One call as every rank must agree on it. Fixed-size int64 fields plus the caller's tag.
 struct CollectiveSignature {

@@ -455,6 +455,12 @@ void run_training(const Config& config, Strategy& strategy, World& world, const 
           step_timeline(world.rank(), outcome.steps.back().step, last.start_us, last.end_us, last.spans, last.records)
               .dump(1));
     trace.finish(writer->rank_dir() + "/" + schema::kTraceFile);
+    if (!world.is_main())
+      write_file_atomic(writer->rank_dir() + "/" + schema::kCommRecordsFile,
+                        nlohmann::json{{schema::kRank, world.rank()},
+                                       {schema::kRecords, comm_log.records()},
+                                       {schema::kRecordsTruncated, comm_log.truncated()}}
+                            .dump(1));
   }
   if (writer && world.is_main()) writer->write_result(result);
   outcome.result = std::move(result);

@@ -172,9 +172,9 @@ TEST(CommModel, FromJsonErrorsNameSourceAndKey) {
   EXPECT_NE(msg.find("must be a number"), std::string::npos) << msg;
 
   j = distinct_model().to_json();
-  j["ops"]["all_to_all/backend"] = {{"alpha_us", 1}, {"beta_us_per_byte", 1}, {"gamma_us_per_byte", 0}};
+  j["ops"]["all_to_all/ring"] = {{"alpha_us", 1}, {"beta_us_per_byte", 1}, {"gamma_us_per_byte", 0}};
   msg = testing::message_of([&] { CommModel::from_json(j, "m.json"); });
-  EXPECT_NE(msg.find("all_to_all/backend"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("all_to_all/ring"), std::string::npos) << msg;
 
   j = distinct_model().to_json();
   j["ops"]["allreduce"] = {{"alpha_us", 1}, {"beta_us_per_byte", 1}, {"gamma_us_per_byte", 0}};

@@ -31,7 +31,7 @@ using dtlab::testing::run_job;
 const std::string kDtlab = std::string(DTLAB_BINARY_DIR) + "/bin/dtlab";
 const std::set<std::string> kSeries = {"all_reduce/backend", "all_reduce/ring",        "all_gather/backend",
                                        "all_gather/ring",    "reduce_scatter/backend", "reduce_scatter/ring",
-                                       "broadcast/backend"};
+                                       "broadcast/backend",  "all_to_all/backend"};
 
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> lines;
@@ -65,7 +65,7 @@ class CommBench : public ::testing::Test {
   fs::path dir_;
 };
 
-// Rows: 1K, 4K, 16K, 64K for each of the 7 op/algorithm series.
+// Rows: 1K, 4K, 16K, 64K for each of the 8 op/algorithm series.
 TEST_F(CommBench, GoldenTableFooterAndJson) {
   const fs::path json = dir_ / "bench.json";
   const auto job =
@@ -82,16 +82,16 @@ TEST_F(CommBench, GoldenTableFooterAndJson) {
   EXPECT_EQ(count_matching(lines, R"(# load average \d+\.\d\d on \d+ cores at start)"), 1) << job.output;
   for (const auto& series : kSeries)
     EXPECT_EQ(count_matching(lines, "# " + series + ": .+"), 1) << series << "\n" << job.output;
-  EXPECT_EQ(count_matching(lines, R"(#\s+out-of-place\s+in-place)"), 7) << job.output;
-  EXPECT_EQ(count_matching(lines, R"(#\s+size\s+count\s+type\s+redop\s+root(\s+time\s+algbw\s+busbw\s+#wrong){2})"), 7)
+  EXPECT_EQ(count_matching(lines, R"(#\s+out-of-place\s+in-place)"), 8) << job.output;
+  EXPECT_EQ(count_matching(lines, R"(#\s+size\s+count\s+type\s+redop\s+root(\s+time\s+algbw\s+busbw\s+#wrong){2})"), 8)
       << job.output;
-  EXPECT_EQ(count_matching(lines, R"(#\s+\(B\)\s+\(elements\)(\s+\(us\)\s+\(GB/s\)\s+\(GB/s\)){2}\s*)"), 7)
+  EXPECT_EQ(count_matching(lines, R"(#\s+\(B\)\s+\(elements\)(\s+\(us\)\s+\(GB/s\)\s+\(GB/s\)){2}\s*)"), 8)
       << job.output;
   const std::string figure = R"(\s+\d+\.\d\s+\d+\.\d{3}\s+\d+\.\d{3}\s+0)";
   EXPECT_EQ(count_matching(lines, R"(\s+(1024|4096|16384|65536)\s+\d+\s+float32\s+sum\s+-1)" + figure + figure), 16)
       << job.output;  // all_reduce and reduce_scatter
-  EXPECT_EQ(count_matching(lines, R"(\s+(1024|4096|16384|65536)\s+\d+\s+float32\s+none\s+-1)" + figure + figure), 8)
-      << job.output;  // all_gather
+  EXPECT_EQ(count_matching(lines, R"(\s+(1024|4096|16384|65536)\s+\d+\s+float32\s+none\s+-1)" + figure + figure), 12)
+      << job.output;  // all_gather (two algorithms) and all_to_all
   EXPECT_EQ(count_matching(lines, R"(\s+(1024|4096|16384|65536)\s+\d+\s+float32\s+none\s+0)" + figure + figure), 4)
       << job.output;  // broadcast from root 0
   EXPECT_EQ(count_matching(lines, R"(# Wrong elements       : 0 OK)"), 1) << job.output;
@@ -133,7 +133,7 @@ TEST_F(CommBench, GoldenTableFooterAndJson) {
   EXPECT_GT(together, 0);
   const double hidden = std::clamp((comm + compute - together) / std::min(comm, compute), -1.0, 1.0);
   EXPECT_DOUBLE_EQ(overlap["hidden_fraction"].get<double>(), hidden);
-  ASSERT_EQ(doc["results"].size(), 28u);
+  ASSERT_EQ(doc["results"].size(), 32u);
   std::map<std::string, int> rows_per_series;
   for (const auto& row : doc["results"]) {
     for (const char* key : {"op", "algorithm", "bytes", "count", "type", "out_of_place", "in_place"})
@@ -221,7 +221,7 @@ TEST_F(CommBench, RankOfAThreeRankJob) {
   const auto lines = lines_of(job.output);
   EXPECT_EQ(count_matching(lines, R"(\[rank 0\] # dtlab comm-bench: gloo, 3 ranks on .*)"), 1) << job.output;
   // 1 KiB = 256 floats -> 255 (divisible by 3) -> 1020 B; 4 KiB -> 1023 floats -> 4092 B.
-  EXPECT_EQ(count_matching(lines, R"(\[rank 0\]\s+(1020|4092)\s+(255|1023)\s+float32.*)"), 14) << job.output;
+  EXPECT_EQ(count_matching(lines, R"(\[rank 0\]\s+(1020|4092)\s+(255|1023)\s+float32.*)"), 16) << job.output;
   EXPECT_EQ(count_matching(lines, R"(\[rank 0\] # Wrong elements       : 0 OK)"), 1) << job.output;
   EXPECT_EQ(count_matching(lines, R"(\[rank [12]\] #.*)"), 0) << "only rank 0 reports\n" << job.output;
 }
@@ -286,9 +286,9 @@ TEST_F(CommBench, OnAnEmulatedClusterItReportsTheLinks) {
 }
 
 TEST_F(CommBench, BadFlagsAreNamed) {
-  auto job = run_job({kDtlab, "comm-bench", "--op", "all_to_all"}, 30);
+  auto job = run_job({kDtlab, "comm-bench", "--op", "all_to_one"}, 30);
   EXPECT_NE(job.exit_code, 0);
-  EXPECT_NE(job.output.find("--op all_to_all is not one of"), std::string::npos) << job.output;
+  EXPECT_NE(job.output.find("--op all_to_one is not one of"), std::string::npos) << job.output;
   job = run_job({kDtlab, "comm-bench", "-b", "12Q"}, 30);
   EXPECT_NE(job.exit_code, 0);
   EXPECT_NE(job.output.find("'12Q'"), std::string::npos) << job.output;

@@ -18,6 +18,8 @@
 // ring calls are asynchronous: a reduce-scatter and an all-gather issued back to back on the last rank, which is
 //   300 ms late, return before it joins (in under 150 ms), run in issue order (both results bit-exact), and the
 //   wait covers the lateness;
+// all_to_all with uneven and empty splits == each sender's rows in rank order (bit-exact), one record of the bytes
+//   sent, and splits of the wrong length refused;
 // then the recorded collectives (one record per call: op, algorithm, bytes, group size, times) and
 // the replica check (identical tensors pass; one element changed on rank 1 fails on every rank,
 // naming rank 1 and the parameter).
@@ -488,6 +490,48 @@ void check_ring_async(Comm& comm, Checks& checks) {
   std::_Exit(checks.failures() == 0 ? 0 : 1);
 }
 
+// all_to_all with uneven splits, some of them empty: rank `from` sends (from + 2·to) mod 3 rows of 3 elements to rank
+// `to`, each element encoding (from, to, row, column); every rank gets every sender's rows in rank order, bit-exact,
+// and records one call with the bytes it sent. Splits that name the wrong number of ranks are refused on every rank
+// before any issues the call.
+void check_all_to_all(Comm& comm, Checks& checks) {
+  const int p = comm.size(), r = comm.rank();
+  constexpr int64_t kWidth = 3;
+  const auto rows = [](int from, int to) -> int64_t { return (from + 2 * to) % 3; };
+  const auto block = [&](int from, int to) {
+    const at::Tensor row = at::arange(rows(from, to), at::kFloat).unsqueeze(1) * 10;
+    return row + at::arange(kWidth, at::kFloat).unsqueeze(0) + (from * 1000 + to * 100);
+  };
+  std::vector<int64_t> in_splits, out_splits;
+  std::vector<at::Tensor> in_parts, want_parts;
+  for (int j = 0; j < p; ++j) {
+    in_splits.push_back(rows(r, j));
+    in_parts.push_back(block(r, j));
+    out_splits.push_back(rows(j, r));
+    want_parts.push_back(block(j, r));
+  }
+  at::Tensor input = at::cat(in_parts).contiguous();
+  const at::Tensor want = at::cat(want_parts);
+  at::Tensor output = at::full({want.size(0), kWidth}, 99.0f);
+  const size_t first = comm.record_count();
+  comm.all_to_all(output, input, out_splits, in_splits, "test.all_to_all").wait();
+  checks.verdict(at::equal(output, want), "all_to_all, uneven and empty splits: every sender's rows in rank order",
+                 bit_difference(output.flatten(), want.flatten()));
+  const auto records = comm.records_since(first);
+  checks.verdict(
+      records.size() == 1 && records[0].op == "all_to_all" && records[0].bytes == static_cast<int64_t>(input.nbytes()),
+      "all_to_all record: one call, the bytes this rank sent",
+      records.empty() ? "none" : records[0].op + " " + std::to_string(records[0].bytes) + " B");
+  std::string refusal;
+  try {
+    comm.all_to_all(output, input, out_splits, {input.size(0)}, "test.all_to_all.bad").wait();
+  } catch (const std::invalid_argument& e) {
+    refusal = e.what();
+  }
+  checks.verdict(refusal.find("splits name 1 ranks") != std::string::npos, "all_to_all refuses splits of 1 rank",
+                 refusal);
+}
+
 int run(bool ring_failure) {
   const dtlab::RankEnv env = dtlab::discover_rank_env({}, dtlab::current_environment());
   if (env.world_size < 2) {
@@ -510,6 +554,7 @@ int run(bool ring_failure) {
   for (int64_t n : kSizes) check_size(comm, checks, n, expected);
   check_records(comm, checks, first_record, expected);
   check_ring_async(comm, checks);
+  check_all_to_all(comm, checks);
   check_replicas(comm, checks);
   if (comm.size() == 4) check_hierarchical(world, checks, 2);         // 2 nodes x 2
   if (comm.size() == 6) check_hierarchical(world, checks, 3);         // 2 nodes x 3: uneven chunks

@@ -1,12 +1,13 @@
 // tensor_parallel_comm_test.cpp: the collectives of real tensor-parallel jobs (`dtlab launch -n W dtlab train ...
-// parallel.tp=T`, Gloo on 127.0.0.1) against the cost plan, exactly: for every step, rank 0's records grouped by
+// parallel.tp=T`, Gloo on 127.0.0.1) against the cost plan, exactly: for every step, one rank's records grouped by
 // (op, algorithm, dtype, bytes, group size) — counts and bytes — equal the plan's calls of that step (the
 // data-parallel strategy's over its group, tensor parallelism's over tp: strategies/tensor_parallel_cost.hpp).
 // The plan is written from the model's shape and the layout; the records come from lab/comm as the layers ran, so
 // a collective the layers add, drop or resize, or a plan that miscounts, fails here. Covers tensor parallel with
 // and without sequence parallel, full and selective activation checkpointing, accumulation and tp × dp under ddp,
 // fsdp_full_shard and zero1 (their units hold this rank's slices, over the data-parallel group at stride tp);
-// pipeline stages' sends and sums under ddp (strategies/pipeline_cost.hpp); and pp x tp (the first stage's share).
+// pipeline stages' sends and sums under ddp (strategies/pipeline_cost.hpp); and pp x tp, the first stage's share
+// and the last stage's (its records from rank<r>/comm_records.json, the plan for that rank).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -46,6 +47,7 @@ struct TpCommCase {
   std::string label;
   int world = 2;
   std::vector<std::string> overrides;
+  int rank = 0;  // whose records: 0 from result.json, any other from rank<r>/comm_records.json
 };
 void PrintTo(const TpCommCase& c, std::ostream* os) { *os << c.label; }
 
@@ -68,19 +70,21 @@ TEST_P(TensorParallelComm, EveryStepsCallsAndBytesAreThePlans) {
   ASSERT_GT(config.parallel.tp * config.parallel.pp, 1) << "a tensor- or pipeline-parallel case";
   CallCounts planned;
   int64_t model_parallel_calls = 0;
-  for (const PlannedCollective& p : cost_plan(config, 0).collectives) {
+  for (const PlannedCollective& p : cost_plan(config, c.rank).collectives) {
     if (p.phase == "setup") continue;
     planned[{p.op, p.algorithm, p.dtype, p.bytes, p.group_size}] += p.count;
     if (p.mesh_dim == "tp" || p.mesh_dim == "pp") model_parallel_calls += p.count;
   }
   ASSERT_GT(model_parallel_calls, 0) << "the plan holds the model-parallel dimension's calls";
 
-  std::ifstream in(dir / "result.json");
-  ASSERT_TRUE(in.good()) << dir / "result.json";
-  const nlohmann::json result = nlohmann::json::parse(in);
-  ASSERT_FALSE(result.at("comm").at("records_truncated").get<bool>());
+  const auto file = c.rank == 0 ? dir / "result.json" : dir / ("rank" + std::to_string(c.rank)) / "comm_records.json";
+  std::ifstream in(file);
+  ASSERT_TRUE(in.good()) << file;
+  nlohmann::json comm = nlohmann::json::parse(in);
+  if (c.rank == 0) comm = comm.at("comm");
+  ASSERT_FALSE(comm.at("records_truncated").get<bool>());
   std::map<int64_t, CallCounts> recorded;  // by step
-  for (const auto& r : result.at("comm").at("records")) {
+  for (const auto& r : comm.at("records")) {
     // The trainer's metric sums are not the strategy's; a receive is its sender's planned send, counted there.
     if (r.at("tag") == "metric" || r.at("op") == "recv") continue;
     recorded[r.at("step").get<int64_t>()]
@@ -144,7 +148,16 @@ INSTANTIATE_TEST_SUITE_P(
         // pp x tp: rank 0 is the first stage's tp rank 0 — the embedding's and its blocks' tp calls, none of the
         // head's or the loss's — and its sends carry 1/tp of the sequence under sequence parallelism.
         TpCommCase{"pp2_tp2_1f1b", 4, {"parallel.pp=2", "parallel.tp=2", "train.micro_batch=2"}},
-        TpCommCase{"pp2_dp2_tp2_sp", 8, {"parallel.pp=2", "parallel.tp=2", kSp, "train.micro_batch=2"}}),
+        TpCommCase{"pp2_dp2_tp2_sp", 8, {"parallel.pp=2", "parallel.tp=2", kSp, "train.micro_batch=2"}},
+        // The last stage's own calls (rank<r>/comm_records.json): it receives activations and sends gradients back,
+        // holds the head and the vocabulary-parallel loss, and sums the loss; under zero bubble each block's backward
+        // runs twice (B, then W), so its tp calls in backward double.
+        TpCommCase{"pp2_1f1b_last_stage", 2, {"parallel.pp=2", "train.micro_batch=2"}, 1},
+        TpCommCase{"pp2_tp2_1f1b_last_stage", 4, {"parallel.pp=2", "parallel.tp=2", "train.micro_batch=2"}, 3},
+        TpCommCase{"pp2_tp2_zero_bubble_last_stage",
+                   4,
+                   {"parallel.pp=2", "parallel.tp=2", kSp, "train.micro_batch=2", "parallel.pp_schedule=zero_bubble"},
+                   2}),
     [](const auto& info) { return info.param.label; });
 
 }  // namespace

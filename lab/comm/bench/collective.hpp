@@ -21,6 +21,8 @@
 //                           the input before reducing (both timed: they are what the lab runs).
 //   broadcast/backend       c10d's broadcast is in place only. in-place = that call (root 0); out-of-place = the
 //                           root copies its input into the output buffer first (timed), then broadcasts.
+//   all_to_all/backend      c10d's all-to-all is out of place only. out-of-place = that call (equal parts); in-place =
+//                           into a scratch buffer, then copied back over the input (timed).
 // Check pattern: element i of rank r is ((131 i + 17 r) mod 13) - 6, small integers whose sums are exact in float32
 // and bfloat16; outputs start as 99 (no sum can be 99 for fewer than 17 ranks), so an element never written is
 // counted wrong. Patterns are made on the host and copied to the case's device; results are compared on the host.
@@ -73,7 +75,7 @@ class CollectiveCase {
 };
 
 struct CollectiveSpec {
-  std::string op;                       // all_reduce | all_gather | reduce_scatter | broadcast
+  std::string op;                       // all_reduce | all_gather | reduce_scatter | broadcast | all_to_all
   std::vector<std::string> algorithms;  // backend, ring where the lab has one, hierarchical (all_reduce, clusters)
   // What runs under `algorithm`, one line for the table's series header.
   std::string (*what_runs)(const std::string& algorithm);

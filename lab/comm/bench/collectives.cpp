@@ -1,4 +1,4 @@
-// collectives.cpp: the four collectives comm-bench runs, one small description each (see collective.hpp for the
+// collectives.cpp: the five collectives comm-bench runs, one small description each (see collective.hpp for the
 // placements and the check pattern).
 #include "lab/comm/bench/collective.hpp"
 
@@ -156,6 +156,38 @@ std::string all_gather_runs(const std::string& algorithm) {
   return algorithm == "ring" ? "lab ring all-gather over Gloo send/recv" : "Gloo ring all-gather (_allgather_base)";
 }
 
+// --- all_to_all: rank r's j-th part goes to rank j, which keeps it as its r-th part (equal parts).
+class AllToAllCase final : public CollectiveCase {
+ public:
+  AllToAllCase(const CaseComms& comms, const std::string& algorithm, int64_t count, at::ScalarType type, bool in_place)
+      : CollectiveCase(comms, algorithm, count, type, in_place) {
+    input_ = at::empty({count_}, options());
+    output_ = in_place_ ? input_ : at::empty({count_}, options());
+    if (in_place_) scratch_ = at::empty({count_}, options());
+  }
+  void fill() override {
+    input_.copy_(pattern(comm_.rank(), 0, count_, type_));
+    if (!in_place_) output_.fill_(kSentinel);
+  }
+  void run() override {
+    if (!in_place_) return comm_.all_to_all(output_, input_, {}, {}, kWho).wait();
+    comm_.all_to_all(scratch_, input_, {}, {}, kWho).wait();
+    input_.copy_(scratch_);
+  }
+  int64_t wrong() const override {
+    std::vector<at::Tensor> parts;
+    for (int j = 0; j < comm_.size(); ++j) parts.push_back(pattern(j, offset(), chunk_, type_));
+    return output_.cpu().ne(at::cat(parts)).sum().item<int64_t>();
+  }
+
+ private:
+  at::Tensor input_, output_, scratch_;  // in place: output is input, written back from scratch
+};
+
+std::string all_to_all_runs(const std::string&) {
+  return "Gloo pairwise all-to-all (alltoall_base); in-place = into scratch, then copied back (copy timed)";
+}
+
 template <class Case>
 std::unique_ptr<CollectiveCase> make(const CaseComms& comms, const std::string& algorithm, int64_t count,
                                      at::ScalarType type, bool in_place) {
@@ -185,6 +217,7 @@ const std::vector<CollectiveSpec>& collectives() {
       {"all_gather", {"backend", "ring"}, all_gather_runs, make<AllGatherCase>},
       {"reduce_scatter", {"backend", "ring"}, reduce_scatter_runs, make<ReduceScatterCase>},
       {"broadcast", {"backend"}, broadcast_runs, make<BroadcastCase>},
+      {"all_to_all", {"backend"}, all_to_all_runs, make<AllToAllCase>},
   };
   return kCollectives;
 }
@@ -193,7 +226,7 @@ const CollectiveSpec& collective(const std::string& op) {
   for (const CollectiveSpec& spec : collectives())
     if (spec.op == op) return spec;
   throw std::invalid_argument("comm-bench: --op " + op +
-                              " is not one of all_reduce | all_gather | reduce_scatter | broadcast | all");
+                              " is not one of all_reduce | all_gather | reduce_scatter | broadcast | all_to_all | all");
 }
 
 }  // namespace dtlab::comm_bench

@@ -67,8 +67,8 @@ class TableReporter final : public Reporter {
                                 h.repeats)
                        : std::string("# time = mean per call, max over ranks"));
     line(
-        "# algbw = bytes/time; busbw = algbw x (2(n-1)/n all_reduce, (n-1)/n all_gather and reduce_scatter, "
-        "1 broadcast); GB = 1e9 B");
+        "# algbw = bytes/time; busbw = algbw x (2(n-1)/n all_reduce, (n-1)/n all_gather, reduce_scatter and "
+        "all_to_all, 1 broadcast); GB = 1e9 B");
     if (with_model_) line("# model: " + h.model_source);
   }
 
