@@ -71,6 +71,12 @@ int apply(const Config& base, CandidateSettings& s, Config& out) {
     s.overrides.push_back("parallel.pp_virtual_stages=" + std::to_string(virtual_stages));
   }
   if (!same_stages && !base.parallel.pp_split.empty()) s.overrides.emplace_back("parallel.pp_split=");
+  out.parallel.tp = s.tp;
+  set("parallel.tp", std::to_string(s.tp), base.parallel.tp != s.tp);
+  out.parallel.sequence_parallel = s.sequence_parallel;
+  if (s.tp > 1 || base.parallel.sequence_parallel)
+    set("parallel.sequence_parallel", s.sequence_parallel ? "true" : "false",
+        base.parallel.sequence_parallel != s.sequence_parallel);
 
   const bool full = s.activation_checkpointing.rfind("full", 0) == 0;
   out.parallel.activation_checkpointing = full ? "full" : s.activation_checkpointing;
@@ -110,24 +116,42 @@ int apply(const Config& base, CandidateSettings& s, Config& out) {
   return changes;
 }
 
-// The pipelines a strategy is searched under: pp 1, and where it runs under stages, pp 2 and 4 (those the world and
-// the blocks allow) with each schedule.
-std::vector<std::pair<int64_t, std::string>> pipelines(const Config& base, const StrategySpec& spec) {
-  std::vector<std::pair<int64_t, std::string>> out = {{1, ""}};
-  if (!spec.runs_under_pipeline) return out;
-  for (int64_t pp : {2, 4}) {
-    if (base.world_size % pp != 0 || base.model.n_layers < pp) continue;
-    for (const char* schedule : kPipeSchedules) out.emplace_back(pp, schedule);
-  }
+// One model-parallel layout: pipeline stages and their schedule, tensor parallelism and sequence parallelism.
+struct Layout {
+  int64_t pp = 1;
+  std::string schedule;  // "" at pp 1
+  int64_t tp = 1;
+  bool sequence_parallel = false;
+};
+
+// The layouts a strategy is searched under: pp 1, and where it runs under stages, pp 2 and 4 (those the world and the
+// blocks allow) with each schedule; each times tp 1, 2, 4 (with and without sequence parallelism) where pp·tp divides
+// the world. Whether the model splits by tp is validation's to say (a refusal names the key).
+std::vector<Layout> layouts(const Config& base, const StrategySpec& spec) {
+  std::vector<std::pair<int64_t, std::string>> pipelines = {{1, ""}};
+  if (spec.runs_under_pipeline)
+    for (int64_t pp : {2, 4}) {
+      if (base.world_size % pp != 0 || base.model.n_layers < pp) continue;
+      for (const char* schedule : kPipeSchedules) pipelines.emplace_back(pp, schedule);
+    }
+  std::vector<Layout> out;
+  for (const auto& [pp, schedule] : pipelines)
+    for (int64_t tp : {1, 2, 4}) {
+      if (base.world_size % (pp * tp) != 0) continue;
+      out.push_back({pp, schedule, tp, false});
+      if (tp > 1) out.push_back({pp, schedule, tp, true});
+    }
   return out;
 }
 
-// The candidates of one strategy under one pipeline: every setting combination it reads, in a fixed order.
-void add_candidates(const Config& base, const StrategySpec& spec, int64_t pp, const std::string& schedule,
+// The candidates of one strategy under one layout: every setting combination it reads, in a fixed order.
+void add_candidates(const Config& base, const StrategySpec& spec, const Layout& layout,
                     std::vector<CandidateSettings>& out) {
+  const int64_t pp = layout.pp;
   Config probe = base;
   probe.parallel.strategy = std::string(spec.id);
   probe.parallel.pp = pp;
+  probe.parallel.tp = layout.tp;
   const int64_t per_rank = per_rank_batch(probe);
   // Under stages the buckets or units are all reduced after the flush: their size does not change the step (nothing
   // overlaps); not searched.
@@ -161,7 +185,9 @@ void add_candidates(const Config& base, const StrategySpec& spec, int64_t pp, co
             s.micro_batch = m;
             s.accumulation = per_rank > 0 ? per_rank / m : 0;
             s.pp = pp;
-            s.pp_schedule = schedule;
+            s.pp_schedule = layout.schedule;
+            s.tp = layout.tp;
+            s.sequence_parallel = layout.sequence_parallel;
             s.granularity = g;
             out.push_back(std::move(s));
           }
@@ -173,7 +199,7 @@ std::vector<CandidateSettings> search_space(const Config& base) {
   std::vector<CandidateSettings> out;
   for (const StrategySpec* spec : strategy_specs()) {
     if (spec->plan == nullptr) continue;
-    for (const auto& [pp, schedule] : pipelines(base, *spec)) add_candidates(base, *spec, pp, schedule, out);
+    for (const Layout& layout : layouts(base, *spec)) add_candidates(base, *spec, layout, out);
   }
   return out;
 }
@@ -311,13 +337,16 @@ std::string format_bytes(double bytes) {
   return fmt_fixed(bytes, 0) + " B";
 }
 
-std::string pipeline_text(const CandidateSettings& s) {
-  return s.pp > 1 ? "pp " + std::to_string(s.pp) + " " + s.pp_schedule : "none";
+std::string layout_text(const CandidateSettings& s) {
+  std::string text = s.pp > 1 ? "pp " + std::to_string(s.pp) + " " + s.pp_schedule : "";
+  if (s.tp > 1)
+    text += (text.empty() ? "" : ", ") + std::string("tp ") + std::to_string(s.tp) + (s.sequence_parallel ? " sp" : "");
+  return text.empty() ? "none" : text;
 }
 
 std::string describe(const CandidateSettings& s) {
   std::string text = s.strategy;
-  if (s.pp > 1) text += ", " + pipeline_text(s);
+  if (s.pp > 1 || s.tp > 1) text += ", " + layout_text(s);
   text += s.activation_checkpointing == "none" ? ", no AC" : ", AC " + s.activation_checkpointing;
   text += ", " + s.precision;
   if (s.offload) text += ", offload";
@@ -427,6 +456,8 @@ nlohmann::json to_json(const Candidate& c) {
                    {"accumulation", s.accumulation},
                    {"pp", s.pp},
                    {"pp_schedule", s.pp_schedule},
+                   {"tp", s.tp},
+                   {"sequence_parallel", s.sequence_parallel},
                    {"granularity", s.granularity}};
   j["description"] = c.describe();
   j["overrides"] = s.overrides;

@@ -18,6 +18,9 @@
 //                             divide the per-rank batch at the job's world size (starting_micro_batch)
 //   granularity               DDP's parallel.bucket_cap_mb 1 | 4 | 25 | 100; FSDP's parallel.wrap
 //                             block | every_2 | every_4 | model
+//   model parallelism         pipeline stages pp 1 | 2 | 4 with each schedule (strategies that run under stages), times
+//                             tensor parallelism tp 1 | 2 | 4 with and without sequence parallelism, where pp·tp
+//                             divides the world
 // A candidate is the base config with those keys set (Candidate::overrides, which `dtlab train` accepts as they
 // are). Its peak is the largest predicted peak of rank 0 and the last rank (sharding pads the last shard).
 //
@@ -67,6 +70,10 @@ struct CandidateSettings {
   // with gpipe | 1f1b | interleaved_1f1b (2 chunks per rank) | zero_bubble; "" at pp 1.
   int64_t pp = 1;
   std::string pp_schedule;
+  // Tensor parallelism: tp 1, 2, 4 where pp·tp divides the world (the model's split rules are validation's), each
+  // with and without sequence parallelism; the strategy shards or replicates over the ranks left.
+  int64_t tp = 1;
+  bool sequence_parallel = false;
   std::string granularity;             // "bucket 25 MiB" | "wrap block" | "" (the strategy reads neither)
   std::vector<std::string> overrides;  // section.key=value, applied to the base config
 };
@@ -128,8 +135,9 @@ nlohmann::json to_json(const Candidate& candidate);
 
 // "fsdp_full_shard, AC selective, bf16, micro-batch 2 x 4, wrap block"; "ddp, pp 2 1f1b, no AC, ..." with stages
 std::string describe(const CandidateSettings& settings);
-// "none" at pp 1, else "pp 2 1f1b" (the pipeline axis of the explanation)
-std::string pipeline_text(const CandidateSettings& settings);
+// The model-parallel layout (the explanation's axis): "none" at pp 1 and tp 1, else "pp 2 1f1b", "tp 2 sp",
+// "pp 2 1f1b, tp 2".
+std::string layout_text(const CandidateSettings& settings);
 
 // "1.50 GiB", "512.0 MiB", "12.0 KiB", "100 B".
 std::string format_bytes(double bytes);

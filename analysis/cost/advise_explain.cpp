@@ -20,7 +20,7 @@ enum class Axis { pipeline, checkpointing, precision, offload, micro_batch, gran
 std::string value_of(const CandidateSettings& s, Axis axis) {
   switch (axis) {
     case Axis::pipeline:
-      return pipeline_text(s);
+      return layout_text(s);
     case Axis::checkpointing:
       return s.activation_checkpointing;
     case Axis::precision:
@@ -38,7 +38,7 @@ std::string value_of(const CandidateSettings& s, Axis axis) {
 const char* axis_name(Axis axis) {
   switch (axis) {
     case Axis::pipeline:
-      return "pipeline";
+      return "model parallelism";
     case Axis::checkpointing:
       return "activation checkpointing";
     case Axis::precision:

@@ -56,15 +56,67 @@ TEST(Advise, NothingFitsSaysTheSmallestBudgetThatWould) {
   EXPECT_TRUE(contains(format_advice(a, 5), "nothing fits 256.0 KiB per rank"));
 }
 
+AdviseRequest seven_b_on_eight(int64_t budget) {
+  return {.base = load_config_text("", {"model.preset=7b", "train.global_batch=8", "train.micro_batch=1"}, 8),
+          .profile = load_profile(std::string(DTLAB_SOURCE_DIR) + "/analysis/profiles/h100_sxm.json"),
+          .budget_bytes = budget};
+}
+
 TEST(Advise, NothingFitsHereButMoreRanksWouldSaysHowMany) {
-  // 7b on 8 ranks in 6 GiB of device memory: nothing fits, not even with offload; FULL_SHARD over 16 ranks does.
-  AdviseRequest r{.base = load_config_text("", {"model.preset=7b", "train.global_batch=8", "train.micro_batch=1"}, 8),
-                  .profile = load_profile(std::string(DTLAB_SOURCE_DIR) + "/analysis/profiles/h100_sxm.json"),
-                  .budget_bytes = 6LL << 30};
-  const Advice a = advise(r);
+  // 7b on 8 ranks in 3 GiB of device memory: nothing fits, not even with offload, tensor parallelism and stages.
+  const Advice a = advise(seven_b_on_eight(3LL << 30));
   ASSERT_EQ(a.winner(), nullptr);
   ASSERT_EQ(a.if_nothing_fits.size(), 2u);
   EXPECT_TRUE(contains(a.if_nothing_fits[1], " ranks (the same batch per rank) ")) << a.if_nothing_fits[1];
+}
+
+// 7b on 8 ranks in 6 GiB: no data-parallel layout fits, even sharded and offloaded, and tensor parallelism (with
+// stages) is what brings the peak under; the explanation says what the layout without it would need.
+TEST(Advise, TensorParallelismFitsWhatDataParallelismAloneCannot) {
+  const Advice a = advise(seven_b_on_eight(6LL << 30));
+  ASSERT_NE(a.winner(), nullptr);
+  EXPECT_GT(a.winner()->settings.tp, 1) << a.winner()->describe();
+  for (const Candidate& c : a.ranked)
+    EXPECT_TRUE(c.settings.tp > 1 || c.settings.pp > 1) << c.describe() << " fits without model parallelism";
+  std::string layout_line;
+  for (const std::string& line : a.explanation)
+    if (line.rfind("model parallelism ", 0) == 0) layout_line = line;
+  EXPECT_TRUE(contains(layout_line, "instead none: peak ")) << format_advice(a, 3);
+  EXPECT_TRUE(contains(layout_line, "over the budget")) << layout_line;
+}
+
+// tp 2 at world 2 (one data-parallel rank left: micro-batch 1, 2, 4, 8), with and without sequence parallelism, for
+// every strategy; the overrides set both keys, and sequence parallelism predicts fewer activations than its twin.
+TEST(Advise, SearchesTensorParallelismWithAndWithoutSequenceParallelism) {
+  const Advice a = advise(tiny(1LL << 40));
+  std::vector<Candidate> all = a.excluded;
+  all.insert(all.end(), a.ranked.begin(), a.ranked.end());
+  size_t with_sp = 0, without_sp = 0;
+  std::map<std::string, int64_t> activations;  // of the fitting candidates without sequence parallelism, by description
+  for (const Candidate& c : all)
+    if (c.settings.tp > 1 && !c.settings.sequence_parallel && c.exclusion.empty())
+      activations[describe(c.settings)] = c.memory.activations;
+  size_t compared = 0;
+  for (const Candidate& c : all) {
+    if (c.settings.tp == 1) continue;
+    EXPECT_EQ(c.settings.tp, 2) << c.describe();
+    EXPECT_TRUE(contains(c.overrides_text(), "parallel.tp=2 ")) << c.overrides_text();
+    EXPECT_TRUE(contains(c.overrides_text(), std::string("parallel.sequence_parallel=") +
+                                                 (c.settings.sequence_parallel ? "true" : "false")))
+        << c.overrides_text();
+    (c.settings.sequence_parallel ? with_sp : without_sp) += 1;
+    if (!c.exclusion.empty()) continue;
+    EXPECT_GT(c.step_ms, 0.0) << c.describe();
+    CandidateSettings twin = c.settings;
+    twin.sequence_parallel = false;
+    const auto it = activations.find(describe(twin));
+    if (!c.settings.sequence_parallel || it == activations.end()) continue;
+    EXPECT_LT(c.memory.activations, it->second) << c.describe() << ": the sequence-split regions hold 1/tp";
+    ++compared;
+  }
+  EXPECT_GT(compared, 100u);
+  EXPECT_GT(with_sp, 0u);
+  EXPECT_EQ(with_sp, without_sp);
 }
 
 TEST(Advise, EverythingFitsRanksEveryValidCandidateFastestFirst) {
@@ -76,8 +128,9 @@ TEST(Advise, EverythingFitsRanksEveryValidCandidateFastestFirst) {
   EXPECT_TRUE(a.if_nothing_fits.empty());
   // The search: strategies x AC 4 x precision 2 x offload (where read) x micro-batch 1, 2, 4 x granularity 4 (1080),
   // and under pp 2 (one data-parallel rank: micro-batch 1, 2, 4, 8; buckets and units not searched) 4 schedules x
-  // AC 4 x precision 2 x micro-batch 4 for every data-parallel strategy (the next test counts them by strategy).
-  EXPECT_EQ(searched(a), 2488u);
+  // AC 4 x precision 2 x micro-batch 4 for every data-parallel strategy (the next test counts them by strategy), and
+  // 2880 under tp 2 with and without sequence parallelism (one data-parallel rank: micro-batch 1, 2, 4, 8).
+  EXPECT_EQ(searched(a), 5368u);
 }
 
 TEST(Advise, SearchesPipelineStagesWithEachScheduleForTheStrategiesThatRunUnderThem) {
@@ -125,7 +178,7 @@ TEST(Advise, PicksStagesAcrossASlowLinkAndExplainsThePick) {
   EXPECT_EQ(a.winner()->settings.pp, 2) << a.winner()->describe();
   std::string pipeline_line;
   for (const std::string& line : a.explanation)
-    if (line.rfind("pipeline pp 2 ", 0) == 0) pipeline_line = line;
+    if (line.rfind("model parallelism pp 2 ", 0) == 0) pipeline_line = line;
   EXPECT_TRUE(contains(pipeline_line, "none: ")) << format_advice(a, 5);
   EXPECT_TRUE(contains(pipeline_line, "slower")) << pipeline_line;
   // The overrides reproduce the winner's prediction.
@@ -268,16 +321,17 @@ TEST(Advise, SevenBillionOnSixtyFourH100sIsAProjectionThatShardsTheOptimizer) {
   EXPECT_EQ(a.label, "projection");
   ASSERT_NE(a.winner(), nullptr);
   EXPECT_NE(a.winner()->settings.strategy, "ddp");
-  // DDP replicates 16 bytes per parameter of state (~112 GB): over 80 GiB without stages; only 4 pipeline stages
-  // (a quarter of the layers each) bring it under, and slower than sharding (fp32: DDP refuses bf16 compute).
+  // DDP replicates 16 bytes per parameter of state (~112 GB): over 80 GiB without model parallelism; only stages or
+  // tensor parallelism (a share of the layers or of each layer) bring it under, and slower than sharding (fp32: DDP
+  // refuses bf16 compute).
   bool ddp_explained = false;
   for (const std::string& line : a.explanation)
     if (contains(line, "why not ddp: its best fitting setting is") && contains(line, "slower") &&
-        contains(line, "ddp, pp 4 "))
+        (contains(line, "ddp, pp ") || contains(line, "ddp, tp ")))
       ddp_explained = true;
   EXPECT_TRUE(ddp_explained) << format_advice(a, 3);
   for (const Candidate& c : a.excluded)
-    if (c.settings.strategy == "ddp" && c.settings.pp == 1 && c.exclusion == "over_budget") {
+    if (c.settings.strategy == "ddp" && c.settings.pp == 1 && c.settings.tp == 1 && c.exclusion == "over_budget") {
       EXPECT_TRUE(contains(c.reason, "largest: optimizer state")) << c.reason;
     }
 }

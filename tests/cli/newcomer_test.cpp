@@ -132,13 +132,14 @@ TEST(Newcomer, AdviseChoosesTheMicroBatchWhenTheConfigsDoesNotDivide) {
   ASSERT_NE(json_at, std::string::npos) << job.output;
   const auto advice = nlohmann::json::parse(job.output.substr(json_at));
   ASSERT_FALSE(advice["ranked"].empty()) << job.output;
-  // 2 sequences per data-parallel rank: 4 / pp ranks are data parallel under pp pipeline stages (8 / (4 / pp)).
+  // 2 sequences per data-parallel rank: 4 / (pp·tp) ranks are data parallel under pp pipeline stages and tp-way
+  // tensor parallelism (8 / (4 / (pp·tp))).
   std::set<int64_t> micro_batches;
   for (const auto& c : advice["ranked"]) {
     const auto& s = c["settings"];
-    const int64_t pp = s["pp"].get<int64_t>();
-    EXPECT_EQ(s["micro_batch"].get<int64_t>() * s["accumulation"].get<int64_t>(), 2 * pp) << c.dump();
-    if (pp == 1) micro_batches.insert(s["micro_batch"].get<int64_t>());
+    const int64_t model_parallel = s["pp"].get<int64_t>() * s["tp"].get<int64_t>();
+    EXPECT_EQ(s["micro_batch"].get<int64_t>() * s["accumulation"].get<int64_t>(), 2 * model_parallel) << c.dump();
+    if (model_parallel == 1) micro_batches.insert(s["micro_batch"].get<int64_t>());
   }
   EXPECT_EQ(micro_batches, (std::set<int64_t>{1, 2}));
   // The winner's overrides train as they are at 4 ranks (the config refuses micro-batch 8 there).
