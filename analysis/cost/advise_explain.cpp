@@ -93,6 +93,31 @@ std::string versus(const Candidate& winner, const Candidate& other) {
   return percent(std::abs(ratio)) + (ratio > 0 ? " slower" : " faster") + " (" + fmt_fixed(other.step_ms, 1) + " ms)";
 }
 
+// The model-parallelism axis holds dozens of layouts on a large world: "none", the fastest fitting ones and the ones
+// nearest to fitting are named, in that order; the rest are counted by the caller.
+std::vector<const Candidate*> named_layouts(const std::vector<const Candidate*>& alternatives) {
+  constexpr size_t kFitting = 4, kOver = 3;
+  if (alternatives.size() <= kFitting + kOver + 1) return alternatives;
+  std::vector<const Candidate*> none, fitting, over;
+  for (const Candidate* c : alternatives) {
+    if (layout_text(c->settings) == "none")
+      none.push_back(c);
+    else if (c->exclusion.empty())
+      fitting.push_back(c);
+    else if (c->exclusion == "over_budget")
+      over.push_back(c);
+  }
+  std::sort(fitting.begin(), fitting.end(),
+            [](const Candidate* a, const Candidate* b) { return ranks_before(*a, *b); });
+  std::sort(over.begin(), over.end(),
+            [](const Candidate* a, const Candidate* b) { return a->memory.device_peak < b->memory.device_peak; });
+  if (fitting.size() > kFitting) fitting.resize(kFitting);
+  if (over.size() > kOver) over.resize(kOver);
+  none.insert(none.end(), fitting.begin(), fitting.end());
+  none.insert(none.end(), over.begin(), over.end());
+  return none;
+}
+
 }  // namespace
 
 // Equal in every searched setting but strategy and granularity, and predicted identically (times, bytes, memory by
@@ -142,7 +167,9 @@ std::vector<std::string> explain(const Advice& advice, const std::vector<Candida
   for (Axis axis :
        {Axis::pipeline, Axis::checkpointing, Axis::precision, Axis::micro_batch, Axis::offload, Axis::granularity}) {
     std::vector<std::string> parts;
-    for (const Candidate* alternative : alternatives(w.settings, all, axis)) {
+    const std::vector<const Candidate*> others = alternatives(w.settings, all, axis);
+    const std::vector<const Candidate*> named = axis == Axis::pipeline ? named_layouts(others) : others;
+    for (const Candidate* alternative : named) {
       const Candidate& c = *alternative;
       if (std::find(w.equivalent.begin(), w.equivalent.end(), c.settings.granularity) != w.equivalent.end() &&
           axis == Axis::granularity)
@@ -158,6 +185,14 @@ std::vector<std::string> explain(const Advice& advice, const std::vector<Candida
     if (parts.empty()) continue;
     std::string line = std::string(axis_name(axis)) + " " + value_of(w.settings, axis) + " — instead ";
     for (size_t i = 0; i < parts.size(); ++i) line += (i ? "; " : "") + parts[i];
+    if (named.size() < others.size()) {
+      size_t refused = 0;
+      for (const Candidate* c : others) refused += c->exclusion == "refused" ? 1 : 0;
+      line += "; and " + std::to_string(others.size() - named.size()) +
+              " other layouts, slower or further over the "
+              "budget (" +
+              std::to_string(refused) + " of them refused: `--json` lists each)";
+    }
     lines.push_back(line + ".");
   }
   return lines;

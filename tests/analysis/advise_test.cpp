@@ -83,6 +83,8 @@ TEST(Advise, TensorParallelismFitsWhatDataParallelismAloneCannot) {
     if (line.rfind("model parallelism ", 0) == 0) layout_line = line;
   EXPECT_TRUE(contains(layout_line, "instead none: peak ")) << format_advice(a, 3);
   EXPECT_TRUE(contains(layout_line, "over the budget")) << layout_line;
+  // Dozens of layouts: the fastest fitting and the nearest to fitting are named, the rest counted.
+  EXPECT_TRUE(contains(layout_line, " other layouts, slower or further over the budget (")) << layout_line;
 }
 
 // tp 2 at world 2 (one data-parallel rank left: micro-batch 1, 2, 4, 8), with and without sequence parallelism, for
