@@ -4,6 +4,8 @@
 //   #0 all_reduce float32[1024] 'test.desync.a'      #1 broadcast root 0 float32[3,4] 'test.desync.b'
 //   #2 all_gather float32[8] -> 8p 'test.desync.c'    ring #0 reduce_scatter float32[5p] -> 5 'test.desync.d'
 //   #3 barrier                                        #4 all_reduce float64[1] 'test.desync.e'
+//   #5 all_to_all float32[2] rows 'test.desync.f' (rank j sends j + 1 rows to each rank: the check compares the row
+//      shape, so ranks that send different row counts agree)
 // With --check the world checks every collective (instrument.check_collectives). A desync comes from
 // DTLAB_INJECT_DESYNC (a rank skips or reshapes a backend call), or from --ring-shape: the last rank gives the ring
 // reduce-scatter a buffer of 6p elements instead of 5p (the program's own bug). Without a desync every result is
@@ -16,6 +18,7 @@
 #include <cstdlib>
 #include <exception>
 #include <string>
+#include <vector>
 
 #include <ATen/ATen.h>
 
@@ -75,6 +78,15 @@ int run(bool check, bool ring_shape, int time_calls) {
   at::Tensor e = at::full({1}, 1.0, at::kDouble);
   comm.all_reduce(e, "test.desync.e").wait();
   verdict(e.item<double>() == p, "all_reduce float64: p");
+  std::vector<int64_t> sends(static_cast<size_t>(p), r + 1), receives;
+  std::vector<at::Tensor> expected;
+  for (int j = 0; j < p; ++j) {
+    receives.push_back(j + 1);
+    expected.push_back(at::full({j + 1, 2}, static_cast<float>(j)));
+  }
+  at::Tensor rows_out = at::empty({p * (p + 1) / 2, 2}), rows_in = at::full({p * (r + 1), 2}, static_cast<float>(r));
+  comm.all_to_all(rows_out, rows_in, receives, sends, "test.desync.f").wait();
+  verdict(at::equal(rows_out, at::cat(expected)), "all_to_all: rank j's j + 1 rows, in rank order");
   if (failures > 0) return 1;
   std::printf("desync_rank: all collectives agreed\n");
   return 0;
