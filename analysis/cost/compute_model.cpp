@@ -40,6 +40,34 @@ ComputeFlops compute_flops(const Config& config) {
   return f;
 }
 
+namespace {
+// The ranks sharing the profile's cores: the launcher's count when known (an emulated cluster's nodes all run on this
+// machine), else the node's ranks.
+double ranks_sharing_cores(const Config& config, const MachineProfile& profile) {
+  const int64_t sharing = config.host_ranks > 0 ? config.host_ranks : std::max(1, profile.comm.ranks_per_node);
+  return static_cast<double>(std::max<int64_t>(1, std::min<int64_t>(config.world_size, sharing)));
+}
+
+// A rank's threads: train.threads, else the cores split among the ranks (at least 1).
+double configured_threads(const Config& config, const MachineProfile& profile, double ranks_here) {
+  const int cores = profile.compute.cores;
+  return config.train.threads > 0 ? static_cast<double>(config.train.threads)
+         : cores > 0              ? std::max(1.0, static_cast<double>(cores / static_cast<int>(ranks_here)))
+                                  : static_cast<double>(profile.compute.threads);
+}
+}  // namespace
+
+double idle_sharers_speedup(const Config& config, const MachineProfile& profile, double busy_share) {
+  const int cores = profile.compute.cores;
+  if (cores <= 0 || profile.compute.threads <= 0 || busy_share <= 0) return 1.0;
+  const double ranks_here = ranks_sharing_cores(config, profile),
+               threads = configured_threads(config, profile, ranks_here);
+  const double all_computing = std::min(threads, static_cast<double>(cores) / ranks_here);
+  const double some_computing =
+      std::min(threads, static_cast<double>(cores) / (ranks_here * std::min(1.0, busy_share)));
+  return std::max(1.0, some_computing / all_computing);
+}
+
 double achieved_tflops(const Config& config, const MachineProfile& profile, std::vector<std::string>* notes) {
   bool fell_back = false;
   const double matmul = matmul_tflops_for(profile, config.precision.param_dtype, &fell_back);
@@ -48,14 +76,9 @@ double achieved_tflops(const Config& config, const MachineProfile& profile, std:
                      "; used its float32 rate");
   double factor = 1.0;
   if (profile.compute.threads > 0) {
-    // The ranks that share the profile's cores: the launcher's count when known (an emulated cluster's nodes all
-    // run on this machine), else the node's ranks.
-    const int64_t sharing = config.host_ranks > 0 ? config.host_ranks : std::max(1, profile.comm.ranks_per_node);
-    const double ranks_here = static_cast<double>(std::max<int64_t>(1, std::min<int64_t>(config.world_size, sharing)));
+    const double ranks_here = ranks_sharing_cores(config, profile);
     const int cores = profile.compute.cores;
-    double threads = config.train.threads > 0 ? static_cast<double>(config.train.threads)
-                     : cores > 0              ? std::max(1.0, static_cast<double>(cores / static_cast<int>(ranks_here)))
-                                              : static_cast<double>(profile.compute.threads);
+    double threads = configured_threads(config, profile, ranks_here);
     if (cores > 0) threads = std::min(threads, static_cast<double>(cores) / ranks_here);  // oversubscribed cores
     // The threads the rates were measured with, in the same terms: a calibration whose rank and companions
     // oversubscribed the cores (an emulated cluster's 4 ranks on 2 cores) measured a shared core's rate already.

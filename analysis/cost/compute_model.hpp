@@ -61,4 +61,10 @@ ComputeTime compute_time(const Config& config, const MachineProfile& profile);
 // The rate (TFLOP/s) one rank achieves in training under `config` on `profile` (see the header comment).
 double achieved_tflops(const Config& config, const MachineProfile& profile, std::vector<std::string>* notes = nullptr);
 
+// How much faster a rank computes than achieved_tflops assumes when, of the ranks sharing this machine's cores, only a
+// `busy_share` (0..1] of them compute at a time on average (pipeline stages idle in their bubble): achieved_tflops
+// gives each of R ranks on C < R cores C/R of a core; with R·busy_share of them computing, each gets
+// min(its threads, C/(R·busy_share)). 1 when the cores are not oversubscribed or the profile has no core count.
+double idle_sharers_speedup(const Config& config, const MachineProfile& profile, double busy_share);
+
 }  // namespace dtlab::analysis
