@@ -17,6 +17,7 @@
 #include "analysis/results_instrument.hpp"
 #include "analysis/svg_util.hpp"
 #include "lab/pipeline_schedule.hpp"
+#include "lab/stats.hpp"
 
 namespace dtlab::analysis {
 namespace {
@@ -59,12 +60,6 @@ std::optional<GridBlock> block_of(const TimelineSpan& s, int rank) {
   return b;
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 // The run's blocks, or nullopt when a stage's timeline is missing or unreadable (the section's timeline figure
 // reports the file) or holds no F block.
 std::optional<std::vector<GridBlock>> measured_blocks(const RunResult& r, int stages) {
@@ -93,9 +88,9 @@ std::vector<PipeTimes> stage_times(const std::vector<GridBlock>& blocks, const P
   for (int chunk = 0; chunk < shape.virtual_stages; ++chunk)
     for (int rank = 0; rank < shape.stages; ++rank) {
       PipeTimes& t = times[static_cast<size_t>(chunk * shape.stages + rank)];
-      t.forward = median(durations[{rank, chunk, PipeOp::forward}]);
-      t.backward = median(durations[{rank, chunk, PipeOp::backward}]);
-      t.weight = median(durations[{rank, chunk, PipeOp::weight}]);
+      t.forward = median_or_zero(durations[{rank, chunk, PipeOp::forward}]);
+      t.backward = median_or_zero(durations[{rank, chunk, PipeOp::backward}]);
+      t.weight = median_or_zero(durations[{rank, chunk, PipeOp::weight}]);
       t.transfer = 0;
     }
   return times;
