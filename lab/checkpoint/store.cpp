@@ -24,7 +24,9 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kFormat = "dtlab-checkpoint";
-constexpr int kFormatVersion = 1;
+// Version 2 adds N-D chunks (chunk.hpp); a checkpoint with none is still written as version 1, and both are read.
+constexpr int kFormatVersion = 2;
+constexpr int kFormatVersionWithoutChunks = 1;
 constexpr const char* kPartialSuffix = ".partial";
 
 int64_t elements(const std::vector<int64_t>& shape) {
@@ -97,12 +99,19 @@ void sync_dir(const std::string& dir) {
 
 }  // namespace
 
-std::string piece_key(const std::string& name, int64_t begin) { return name + "@" + std::to_string(begin); }
+std::string piece_key(const std::string& name, int64_t begin, const Chunk& chunk) {
+  return name + (chunk.shape.empty() ? "" : chunk.text()) + "@" + std::to_string(begin);
+}
 
 std::string pieces_to_json(const std::map<std::string, PieceRecord>& by_key) {
   nlohmann::json j = nlohmann::json::object();
-  for (const auto& [key, p] : by_key)
+  for (const auto& [key, p] : by_key) {
     j[key] = {{"name", p.name}, {"shape", p.shape}, {"begin", p.begin}, {"crc32", p.crc32}};
+    if (!p.chunk.shape.empty() && !p.chunk.is_whole(p.shape)) {
+      j[key]["chunk_offsets"] = p.chunk.offsets;
+      j[key]["chunk_shape"] = p.chunk.shape;
+    }
+  }
   return j.dump();
 }
 
@@ -122,14 +131,22 @@ std::string partial_dir(const std::string& dir, int64_t step) { return step_dir(
 
 nlohmann::json Metadata::to_json() const {
   nlohmann::json tensors_json = nlohmann::json::object();
+  bool chunked = false;
   for (const auto& [name, t] : tensors) {
     nlohmann::json pieces = nlohmann::json::array();
-    for (const Piece& p : t.pieces)
+    for (const Piece& p : t.pieces) {
       pieces.push_back({{"file", p.file}, {"key", p.key}, {"begin", p.begin}, {"numel", p.numel}, {"crc32", p.crc32}});
+      if (!p.chunk.is_whole(t.shape)) {
+        chunked = true;
+        pieces.back()["chunk_offsets"] = p.chunk.offsets;
+        pieces.back()["chunk_shape"] = p.chunk.shape;
+      }
+    }
     tensors_json[name] = {{"shape", t.shape}, {"dtype", t.dtype}, {"pieces", pieces}};
   }
-  return {{"format", kFormat},       {"version", kFormatVersion}, {"step", step},   {"world_size", world_size},
-          {"strategy", strategy},    {"scalars", scalars},        {"files", files}, {"total_bytes", total_bytes},
+  const int version = chunked ? kFormatVersion : kFormatVersionWithoutChunks;
+  return {{"format", kFormat},       {"version", version}, {"step", step},   {"world_size", world_size},
+          {"strategy", strategy},    {"scalars", scalars}, {"files", files}, {"total_bytes", total_bytes},
           {"tensors", tensors_json}, {"config", config}};
 }
 
@@ -138,9 +155,11 @@ Metadata Metadata::from_json(const nlohmann::json& j, const std::string& origin)
     if (j.value("format", std::string()) != kFormat)
       throw CheckpointError("checkpoint " + origin + ": not a dtlab checkpoint (\"format\" is not \"" + kFormat +
                             "\")");
-    if (j.at("version").get<int>() != kFormatVersion)
+    const int version = j.at("version").get<int>();
+    if (version < kFormatVersionWithoutChunks || version > kFormatVersion)
       throw CheckpointError("checkpoint " + origin + ": format version " + j.at("version").dump() +
-                            ", this dtlab reads version " + std::to_string(kFormatVersion));
+                            ", this dtlab reads versions " + std::to_string(kFormatVersionWithoutChunks) + " to " +
+                            std::to_string(kFormatVersion));
     Metadata m;
     m.step = j.at("step").get<int64_t>();
     m.world_size = j.at("world_size").get<int>();
@@ -160,8 +179,24 @@ Metadata Metadata::from_json(const nlohmann::json& j, const std::string& origin)
         if (std::find(m.files.begin(), m.files.end(), file) == m.files.end())
           throw CheckpointError("checkpoint " + origin + ": a piece of '" + name + "' is in file '" + file +
                                 "', which \"files\" does not list (every piece is in a listed rank file)");
-        info.pieces.push_back({file, p.at("key").get<std::string>(), p.at("begin").get<int64_t>(),
-                               p.at("numel").get<int64_t>(), p.at("crc32").get<uint32_t>()});
+        Piece piece{file,
+                    p.at("key").get<std::string>(),
+                    p.at("begin").get<int64_t>(),
+                    p.at("numel").get<int64_t>(),
+                    p.at("crc32").get<uint32_t>(),
+                    Chunk::whole(info.shape)};
+        if (p.contains("chunk_offsets") || p.contains("chunk_shape"))
+          piece.chunk = {p.at("chunk_offsets").get<std::vector<int64_t>>(),
+                         p.at("chunk_shape").get<std::vector<int64_t>>()};
+        if (const std::string problem = chunk_problem(piece.chunk, info.shape); !problem.empty())
+          throw CheckpointError("checkpoint " + origin + ": piece '" + piece.key + "' of '" + name + "' " +
+                                shape_text(info.shape) + ": " + problem);
+        if (piece.begin < 0 || piece.numel < 0 || piece.begin + piece.numel > piece.chunk.numel())
+          throw CheckpointError("checkpoint " + origin + ": piece '" + piece.key + "' of '" + name +
+                                "' holds elements " + std::to_string(piece.begin) + ".." +
+                                std::to_string(piece.begin + piece.numel) + " of a chunk of " +
+                                std::to_string(piece.chunk.numel()));
+        info.pieces.push_back(std::move(piece));
       }
       m.tensors[name] = std::move(info);
     }
@@ -245,23 +280,23 @@ Metadata collect(const std::string& partial, int world_size, int64_t step, const
                               " here but " + info.dtype + " " + shape_text(info.shape) + " in another rank's file");
       }
       const int64_t numel = elements(stored.shape);
-      info.pieces.push_back({file, stored.key, p.at("begin").get<int64_t>(), numel, p.at("crc32").get<uint32_t>()});
+      Chunk chunk = Chunk::whole(shape);
+      if (p.contains("chunk_offsets"))
+        chunk = {p.at("chunk_offsets").get<std::vector<int64_t>>(), p.at("chunk_shape").get<std::vector<int64_t>>()};
+      info.pieces.push_back(
+          {file, stored.key, p.at("begin").get<int64_t>(), numel, p.at("crc32").get<uint32_t>(), std::move(chunk)});
       m.total_bytes += stored.end - stored.begin;
     }
   }
   for (auto& [name, info] : m.tensors) {
-    std::sort(info.pieces.begin(), info.pieces.end(), [](const Piece& a, const Piece& b) { return a.begin < b.begin; });
-    int64_t covered = 0;
-    for (const Piece& p : info.pieces) {
-      if (p.begin != covered)
-        throw CheckpointError("checkpoint " + partial + ": '" + name + "' elements " + std::to_string(covered) + ".." +
-                              std::to_string(p.begin) + (p.begin > covered ? " are in no rank file" : " overlap") +
-                              " (the strategy's pieces must cover each tensor exactly once)");
-      covered += p.numel;
-    }
-    if (covered != elements(info.shape))
-      throw CheckpointError("checkpoint " + partial + ": '" + name + "' has " + std::to_string(covered) + " of " +
-                            std::to_string(elements(info.shape)) + " elements in its rank files");
+    std::sort(info.pieces.begin(), info.pieces.end(), [](const Piece& a, const Piece& b) {
+      return a.chunk != b.chunk ? a.chunk < b.chunk : a.begin < b.begin;
+    });
+    std::vector<ChunkRange> ranges;
+    for (const Piece& p : info.pieces) ranges.push_back({p.chunk, p.begin, p.numel});
+    if (const std::string problem = tiling_problem(std::move(ranges), info.shape); !problem.empty())
+      throw CheckpointError("checkpoint " + partial + ": '" + name + "' " + problem +
+                            " (the strategy's pieces must cover each tensor exactly once)");
   }
   return m;
 }
@@ -337,6 +372,35 @@ Metadata read_metadata(const std::string& path, std::string* step_dir_out) {
   return m;
 }
 
+std::vector<char> read_whole_tensor(const std::string& dir, const Metadata& metadata, const std::string& name,
+                                    const std::optional<Chunk>& wanted, int64_t* bytes_read) {
+  const auto it = metadata.tensors.find(name);
+  if (it == metadata.tensors.end()) throw CheckpointError("checkpoint " + dir + " holds no '" + name + "'");
+  const TensorInfo& info = it->second;
+  const auto element_size = static_cast<size_t>(safetensors::dtype_size(info.dtype));
+  std::vector<char> whole(static_cast<size_t>(elements(info.shape)) * element_size, 0);
+  std::map<std::string, safetensors::Header> headers;
+  for (const Piece& p : info.pieces) {
+    if (wanted && !intersect(p.chunk, *wanted)) continue;
+    auto h = headers.find(p.file);
+    if (h == headers.end())
+      h = headers.emplace(p.file, safetensors::read_header((fs::path(dir) / p.file).string())).first;
+    const std::vector<char> bytes = safetensors::read_bytes(h->second, h->second.tensor(p.key));
+    if (bytes_read) *bytes_read += static_cast<int64_t>(bytes.size());
+    const uint32_t crc = safetensors::crc32_of(bytes.data(), static_cast<int64_t>(bytes.size()));
+    if (crc != p.crc32)
+      throw CheckpointError("checkpoint " + (fs::path(dir) / p.file).string() + ": tensor '" + p.key +
+                            "' fails its checksum (crc32 " + std::to_string(crc) + ", metadata.json says " +
+                            std::to_string(p.crc32) + "): the file is damaged");
+    if (bytes.size() != static_cast<size_t>(p.numel) * element_size)
+      throw CheckpointError("checkpoint " + (fs::path(dir) / p.file).string() + ": tensor '" + p.key + "' holds " +
+                            std::to_string(bytes.size()) + " bytes, metadata.json says " + std::to_string(p.numel) +
+                            " elements of " + info.dtype);
+    scatter_into_whole(bytes.data(), p.begin, p.numel, p.chunk, info.shape, element_size, whole.data());
+  }
+  return whole;
+}
+
 std::string inspect(const std::string& path, bool verify, int& problems) {
   problems = 0;
   std::string dir;
@@ -359,11 +423,12 @@ std::string inspect(const std::string& path, bool verify, int& problems) {
       out << "    " << file << "  PROBLEM: " << e.what() << "\n";
     }
   }
-  out << "  tensors (name, shape, dtype, pieces as file:[begin, end)):\n";
+  out << "  tensors (name, shape, dtype, pieces as file:[begin, end), or file:<chunk>[begin, end) of an N-D chunk):\n";
   for (const auto& [name, t] : m.tensors) {
     out << "    " << name << "  " << shape_text(t.shape) << "  " << t.dtype << " ";
     for (const Piece& p : t.pieces)
-      out << " " << p.file.substr(0, p.file.find('.')) << ":[" << p.begin << ", " << p.begin + p.numel << ")";
+      out << " " << p.file.substr(0, p.file.find('.')) << ":" << (p.chunk.is_whole(t.shape) ? "" : p.chunk.text())
+          << "[" << p.begin << ", " << p.begin + p.numel << ")";
     out << "\n";
   }
   if (!verify) return out.str();

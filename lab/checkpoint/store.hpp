@@ -8,10 +8,11 @@
 //   checkpoint.dir/step_00000020.partial/   a save in progress, or one a crash interrupted: never loaded
 //
 // A tensor of the training state ("param.<name>", "optim.exp_avg.<name>", ...) is stored as pieces: element ranges
-// [begin, begin + numel) of the flattened tensor, each a 1-D safetensors tensor keyed "<name>@<begin>" in the file of
-// the rank that held it. Each rank file's "__metadata__" says, under "dtlab.pieces", which tensor and range each key
-// is and its CRC-32; collect() builds metadata.json from those headers alone. A save is complete when the
-// directory lost its ".partial": commit() writes metadata.json, then renames the directory.
+// [begin, begin + numel) of the flattened tensor, or of one N-D chunk of it (a tensor-parallel slice: chunk.hpp), each
+// a 1-D safetensors tensor keyed "<name>@<begin>" ("<name>[<chunk>]@<begin>") in the file of the rank that held it.
+// Each rank file's "__metadata__" says, under "dtlab.pieces", which tensor and range each key is and its CRC-32;
+// collect() builds metadata.json from those headers alone. A save is complete when the directory lost its ".partial":
+// commit() writes metadata.json, then renames the directory.
 //
 // A file named in metadata.json is a plain name inside its step directory: from_json refuses a name with a ".."
 // component, an absolute path or a path separator, and read_metadata a rank file that is a symbolic link or no
@@ -29,6 +30,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lab/checkpoint/chunk.hpp"
+
 namespace dtlab::checkpoint {
 
 // A checkpoint that cannot be written, found or read. The message names the file or directory and what is wrong.
@@ -41,16 +44,17 @@ inline constexpr const char* kPiecesKey = "dtlab.pieces";    // rank file __meta
 inline constexpr const char* kScalarsKey = "dtlab.scalars";  // rank file __metadata__: the scalars, as JSON
 
 struct Piece {
-  std::string file;  // rank file name inside the step directory
-  std::string key;   // its safetensors key
-  int64_t begin = 0, numel = 0;
+  std::string file;              // rank file name inside the step directory
+  std::string key;               // its safetensors key
+  int64_t begin = 0, numel = 0;  // the range of `chunk`'s row-major flattening it holds
   uint32_t crc32 = 0;
+  Chunk chunk;  // the box of the whole tensor the range is of (the whole tensor for a 1-D piece)
 };
 
 struct TensorInfo {
   std::vector<int64_t> shape;
   std::string dtype;          // safetensors spelling
-  std::vector<Piece> pieces;  // sorted by begin; they tile [0, numel(shape))
+  std::vector<Piece> pieces;  // sorted by chunk, then begin; the chunks tile the tensor, the ranges each chunk
 };
 
 struct Metadata {
@@ -75,8 +79,10 @@ struct PieceRecord {
   std::vector<int64_t> shape;
   int64_t begin = 0;
   uint32_t crc32 = 0;
+  Chunk chunk;  // empty offsets and shape: the whole tensor
 };
-std::string piece_key(const std::string& name, int64_t begin);  // "<name>@<begin>"
+// "<name>@<begin>", or "<name>[<chunk>]@<begin>" for a piece of a chunk that is not the whole tensor.
+std::string piece_key(const std::string& name, int64_t begin, const Chunk& chunk = {});
 std::string pieces_to_json(const std::map<std::string, PieceRecord>& by_key);
 
 std::string rank_file_name(int rank);  // rank00003.safetensors
@@ -91,7 +97,8 @@ std::optional<std::string> latest_checkpoint(const std::string& dir);
 std::vector<std::string> remove_partials(const std::string& dir);
 
 // metadata.json for the `world_size` rank files in `partial`: reads every header, checks that every tensor's pieces
-// tile it exactly (no gap, no overlap, one shape and dtype). Throws CheckpointError naming the file.
+// tile it exactly (chunk.hpp tiling_problem: no gap, no overlap; one shape and dtype). Throws CheckpointError naming
+// the file.
 Metadata collect(const std::string& partial, int world_size, int64_t step, const std::string& strategy,
                  const nlohmann::json& config);
 // Writes metadata.json into `partial` (atomically), then renames `partial` to `final_dir`. `before_rename` runs
@@ -104,6 +111,13 @@ std::vector<std::string> prune(const std::string& dir, int64_t keep);
 // A step directory's metadata, or (given checkpoint.dir) its latest one's. Checks that every rank file exists and is
 // a regular file in the step directory (not a symbolic link). Refuses a ".partial" directory: it is never loaded.
 Metadata read_metadata(const std::string& path, std::string* step_dir_out = nullptr);
+
+// The whole tensor `name` of the checkpoint in step directory `dir` as row-major bytes, assembled from its pieces
+// (each checked against its checksum), reading only the pieces whose chunk meets `wanted` (nullopt: all of them);
+// elements outside every piece read are zero. `bytes_read` (if given) grows by the piece bytes read. Throws
+// CheckpointError naming the file of a damaged piece.
+std::vector<char> read_whole_tensor(const std::string& dir, const Metadata& metadata, const std::string& name,
+                                    const std::optional<Chunk>& wanted = std::nullopt, int64_t* bytes_read = nullptr);
 
 // `dtlab checkpoint inspect`: the metadata as text, and with `verify` every piece's bytes against its checksum.
 // Returns the text; `problems` counts what failed verification (each is named in the text).

@@ -62,10 +62,6 @@ void check_tensor_parallel_rules(const Config& c) {
     throw Problem{"parallel.sequence_parallel", "parallel.sequence_parallel=true with model.seq_len=" + n(m.seq_len) +
                                                     " not divisible by parallel.tp=" + n(tp) +
                                                     ": each rank holds seq_len / tp positions of the sequence"};
-  if (!c.checkpoint.dir.empty())
-    throw Problem{"checkpoint.dir", "checkpoint.dir with parallel.tp=" + n(tp) +
-                                        ": checkpoints of tensor-parallel slices are not built yet (their pieces "
-                                        "need N-D chunks); leave checkpoint.dir empty"};
 }
 
 // The mesh's model-parallel degrees: their product divides the world (the rest is data parallel), and each

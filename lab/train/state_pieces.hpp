@@ -1,5 +1,6 @@
 // state_pieces.hpp: the training state of strategies that hold whole tensors (single, ddp and the like) as checkpoint
-// pieces (lab/train/strategy.hpp StatePiece), and the scalars every strategy shares.
+// pieces (lab/train/strategy.hpp StatePiece), the scalars every strategy shares, and where a model-parallel slice's
+// pieces sit in the whole tensor (StateLayout).
 #pragma once
 
 #include <map>
@@ -8,11 +9,31 @@
 
 #include <ATen/ATen.h>
 
+#include "lab/mesh.hpp"
 #include "lab/train/loss_scaler.hpp"
+#include "lab/train/model_plan.hpp"
 #include "lab/train/optimizer.hpp"
 #include "lab/train/strategy.hpp"
 
 namespace dtlab {
+
+// Where this rank's training state sits in the whole tensors, by parameter name (as GPT::parameters() names it):
+// the slice a model-parallel plan cut (the tensor-parallel slice r of t along `axis`), and the parameters this rank
+// holds a copy of that another rank of a model-parallel dimension writes (tp's replicated norms: tp rank 0 writes).
+// Empty for the identity and pipeline plans (a stage holds whole tensors, which no other stage holds).
+struct TensorSlice {
+  int axis = 0;
+  int64_t index = 0, count = 1;  // slice `index` of `count` equal ones
+};
+struct StateLayout {
+  std::map<std::string, TensorSlice> slices;
+  std::vector<std::string> written_elsewhere;
+};
+StateLayout state_layout(const std::vector<ParamSplit>& splits, const DeviceMesh& mesh, int64_t rank);
+// Rewrites the pieces of sliced parameters (their "param." and "optim.<kind>." tensors) as pieces of the chunk the
+// slice is of the whole tensor, and clears written_here for copies another rank writes. Throws std::logic_error for a
+// slice axis the piece's tensor does not have.
+void place_in_whole_tensors(std::vector<StatePiece>& pieces, const StateLayout& layout);
 
 // One whole-tensor piece per parameter ("param.<name>") and per optimizer state of it ("optim.<kind>.<name>").
 // `params[i]` is what the optimizer updates for parameter `names[i]`; `written_here`: this rank writes them (replicas:

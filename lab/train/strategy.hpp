@@ -28,6 +28,8 @@
 
 #include <ATen/ATen.h>
 
+#include "lab/checkpoint/chunk.hpp"
+
 #include "lab/config.hpp"
 #include "lab/data.hpp"
 #include "lab/dist/mesh_comms.hpp"
@@ -57,15 +59,18 @@ struct ParallelLayout {
 };
 
 // One piece of a tensor of the training state this rank holds, for checkpoints (lab/train/train_checkpoint.hpp):
-// elements [begin, begin + data.numel()) of the flattened tensor `name` whose whole shape is `shape`. `data` is a
-// live, contiguous 1-D view: saving reads it, loading writes into it. Names: "param.<parameter>" (the parameters as
-// the optimizer updates them: the masters), "optim.<kind>.<parameter>" (lab/train/optimizer.hpp state_kinds).
+// elements [begin, begin + data.numel()) of the flattened tensor `name` whose whole shape is `shape`, or of one chunk
+// of it (lab/checkpoint/chunk.hpp). `data` is a live, contiguous 1-D view: saving reads it, loading writes into it.
+// Names: "param.<parameter>" (the parameters as the optimizer updates them: the masters), "optim.<kind>.<parameter>"
+// (lab/train/optimizer.hpp state_kinds). A strategy describes the tensors it holds (a tensor-parallel slice is whole
+// to it); place_in_whole_tensors (lab/train/state_pieces.hpp) turns a slice into its chunk of the whole tensor.
 struct StatePiece {
   std::string name;
   std::vector<int64_t> shape;
   int64_t begin = 0;
   at::Tensor data;
   bool written_here = true;  // ranks that hold the same piece (replicas): only one of them writes it
+  checkpoint::Chunk chunk;   // empty: the whole tensor
 };
 
 // What a strategy hands a pipeline schedule (lab/train/pipeline_step.hpp), which runs this rank's model chunks

@@ -74,8 +74,8 @@ int failing_rank(World& world, bool failed) {
 
 }  // namespace
 
-CheckpointSaver::CheckpointSaver(const Config& config, World& world, std::string strategy_id)
-    : config_(config), world_(world), strategy_id_(std::move(strategy_id)) {
+CheckpointSaver::CheckpointSaver(const Config& config, World& world, std::string strategy_id, StateLayout layout)
+    : config_(config), world_(world), strategy_id_(std::move(strategy_id)), layout_(std::move(layout)) {
   if (world_.is_main()) {
     std::error_code ec;
     if (fs::exists(config_.checkpoint.dir, ec) && !fs::is_directory(config_.checkpoint.dir, ec))
@@ -112,10 +112,10 @@ void CheckpointSaver::write_rank_file(int64_t step, const std::string& partial, 
   for (StatePiece& p : pieces) {
     if (!p.written_here) continue;
     p.data = p.data.to(at::kCPU).contiguous();  // a device piece is written from a host copy
-    const std::string key = checkpoint::piece_key(p.name, p.begin);
+    const std::string key = checkpoint::piece_key(p.name, p.begin, p.chunk);
     const auto nbytes = static_cast<int64_t>(p.data.nbytes());
     tensors.push_back({key, safetensors_dtype(p.data.scalar_type()), {p.data.numel()}, p.data.data_ptr()});
-    records[key] = {p.name, p.shape, p.begin, safetensors::crc32_of(p.data.data_ptr(), nbytes)};
+    records[key] = {p.name, p.shape, p.begin, safetensors::crc32_of(p.data.data_ptr(), nbytes), p.chunk};
     if (p.name != kRngPiece) record.bytes_here += nbytes;
   }
   std::map<std::string, std::string> metadata = {{checkpoint::kPiecesKey, checkpoint::pieces_to_json(records)},
@@ -159,6 +159,7 @@ void CheckpointSaver::save(int64_t step, Strategy& strategy, const std::map<std:
   std::map<std::string, double> scalars = strategy.state_scalars();
   scalars.insert(positions.begin(), positions.end());
   std::vector<StatePiece> pieces = strategy.state_pieces();
+  place_in_whole_tensors(pieces, layout_);
   pieces.push_back(rng_piece(world_));
   const std::string partial = checkpoint::partial_dir(config_.checkpoint.dir, step);
   SaveRecord record;
@@ -232,7 +233,8 @@ namespace {
 // Reads this rank's part of the checkpoint at `path` into the strategy's state pieces (and the RNG), every check on
 // the way; `dir` and `bytes_read` are set. Not collective: a failure here is this rank's alone.
 checkpoint::Metadata read_checkpoint_pieces(const std::string& path, const Config& config, Strategy& strategy,
-                                            World& world, std::string& dir, int64_t& bytes_read) {
+                                            const StateLayout& layout, World& world, std::string& dir,
+                                            int64_t& bytes_read) {
   checkpoint::Metadata meta = checkpoint::read_metadata(path, &dir);
   // The same model and optimizer: anything else (strategy, world size, precision, wrap) may differ.
   const nlohmann::json here = to_json(config);
@@ -270,6 +272,7 @@ checkpoint::Metadata read_checkpoint_pieces(const std::string& path, const Confi
   };
 
   std::vector<StatePiece> pieces = strategy.state_pieces();
+  place_in_whole_tensors(pieces, layout);
   if (meta.world_size == world.world_size()) pieces.push_back(rng_piece(world));  // generators: same world only
   at::NoGradGuard no_grad;
   for (StatePiece& piece : pieces) {
@@ -285,12 +288,25 @@ checkpoint::Metadata read_checkpoint_pieces(const std::string& path, const Confi
       throw CheckpointError("checkpoint " + dir + ": '" + piece.name + "' has shape " +
                             nlohmann::json(info.shape).dump() + ", this run's is " +
                             nlohmann::json(piece.shape).dump());
+    const checkpoint::Chunk wanted = piece.chunk.shape.empty() ? checkpoint::Chunk::whole(piece.shape) : piece.chunk;
+    const bool same_chunks = std::all_of(info.pieces.begin(), info.pieces.end(), [&](const checkpoint::Piece& p) {
+      return p.chunk == wanted || !checkpoint::intersect(p.chunk, wanted);
+    });
     const int64_t begin = piece.begin, end = piece.begin + piece.data.numel();
-    for (const checkpoint::Piece& stored : info.pieces) {
-      const int64_t a = std::max(begin, stored.begin), b = std::min(end, stored.begin + stored.numel);
-      if (a >= b) continue;
-      const at::Tensor source = stored_tensor(info, stored);
-      piece.data.narrow(0, a - begin, b - a).copy_(source.narrow(0, a - stored.begin, b - a));
+    if (same_chunks) {  // stored as this rank holds it (the same chunk, cut into other ranges): ranges meet ranges
+      for (const checkpoint::Piece& stored : info.pieces) {
+        const int64_t a = std::max(begin, stored.begin), b = std::min(end, stored.begin + stored.numel);
+        if (stored.chunk != wanted || a >= b) continue;
+        const at::Tensor source = stored_tensor(info, stored);
+        piece.data.narrow(0, a - begin, b - a).copy_(source.narrow(0, a - stored.begin, b - a));
+      }
+    } else {  // another layout's chunks: the stored pieces that meet this one's chunk, placed in the whole tensor
+      std::vector<char> whole = checkpoint::read_whole_tensor(dir, meta, piece.name, wanted, &bytes_read);
+      at::Tensor box =
+          at::from_blob(whole.data(), info.shape, at::TensorOptions().dtype(scalar_type_of(info.dtype, dir)));
+      for (size_t d = 0; d < wanted.shape.size(); ++d)
+        box = box.narrow(static_cast<int64_t>(d), wanted.offsets[d], wanted.shape[d]);
+      piece.data.copy_(box.contiguous().view({-1}).narrow(0, begin, end - begin));
     }
     if (piece.name == kRngPiece) {
       at::Generator generator = at::detail::getDefaultCPUGenerator();  // a handle to the process's generator
@@ -303,14 +319,15 @@ checkpoint::Metadata read_checkpoint_pieces(const std::string& path, const Confi
 
 }  // namespace
 
-ResumePoint load_checkpoint(const std::string& path, const Config& config, Strategy& strategy, World& world) {
+ResumePoint load_checkpoint(const std::string& path, const Config& config, Strategy& strategy, World& world,
+                            const StateLayout& layout) {
   const auto start = std::chrono::steady_clock::now();
   int64_t bytes_read = 0;
   std::string dir = path;
   checkpoint::Metadata meta;
   std::exception_ptr failure;  // kept as thrown: an out-of-memory refusal must still reach the trainer as one
   try {
-    meta = read_checkpoint_pieces(path, config, strategy, world, dir, bytes_read);
+    meta = read_checkpoint_pieces(path, config, strategy, layout, world, dir, bytes_read);
   } catch (const std::exception&) {
     failure = std::current_exception();
   }
@@ -330,7 +347,8 @@ ResumePoint load_checkpoint(const std::string& path, const Config& config, Strat
           .bytes_read = bytes_read};
 }
 
-std::optional<ResumePoint> resume_if_asked(const Config& config, Strategy& strategy, World& world) {
+std::optional<ResumePoint> resume_if_asked(const Config& config, Strategy& strategy, World& world,
+                                           const StateLayout& layout) {
   const CheckpointConfig& c = config.checkpoint;
   if (c.resume == "never") {
     if (!c.dir.empty()) {
@@ -349,7 +367,7 @@ std::optional<ResumePoint> resume_if_asked(const Config& config, Strategy& strat
     if (!latest) return std::nullopt;
     path = *latest;
   }
-  ResumePoint point = load_checkpoint(path, config, strategy, world);
+  ResumePoint point = load_checkpoint(path, config, strategy, world, layout);
   if (point.step >= config.train.steps)
     throw CheckpointError("checkpoint " + point.path + " already holds " + std::to_string(point.step) +
                           " steps and train.steps=" + std::to_string(config.train.steps) +

@@ -5,8 +5,9 @@
 // What a checkpoint holds: the strategy's state pieces (master parameters and optimizer state, in whatever shards
 // this strategy keeps; Strategy::state_pieces), its scalars (optimizer steps, loss scaler), the trainer's positions
 // (steps done: the data sampler and the LR schedule are functions of the step), every rank's CPU generator state and
-// the config. Loading matches tensors by name and element range, so a checkpoint loads into another strategy or world
-// size (resharding) as long as the model and optimizer are the same.
+// the config. Loading matches tensors by name and element range (of N-D chunks: a tensor-parallel slice), so a
+// checkpoint loads into another strategy, world size or model-parallel layout (resharding) as long as the model and
+// optimizer are the same.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lab/config.hpp"
+#include "lab/train/state_pieces.hpp"
 #include "lab/train/strategy.hpp"
 #include "lab/world.hpp"
 
@@ -42,7 +44,8 @@ struct SaveRecord {
 class CheckpointSaver {
  public:
   // REQUIRES: config.checkpoint.dir is set. Removes saves a crash interrupted (rank 0, before any save can start).
-  CheckpointSaver(const Config& config, World& world, std::string strategy_id);
+  // `layout` places this rank's model-parallel slices in the whole tensors (lab/train/state_pieces.hpp).
+  CheckpointSaver(const Config& config, World& world, std::string strategy_id, StateLayout layout = {});
   ~CheckpointSaver();  // joins a background write (does not commit across ranks: call finish())
   CheckpointSaver(const CheckpointSaver&) = delete;
   CheckpointSaver& operator=(const CheckpointSaver&) = delete;
@@ -66,6 +69,7 @@ class CheckpointSaver {
   Config config_;
   World& world_;
   std::string strategy_id_;
+  StateLayout layout_;
   std::thread background_;
   std::string background_error_;
   std::vector<SaveRecord> records_;
@@ -81,14 +85,17 @@ struct ResumePoint {
 
 // checkpoint.resume: auto = the latest complete checkpoint under checkpoint.dir (none there: start at step 0),
 // never = start at step 0 (refused when checkpoint.dir already holds checkpoints: they would be overwritten), or a
-// path. Loads it into `strategy` (wrapped). Collective. Throws checkpoint::CheckpointError naming the file and the
-// problem (missing rank file, checksum, truncation, another model shape or optimizer).
-std::optional<ResumePoint> resume_if_asked(const Config& config, Strategy& strategy, World& world);
+// path. Loads it into `strategy` (wrapped), its slices placed by `layout`. Collective. Throws
+// checkpoint::CheckpointError naming the file and the problem (missing rank file, checksum, truncation, another
+// model shape or optimizer).
+std::optional<ResumePoint> resume_if_asked(const Config& config, Strategy& strategy, World& world,
+                                           const StateLayout& layout = {});
 
 // Loads the checkpoint at `path` (a step directory, or a directory of them: the latest) into `strategy`. Collective:
 // the ranks agree on success before restoring, so when one rank fails to read (a damaged piece only it reads) every
 // rank stops at once, the others naming the rank that failed, instead of waiting in a collective until the timeout.
-ResumePoint load_checkpoint(const std::string& path, const Config& config, Strategy& strategy, World& world);
+ResumePoint load_checkpoint(const std::string& path, const Config& config, Strategy& strategy, World& world,
+                            const StateLayout& layout = {});
 
 nlohmann::json to_json(const SaveRecord& record);
 

@@ -314,6 +314,7 @@ void run_training(const Config& config, Strategy& strategy, World& world, const 
   MeshComms comms(mesh, world);
   const std::unique_ptr<ModelParallelPlan> plan = make_model_plan(config);
   plan->apply(*model, comms);
+  const StateLayout state_layout_here = state_layout(plan->splits(*model), mesh, world.rank());  // for checkpoints
   strategy.wrap(model, config, comms);
   progress.wrapped = true;
   // The data each rank reads, the accumulation and the loss sum follow the strategy's data-parallel layout.
@@ -324,10 +325,12 @@ void run_training(const Config& config, Strategy& strategy, World& world, const 
   Sampler sampler(*source, config.model.seq_len, t.global_batch, t.micro_batch, accumulation, layout.dp_rank,
                   layout.dp_size, config.data.seed, config.data.mask_token);
   // A checkpoint to continue from (checkpoint.resume), then the saver of this run's checkpoints.
-  const std::optional<ResumePoint> resumed = resume_if_asked(config, strategy, world);
+  const std::optional<ResumePoint> resumed = resume_if_asked(config, strategy, world, state_layout_here);
   const int64_t first_step = resumed ? resumed->step : 0;
   std::unique_ptr<CheckpointSaver> saver =
-      config.checkpoint.dir.empty() ? nullptr : std::make_unique<CheckpointSaver>(config, world, strategy.id());
+      config.checkpoint.dir.empty()
+          ? nullptr
+          : std::make_unique<CheckpointSaver>(config, world, strategy.id(), state_layout_here);
   const JobPeak peak = [&] {
     const UncappedScope measuring;  // the probe's matrices are the lab's, not the run's
     return job_peak_tflops(config, world, threads, device.cuda() ? device.device.index() : -1);

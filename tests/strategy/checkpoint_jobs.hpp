@@ -78,12 +78,7 @@ inline std::map<std::string, std::vector<char>> parameters_of(const std::string&
   for (const auto& [name, info] : meta.tensors) {
     if (name.rfind("param.", 0) != 0) continue;
     if (dtypes) (*dtypes)[name] = info.dtype;
-    std::vector<char>& bytes = out[name];
-    for (const checkpoint::Piece& p : info.pieces) {
-      const safetensors::Header h = safetensors::read_header(dir + "/" + p.file);
-      const std::vector<char> piece = safetensors::read_bytes(h, h.tensor(p.key));
-      bytes.insert(bytes.end(), piece.begin(), piece.end());
-    }
+    out[name] = checkpoint::read_whole_tensor(dir, meta, name);  // 1-D ranges and N-D chunks alike
   }
   return out;
 }

@@ -90,6 +90,12 @@ INSTANTIATE_TEST_SUITE_P(
                    {"parallel.strategy=ddp", "parallel.pp=2", "train.micro_batch=1", "model.n_layers=4",
                     "parallel.pp_schedule=interleaved_1f1b", "parallel.pp_virtual_stages=2"}},
         ResumeCase{"zero1_pp2_dp2", 4, {"parallel.strategy=zero1", "parallel.pp=2", "train.micro_batch=2"}},
+        // Tensor-parallel slices, stored as N-D chunks (a row-parallel weight's columns): each tp rank writes its
+        // own; under FULL_SHARD the shard group cuts each slice into ranges; pp x tp writes a stage's slices.
+        ResumeCase{"ddp_tp2_sp", 2, {"parallel.strategy=ddp", "parallel.tp=2", "parallel.sequence_parallel=true"}},
+        ResumeCase{"full_shard_tp2_dp2", 4, {"parallel.strategy=fsdp_full_shard", "parallel.tp=2"}},
+        ResumeCase{
+            "ddp_pp2_tp2", 4, {"parallel.strategy=ddp", "parallel.pp=2", "parallel.tp=2", "train.micro_batch=2"}},
         ResumeCase{"full_shard", 2, {"parallel.strategy=fsdp_full_shard"}},
         ResumeCase{"full_shard_async",
                    2,

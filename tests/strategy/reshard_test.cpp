@@ -1,5 +1,5 @@
-// reshard_test.cpp: a checkpoint of one strategy at one world size continues under another (docs/checkpointing.md,
-// "Resharding"; RELIABILITY B10), over real jobs.
+// reshard_test.cpp: a checkpoint of one strategy, world size or model-parallel layout (pipeline stages, tensor-parallel
+// slices) continues under another (docs/checkpointing.md, "Resharding"; RELIABILITY B10), over real jobs.
 //   Reshard: strategy S at world W runs 3 of 6 steps and saves; S' at W' loads it and runs to 6. Every step's loss
 //     and pre-clip gradient norm, and every final parameter (read from both runs' final checkpoints through the
 //     torch-free store reader), match the single-process reference within fp32 tolerance.
@@ -79,6 +79,7 @@ TEST_P(Reshard, LossGradNormAndFinalParametersMatchTheReference) {
 // "parallel.shard_size=0" where the strategy has none (the default); HYBRID 2x2: two replicas of two shards.
 const std::vector<std::string> kFullShard = {"parallel.strategy=fsdp_full_shard"};
 const std::vector<std::string> kHybrid2x2 = {"parallel.strategy=fsdp_hybrid", "parallel.shard_size=2"};
+const std::vector<std::string> kTp2 = {"parallel.strategy=ddp", "parallel.tp=2"};
 
 INSTANTIATE_TEST_SUITE_P(
     IssueCases, Reshard,
@@ -96,7 +97,13 @@ INSTANTIATE_TEST_SUITE_P(
         // A pipeline checkpoint (each stage's parameters, written by that stage) loads without stages, and back.
         ReshardCase{"pp2_to_single", 2, {"parallel.strategy=ddp", "parallel.pp=2"}, 1, {"parallel.strategy=single"}},
         ReshardCase{"pp2_to_fs2", 2, {"parallel.strategy=ddp", "parallel.pp=2"}, 2, kFullShard},
-        ReshardCase{"fs2_to_pp2", 2, kFullShard, 2, {"parallel.strategy=ddp", "parallel.pp=2"}}),
+        ReshardCase{"fs2_to_pp2", 2, kFullShard, 2, {"parallel.strategy=ddp", "parallel.pp=2"}},
+        // Tensor-parallel slices (N-D chunks) load without tensor parallelism and under FULL_SHARD, and back; a tp 2
+        // x FULL_SHARD checkpoint (ranges of chunks) at tp 2 under DDP; pp 2 x tp 2 under FULL_SHARD.
+        ReshardCase{"tp2_to_single", 2, kTp2, 1, {"parallel.strategy=single"}},
+        ReshardCase{"tp2_to_fs2", 2, kTp2, 2, kFullShard}, ReshardCase{"fs2_to_tp2", 2, kFullShard, 2, kTp2},
+        ReshardCase{"tp2_fs2_to_tp2", 4, {"parallel.strategy=fsdp_full_shard", "parallel.tp=2"}, 2, kTp2},
+        ReshardCase{"pp2_tp2_to_fs2", 4, {"parallel.strategy=ddp", "parallel.pp=2", "parallel.tp=2"}, 2, kFullShard}),
     [](const ::testing::TestParamInfo<ReshardCase>& info) { return info.param.name; });
 
 class MasterDtypeOnLoad : public ::testing::TestWithParam<ReshardCase> {};
