@@ -25,7 +25,9 @@ struct LayoutPoint {
   int tp = 1, pp = 1;
   bool sp = false;
   bool pp_crosses_nodes = false;  // the stages (world / pp ranks apart) sit on different nodes
-  bool tp_crosses_nodes = false;  // a tp group (consecutive ranks) holds ranks of two nodes: ranks_per_node % tp != 0
+  // A tp group holds ranks of two nodes: placed across them (parallel.tp_placement=inter_node), or consecutive ranks
+  // that a node boundary cuts (ranks_per_node % tp != 0).
+  bool tp_crosses_nodes = false;
   double step_ms = 0, exposed_ms = 0, peak = 0;
   std::optional<double> model_step_ms, model_exposed_ms, model_peak;
 };
@@ -42,7 +44,10 @@ LayoutPoint point_of(const RunResult& r) {
   p.tp = degree_of(r, "tp");
   p.pp = degree_of(r, "pp");
   p.sp = r.config.value("parallel", nlohmann::json::object()).value("sequence_parallel", false);
-  p.tp_crosses_nodes = p.tp > 1 && r.nodes > 1 && r.ranks_per_node > 0 && r.ranks_per_node % p.tp != 0;
+  const bool placed_across =
+      r.config.value("parallel", nlohmann::json::object()).value("tp_placement", "") == "inter_node";
+  p.tp_crosses_nodes =
+      p.tp > 1 && r.nodes > 1 && r.ranks_per_node > 0 && (placed_across || r.ranks_per_node % p.tp != 0);
   p.pp_crosses_nodes = p.pp > 1 && r.nodes > 1 && r.ranks_per_node > 0 && (r.world_size / p.pp) % r.ranks_per_node == 0;
   p.step_ms = r.step_ms_median;
   p.exposed_ms = r.comm_wait_least_ms_median.value_or(r.comm_wait_ms_median.value_or(0));  // what every rank waited
@@ -77,10 +82,20 @@ std::string ms_pair(double measured, const std::optional<double>& model) {
   return s;
 }
 
-// The run whose config equals `p`'s and whose tp groups stay inside a node, at the same rate: p's placement twin.
+// A run's config without its tp placement: what two placements of one layout share.
+nlohmann::json config_but_placement(const RunResult& r) {
+  nlohmann::json c = r.config;
+  if (c.contains("parallel") && c["parallel"].is_object()) c["parallel"].erase("tp_placement");
+  return c;
+}
+
+// The run whose config equals `p`'s but for the tp placement and whose tp groups stay inside a node, at the same rate:
+// p's placement twin.
 const LayoutPoint* inside_twin(const std::vector<LayoutPoint>& points, const LayoutPoint& p) {
   for (const LayoutPoint& q : points)
-    if (!q.tp_crosses_nodes && q.rate_mbps == p.rate_mbps && q.run->config == p.run->config) return &q;
+    if (!q.tp_crosses_nodes && q.rate_mbps == p.rate_mbps &&
+        config_but_placement(*q.run) == config_but_placement(*p.run))
+      return &q;
   return nullptr;
 }
 

@@ -104,6 +104,9 @@ struct ParallelConfig {
   int64_t ep = 1;  // expert parallel: borrowed from dp_shard * cp * tp (MoE only)
   // With tp > 1: the norm and residual regions split along the sequence too (lab/train/tensor_parallel.hpp).
   bool sequence_parallel = false;
+  // intra_node: tp innermost in the mesh (a tp group is consecutive ranks, inside a node); inter_node: tp outside the
+  // data-parallel dimensions, so on a cluster a tp group spans nodes (only to show what that costs; lab/mesh.hpp).
+  std::string tp_placement = "intra_node";
 };
 
 struct PrecisionConfig {

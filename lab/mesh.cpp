@@ -55,7 +55,13 @@ int64_t ParallelDims::size(MeshDim dim) const {
   return 1;
 }
 
-DeviceMesh::DeviceMesh(const ParallelDims& dims, int64_t world_size) : dims_(dims), world_size_(world_size) {
+DeviceMesh::DeviceMesh(const ParallelDims& dims, int64_t world_size)
+    : rank_order_(dims.tp_outside_data_parallel
+                      ? std::array<MeshDim, kMeshDims>{MeshDim::pp, MeshDim::tp, MeshDim::dp_replicate,
+                                                       MeshDim::dp_shard, MeshDim::cp}
+                      : kAllMeshDims),
+      dims_(dims),
+      world_size_(world_size) {
   for (const MeshDim dim : kAllMeshDims)
     if (dims.size(dim) < 1)
       throw MeshError(std::string("mesh: ") + mesh_dim_name(dim) + "=" + std::to_string(dims.size(dim)) +
@@ -77,7 +83,7 @@ DeviceMesh::DeviceMesh(const ParallelDims& dims, int64_t world_size) : dims_(dim
 
 int64_t DeviceMesh::stride(MeshDim dim) const {
   int64_t s = 1;
-  for (size_t d = kMeshDims; d-- > index(dim) + 1;) s *= dims_.size(kAllMeshDims[d]);
+  for (size_t d = kMeshDims; d-- > 0 && rank_order_[d] != dim;) s *= dims_.size(rank_order_[d]);
   return s;
 }
 
@@ -156,13 +162,14 @@ std::string DeviceMesh::describe() const {
   std::string text;
   for (const MeshDim dim : kAllMeshDims)
     text += (text.empty() ? "" : " x ") + std::string(mesh_dim_name(dim)) + " " + std::to_string(size(dim));
-  return text + " (ep " + std::to_string(dims_.ep) + ")";
+  return text + " (ep " + std::to_string(dims_.ep) + ")" + (dims_.tp_outside_data_parallel ? " (tp across dp)" : "");
 }
 
 nlohmann::json DeviceMesh::to_json() const {
   nlohmann::json j = nlohmann::json::object();
   for (const MeshDim dim : kAllMeshDims) j[mesh_dim_name(dim)] = size(dim);
   j["ep"] = dims_.ep;
+  if (dims_.tp_outside_data_parallel) j["tp_placement"] = "inter_node";
   return j;
 }
 

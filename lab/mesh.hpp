@@ -2,9 +2,11 @@
 //
 // Dimensions, outermost first: pp × dp_replicate × dp_shard × cp × tp. Ranks are numbered row-major with tp
 // innermost, so the inner dimensions' groups are runs of consecutive ranks and land inside a node (a node holds
-// consecutive ranks: LOCAL_RANK = rank % ranks_per_node). Expert parallelism (ep) owns no ranks of its own: it
-// borrows them from dp_shard × cp × tp ("folding", as torchtitan and Megatron-Core do), so ep must divide that
-// product. The data-parallel ranks (those that see different data) are dp_replicate × dp_shard.
+// consecutive ranks: LOCAL_RANK = rank % ranks_per_node). With `tp_outside_data_parallel` (parallel.tp_placement=
+// inter_node) the rank order is pp × tp × dp_replicate × dp_shard × cp instead: the data-parallel groups are the
+// consecutive runs and each tp group spans nodes, to measure what crossing them costs. Expert parallelism (ep) owns no
+// ranks of its own: it borrows them from dp_shard × cp × tp ("folding", as torchtitan and Megatron-Core do), so ep must
+// divide that product. The data-parallel ranks (those that see different data) are dp_replicate × dp_shard.
 //
 //   DeviceMesh mesh(ParallelDims{.dp_shard = 2, .tp = 2}, /*world_size=*/4);
 //   mesh.groups({MeshDim::tp});              // {{0, 1}, {2, 3}}
@@ -50,6 +52,7 @@ struct ParallelDims {
   int64_t cp = 1;
   int64_t tp = 1;
   int64_t ep = 1;
+  bool tp_outside_data_parallel = false;  // rank order pp, tp, dp_replicate, dp_shard, cp (see above)
 
   int64_t size(MeshDim dim) const;
   int64_t product() const { return pp * dp_replicate * dp_shard * cp * tp; }
@@ -89,11 +92,12 @@ class DeviceMesh {
   // (0 = one node). A dimension of size 1 never spans nodes.
   bool spans_nodes(MeshDim dim, int64_t ranks_per_node) const;
 
-  std::string describe() const;    // "pp 1 x dp_replicate 2 x dp_shard 2 x cp 1 x tp 1 (ep 1)"
+  std::string describe() const;    // "pp 1 x dp_replicate 2 x dp_shard 2 x cp 1 x tp 1 (ep 1)", "... (tp across dp)"
   nlohmann::json to_json() const;  // {"pp":1,...,"ep":1}
 
  private:
-  int64_t stride(MeshDim dim) const;  // ranks between neighbours along `dim`
+  int64_t stride(MeshDim dim) const;           // ranks between neighbours along `dim`
+  std::array<MeshDim, kMeshDims> rank_order_;  // outermost first: kAllMeshDims, or tp moved outside dp
   ParallelDims dims_;
   int64_t world_size_;
 };

@@ -58,7 +58,8 @@ ParallelDims parallel_dims(const Config& config) {
                       .dp_shard = shard,
                       .cp = p.cp,
                       .tp = p.tp,
-                      .ep = p.ep};
+                      .ep = p.ep,
+                      .tp_outside_data_parallel = p.tp_placement == "inter_node"};
 }
 
 DeviceMesh device_mesh(const Config& config) { return DeviceMesh(parallel_dims(config), config.world_size); }

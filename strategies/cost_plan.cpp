@@ -90,8 +90,14 @@ DataParallelGroup data_parallel_group(const Config& config) {
     throw std::invalid_argument(
         "world size " + std::to_string(config.world_size) +
         " is not a multiple of parallel.pp * parallel.cp * parallel.tp = " + std::to_string(model_parallel));
+  const bool tp_outside = config.parallel.tp_placement == "inter_node";
   return {static_cast<int>(config.world_size / model_parallel),
-          static_cast<int>(config.parallel.cp * config.parallel.tp)};
+          static_cast<int>(config.parallel.cp * (tp_outside ? 1 : config.parallel.tp))};
+}
+
+int tensor_parallel_stride(const Config& config) {
+  if (config.parallel.tp_placement != "inter_node") return 1;
+  return data_parallel_group(config).size * static_cast<int>(config.parallel.cp);
 }
 
 int64_t optimizer_state_bytes_per_element(const TrainConfig& train, int64_t element_bytes) {

@@ -71,12 +71,15 @@ std::vector<std::vector<int>> chunks_on_rank(const Config& config, int rank);
 
 // The data-parallel group of the config's mesh (lab/mesh.hpp: pp, dp_replicate, dp_shard, cp, tp, outermost first)
 // as the plans see it: its size, world / (pp * cp * tp) (the rule of lab/config.hpp data_parallel_size; the plans do
-// not link the config rules), and the ranks between its neighbours (cp * tp). Throws std::invalid_argument when the
-// model-parallel degrees do not divide the world.
+// not link the config rules), and the ranks between its neighbours (cp * tp; cp with parallel.tp_placement=
+// inter_node). Throws std::invalid_argument when the model-parallel degrees do not divide the world.
 struct DataParallelGroup {
   int size = 1, stride = 1;
 };
 DataParallelGroup data_parallel_group(const Config& config);
+// The ranks between neighbours of a tensor-parallel group: 1 (consecutive, inside a node), or with
+// parallel.tp_placement=inter_node the data-parallel ranks times cp (each group spans nodes).
+int tensor_parallel_stride(const Config& config);
 
 // Optimizer state bytes per parameter element: adamw 2 moments, sgd 1 buffer (0 without momentum).
 int64_t optimizer_state_bytes_per_element(const TrainConfig& train, int64_t element_bytes);

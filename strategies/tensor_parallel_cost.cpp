@@ -66,13 +66,14 @@ void add_tensor_parallel_collectives(CostPlan& plan, const Config& config, int r
   const int64_t a_bytes = tokens * m.d_model * bytes_of(activation);
   const Recomputed again = recomputed_halves(config, held.blocks);
   const int64_t halves = 2 * static_cast<int64_t>(held.blocks.size()), recomputed = again.attention + again.mlp;
-  // One entry per kind of call: {op, algorithm, dtype, bytes, group, phase, count per step, what}, over tp ranks
-  // 0..t-1 of each group (consecutive: stride 1).
+  // One entry per kind of call: {op, algorithm, dtype, bytes, group, phase, count per step, what}, over the tp ranks
+  // of each group (consecutive, or spanning nodes with parallel.tp_placement=inter_node: tensor_parallel_stride).
   const auto add = [&](const char* op, const char* algorithm, const std::string& dtype, int64_t bytes,
                        const char* phase, int64_t per_micro_step, const std::string& what) {
     if (per_micro_step == 0) return;
     PlannedCollective c{op, algorithm, dtype, bytes, t, phase, per_micro_step * micro_steps, what};
     c.mesh_dim = "tp";
+    c.stride = tensor_parallel_stride(config);
     plan.collectives.push_back(c);
   };
   if (!config.parallel.sequence_parallel) {
@@ -99,11 +100,13 @@ void add_tensor_parallel_collectives(CostPlan& plan, const Config& config, int r
       "loss: sum of exponentials, targets' logits");
   PlannedCollective norm{"all_reduce", "backend", "float64", 8, t, "after-backward", 1, "gradient norm's sum"};
   norm.mesh_dim = "tp";
+  norm.stride = tensor_parallel_stride(config);
   plan.collectives.push_back(norm);
   if (config.precision.loss_scale == "dynamic") {  // the tp ranks' slices overflow apart: they vote together
     PlannedCollective vote{
         "all_reduce", "backend", "float64", 8, t, "after-backward", 1, "loss scaling: found inf/nan"};
     vote.mesh_dim = "tp";
+    vote.stride = tensor_parallel_stride(config);
     plan.collectives.push_back(vote);
   }
 }

@@ -231,6 +231,9 @@ const std::vector<KeySpec>& key_table() {
         key("parallel.sequence_parallel", &C::parallel, &P::sequence_parallel, any(),
             "with parallel.tp > 1: split the norm and residual regions along the sequence (all-gather before and "
             "reduce-scatter after each tensor-parallel region; their activations / tp)"),
+        key("parallel.tp_placement", &C::parallel, &P::tp_placement, one_of({"intra_node", "inter_node"}),
+            "intra_node: a tensor-parallel group is consecutive ranks (inside a node); inter_node: tp outside the "
+            "data-parallel dimensions, each group spanning nodes (to measure what crossing nodes costs)"),
         key("parallel.ep", &C::parallel, &P::ep, at_least(1),
             "expert-parallel ranks, borrowed from dp_shard * cp * tp (MoE)"),
         key("precision.param_dtype", &C::precision, &X::param_dtype, dtype, "dtype of compute parameters"),

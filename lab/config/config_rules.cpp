@@ -89,6 +89,12 @@ void check_mesh_rules(const Config& c) {
       throw Problem{u.key, std::string(u.key) + "=" + n(u.value) + ": " + u.what +
                                " is not built yet; the mesh accepts only " + u.key + "=1 in this version"};
   if (p.tp > 1) check_tensor_parallel_rules(c);
+  if (p.tp_placement == "inter_node" && (p.tp == 1 || c.world_size / *model_parallel == 1))
+    throw Problem{
+        "parallel.tp_placement",
+        "parallel.tp_placement=inter_node needs parallel.tp > 1 and more than one data-parallel rank (world " +
+            n(c.world_size) + " / (pp * cp * tp) = " + n(c.world_size / *model_parallel) +
+            "): it puts tp outside the data-parallel dimensions, so with either of size 1 nothing moves"};
   if (p.sequence_parallel && p.tp == 1)
     throw Problem{"parallel.sequence_parallel",
                   "parallel.sequence_parallel=true needs parallel.tp > 1: sequence "

@@ -1,7 +1,7 @@
 // report_tensor_parallel_test.cpp: the "Tensor parallelism" part (analysis/report_tensor_parallel.cpp) over crafted
-// results of the study's shape: DDP over 4 ranks, tp 2 x dp 2 with the tp groups inside two nodes, and the same config
-// on four nodes of one rank (tp across nodes), at two link rates. The expected text is computed here from the numbers
-// written, not read from the part.
+// results of the study's shape: DDP over 4 ranks, tp 2 x dp 2 with the tp groups inside two nodes, and the same layout
+// with tp across the nodes (parallel.tp_placement=inter_node, or four nodes of one rank), at two link rates. The
+// expected text is computed here from the numbers written, not read from the part.
 #include <gtest/gtest.h>
 
 #include <sstream>
@@ -20,6 +20,7 @@ struct Run {
   int tp, nodes;
   double rate_bps, step_ms, model_step_ms;
   double exposed_ms = -1, model_exposed_ms = -1;  // written when >= 0
+  std::string tp_placement;                       // written when set
 };
 
 Scenario tensor_parallel_study(const testing::TempDir& tmp, const std::vector<Run>& runs) {
@@ -28,6 +29,7 @@ Scenario tensor_parallel_study(const testing::TempDir& tmp, const std::vector<Ru
   for (const Run& r : runs) {
     nlohmann::json doc = testing::minimal_result(r.strategy, 4);
     doc["config"]["parallel"]["tp"] = r.tp;
+    if (!r.tp_placement.empty()) doc["config"]["parallel"]["tp_placement"] = r.tp_placement;
     doc["context"]["nodes"] = r.nodes;
     doc["context"]["ranks_per_node"] = 4 / r.nodes;
     doc["context"]["inter_link_bps"] = r.rate_bps;
@@ -52,12 +54,15 @@ std::string render(const Scenario& sc, const testing::TempDir& tmp) {
 TEST(TensorParallelReport, ThePlacementPenaltyIsMeasuredAgainstItsTwinAndThePrediction) {
   testing::TempDir tmp;
   // The across runs come first: the twin is found by placement, not by order.
-  const Scenario sc = tensor_parallel_study(tmp, {{"ddp@200mbit", "ddp", 1, 2, 200e6, 900, 880},
-                                                  {"tp2_dp2_across@200mbit", "ddp", 2, 4, 200e6, 3000, 2500},
-                                                  {"tp2_dp2@200mbit", "ddp", 2, 2, 200e6, 1000, 950},
-                                                  {"ddp@1gbit", "ddp", 1, 2, 1e9, 700, 690},
-                                                  {"tp2_dp2_across@1gbit", "ddp", 2, 4, 1e9, 1200, 1500},
-                                                  {"tp2_dp2@1gbit", "ddp", 2, 2, 1e9, 800, 780, 500, 300}});
+  // At 200 Mbit/s the across run is placed by parallel.tp_placement=inter_node on the same two nodes (the study's
+  // shape); at 1 Gbit/s by four nodes of one rank (a node boundary inside every tp group): both are found.
+  const Scenario sc =
+      tensor_parallel_study(tmp, {{"ddp@200mbit", "ddp", 1, 2, 200e6, 900, 880},
+                                  {"tp2_dp2_across@200mbit", "ddp", 2, 2, 200e6, 3000, 2500, -1, -1, "inter_node"},
+                                  {"tp2_dp2@200mbit", "ddp", 2, 2, 200e6, 1000, 950},
+                                  {"ddp@1gbit", "ddp", 1, 2, 1e9, 700, 690},
+                                  {"tp2_dp2_across@1gbit", "ddp", 2, 4, 1e9, 1200, 1500},
+                                  {"tp2_dp2@1gbit", "ddp", 2, 2, 1e9, 800, 780, 500, 300}});
   const std::string html = render(sc, tmp);
   // 200 Mbit/s: measured +2000 ms, predicted 2500 - 950 = +1550 ms, x0.78 (within x1.5).
   EXPECT_NE(html.find("At 200 Mbit/s, tp across nodes (tp2_dp2_across@200mbit) took 3000 ms per step against 1000 ms "

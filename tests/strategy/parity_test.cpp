@@ -128,6 +128,8 @@ std::vector<ParityCase> tensor_parallel_matrix() {
   add(2, 2, "adamw", 1, {"parallel.activation_checkpointing=selective"}, "_ac_selective");
   add(2, 2, "sgd", 1, {"model.tie_embeddings=true", "train.grad_clip=0"}, "_tied_noclip");
   add(4, 2, "adamw", 1, {"data.mask_token=7"}, "_dp2_masked");
+  // tp placed outside the data-parallel dimensions (parallel.tp_placement=inter_node): tp groups {0, 2}, {1, 3}.
+  add(4, 2, "sgd", 1, {"parallel.tp_placement=inter_node", "train.grad_clip=0"}, "_dp2_inter_node_noclip");
   // Sequence parallelism: the norms and residuals split along the sequence (all-gather / reduce-scatter).
   const std::string sp = "parallel.sequence_parallel=true";
   add(2, 2, "sgd", 1, {sp, "train.grad_clip=0"}, "_sp_noclip");
@@ -140,6 +142,7 @@ std::vector<ParityCase> tensor_parallel_matrix() {
   add(4, 2, "sgd", 1, no_clip, "_dp2_noclip");
   add(4, 2, "adamw", 2, {}, "_dp2");
   add(4, 2, "adamw", 1, {sp}, "_sp_dp2");
+  add(4, 2, "adamw", 1, {sp, "parallel.tp_placement=inter_node"}, "_sp_dp2_inter_node");
   add(4, 2, "sgd", 1, {sp, "parallel.activation_checkpointing=full", "train.grad_clip=0"}, "_sp_dp2_ac_full_noclip");
   add(2, 2, "adamw", 1, {}, "");
   add(4, 4, "sgd", 1, {sp, "model.n_kv_heads=4", "train.grad_clip=0"}, "_sp_kv4_noclip");

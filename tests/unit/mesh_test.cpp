@@ -155,8 +155,9 @@ TEST(ConfigMesh, ModelParallelDegreesDivideTheWorldAndTheUnbuiltOnesAreRefused) 
   EXPECT_EQ(error({"parallel.tp=1", "parallel.pp=1", "parallel.cp=1", "parallel.ep=1"}, 2), "(no error)");
 }
 
-// parallel.tp > 1: every split dimension of the model divides by tp, whole key/value heads per rank; each refusal
-// names the key and the rule. The tiny preset: 4 heads, 2 key/value heads, ffn 172, vocab 256.
+// parallel.tp > 1: every split dimension of the model divides by tp, whole key/value heads per rank, the placement of
+// tp inside or across nodes; each refusal names the key and the rule. The tiny preset: 4 heads, 2 key/value heads, ffn
+// 172, vocab 256.
 TEST(ConfigMesh, TensorParallelDegreesSplitEveryDimensionItCuts) {
   const auto error = [](std::vector<std::string> overrides, int64_t world) {
     overrides.insert(overrides.begin(), {"model.preset=tiny", "train.global_batch=8", "train.micro_batch=4"});
@@ -180,6 +181,29 @@ TEST(ConfigMesh, TensorParallelDegreesSplitEveryDimensionItCuts) {
       load_config_text("", {"model.preset=tiny", "parallel.tp=2", "train.global_batch=8", "train.micro_batch=4"}, 4));
   EXPECT_EQ(mesh.groups({MeshDim::tp}), (std::vector<std::vector<int>>{{0, 1}, {2, 3}}));
   EXPECT_EQ(mesh.groups(kDataParallelDims), (std::vector<std::vector<int>>{{0, 2}, {1, 3}}));
+  EXPECT_FALSE(mesh.spans_nodes(MeshDim::tp, 2));
+  // parallel.tp_placement=inter_node: tp outside the data-parallel dimensions, each tp group across the two nodes.
+  const std::vector<std::string> inter = {"model.preset=tiny", "parallel.tp=2", "parallel.tp_placement=inter_node",
+                                          "train.global_batch=8", "train.micro_batch=4"};
+  const DeviceMesh across = device_mesh(load_config_text("", inter, 4));
+  EXPECT_EQ(across.groups({MeshDim::tp}), (std::vector<std::vector<int>>{{0, 2}, {1, 3}}));
+  EXPECT_EQ(across.groups(kDataParallelDims), (std::vector<std::vector<int>>{{0, 1}, {2, 3}}));
+  EXPECT_TRUE(across.spans_nodes(MeshDim::tp, 2));
+  EXPECT_FALSE(across.spans_nodes(MeshDim::dp_shard, 2));
+  EXPECT_NE(across.describe().find("(tp across dp)"), std::string::npos) << across.describe();
+  // pp stays outermost: pp 2 x tp 2 x dp 2 puts each stage's tp groups across its dp pairs.
+  const DeviceMesh stages(ParallelDims{.pp = 2, .dp_shard = 2, .tp = 2, .tp_outside_data_parallel = true}, 8);
+  EXPECT_EQ(stages.groups({MeshDim::tp}), (std::vector<std::vector<int>>{{0, 2}, {1, 3}, {4, 6}, {5, 7}}));
+  EXPECT_EQ(stages.groups({MeshDim::pp}), (std::vector<std::vector<int>>{{0, 4}, {1, 5}, {2, 6}, {3, 7}}));
+  // Refused where nothing would move, naming the key and the rule.
+  const std::string alone = error({"parallel.tp_placement=inter_node"}, 2);
+  EXPECT_NE(alone.find("parallel.tp_placement=inter_node needs parallel.tp > 1 and more than one data-parallel rank"),
+            std::string::npos)
+      << alone;
+  const std::string no_dp = error({"parallel.tp=2", "parallel.tp_placement=inter_node"}, 2);
+  EXPECT_NE(no_dp.find("world 2 / (pp * cp * tp) = 1"), std::string::npos) << no_dp;
+  EXPECT_NE(error({"parallel.tp=2", "parallel.tp_placement=across"}, 4).find("parallel.tp_placement"),
+            std::string::npos);
 }
 
 // parallel.pp > 1: ddp, zero1 and fsdp_no_shard (whole stage parameters), no tp, no tied embeddings; the schedule's
