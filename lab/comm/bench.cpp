@@ -398,7 +398,7 @@ int64_t parse_byte_size(const std::string& text) {
 std::vector<std::string> resolve_comm_bench_ops(const std::string& op) {
   std::vector<std::string> ops;
   for (const comm_bench::CollectiveSpec& spec : comm_bench::collectives())
-    if (op == "all" || op == spec.op) ops.push_back(spec.op);
+    if ((op == "all" && spec.in_all) || op == spec.op) ops.push_back(spec.op);
   if (ops.empty()) comm_bench::collective(op);  // throws, naming the choices
   return ops;
 }

@@ -29,7 +29,9 @@ double comm_clock_us() { return lab_clock_us(); }
 double busbw_factor(const std::string& op, int group_size) {
   const double n = static_cast<double>(std::max(1, group_size));
   if (op == "all_reduce") return 2.0 * (n - 1.0) / n;
-  if (op == "all_gather" || op == "reduce_scatter" || op == "all_to_all") return (n - 1.0) / n;
+  if (op == "all_gather" || op == "reduce_scatter" || op == "all_to_all" || op == "all_gather_dim1" ||
+      op == "reduce_scatter_dim1")
+    return (n - 1.0) / n;
   if (op == "broadcast" || op == "send" || op == "recv" || op == "send_recv") return 1.0;
   return 0.0;
 }
@@ -374,6 +376,38 @@ void check_splits(const char* which, const std::vector<int64_t>& splits, int64_t
                                 std::to_string(rows));
 }
 }  // namespace
+
+at::Tensor Comm::all_gather_along(const at::Tensor& input, int64_t dim, CommAlgorithm algorithm,
+                                  const std::string& tag) {
+  const int64_t d = at::maybe_wrap_dim(dim, input.dim());
+  at::Tensor flat = input.contiguous().view({-1});
+  at::Tensor gathered = at::empty({size_ * flat.numel()}, input.options());
+  all_gather(gathered, flat, algorithm, tag).wait();
+  std::vector<int64_t> parts = {size_};  // [p, ...input's shape]: rank r's input at index r
+  for (const int64_t s : input.sizes()) parts.push_back(s);
+  std::vector<int64_t> out_shape = input.sizes().vec();
+  out_shape[static_cast<size_t>(d)] *= size_;
+  return gathered.view(parts).movedim(0, d).reshape(out_shape);
+}
+
+at::Tensor Comm::reduce_scatter_along(const at::Tensor& input, int64_t dim, CommAlgorithm algorithm,
+                                      const std::string& tag) {
+  const int64_t d = at::maybe_wrap_dim(dim, input.dim());
+  const int64_t whole = input.size(d);
+  if (whole % size_ != 0)
+    throw std::invalid_argument("comm " + group_name_ + ": reduce_scatter_along dim " + std::to_string(d) +
+                                " of size " + std::to_string(whole) + " is not divisible by the group's " +
+                                std::to_string(size_) + " ranks");
+  std::vector<int64_t> split = input.sizes().vec();  // dim d cut into [p, whole / p], the p parts moved first
+  split[static_cast<size_t>(d)] = whole / size_;
+  split.insert(split.begin() + d, size_);
+  at::Tensor in_rank_order = input.reshape(split).movedim(d, 0).contiguous().view({-1});
+  std::vector<int64_t> out_shape = input.sizes().vec();
+  out_shape[static_cast<size_t>(d)] = whole / size_;
+  at::Tensor part = at::empty({in_rank_order.numel() / size_}, input.options());
+  reduce_scatter(part, in_rank_order, algorithm, tag).wait();
+  return part.view(out_shape);
+}
 
 CommHandle Comm::all_to_all(at::Tensor& output, at::Tensor& input, const std::vector<int64_t>& output_splits,
                             const std::vector<int64_t>& input_splits, const std::string& tag) {

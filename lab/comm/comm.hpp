@@ -119,6 +119,15 @@ class Comm {
   // output (this rank's chunk) <- sum over ranks of input's chunk. Input and output are 1-D contiguous.
   CommHandle reduce_scatter(at::Tensor& output, at::Tensor& input, CommAlgorithm algorithm,
                             const std::string& tag = "");
+  // Along a tensor dimension, blocking (the layout copy needs the data): every rank's `input` concatenated along
+  // `dim` in group-rank order (all_gather_along: rank r's part at [r*n, (r+1)*n) of dim), and this rank's part of the
+  // sum over ranks when `input`'s `dim` is cut into size() equal parts (reduce_scatter_along; throws
+  // std::invalid_argument naming the dim and its size when it does not divide). Recorded as the flat all_gather /
+  // reduce_scatter they run, with the same bytes: what differs is the copy into or out of rank order (sequence
+  // parallelism gathers the sequence, dim 1 of [batch, seq, hidden]).
+  at::Tensor all_gather_along(const at::Tensor& input, int64_t dim, CommAlgorithm algorithm, const std::string& tag);
+  at::Tensor reduce_scatter_along(const at::Tensor& input, int64_t dim, CommAlgorithm algorithm,
+                                  const std::string& tag);
   // output <- rows (dim 0) from every rank: input's rows are cut in group-rank order into input_splits[j] rows for
   // rank j, and output's into output_splits[j] rows from rank j (the sizes every rank sends this one; both empty:
   // equal parts). Every rank's rows have the same shape after dim 0 and the same dtype. Recorded as op "all_to_all"

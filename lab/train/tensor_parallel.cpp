@@ -37,20 +37,12 @@ struct ReduceFromTensorParallel : torch::autograd::Function<ReduceFromTensorPara
 
 // [B, s, d] on each rank -> [B, t*s, d], rank r's part at [r*s, (r+1)*s) of dim 1.
 at::Tensor all_gathered_sequence(const at::Tensor& x, Comm& tp, const std::string& tag) {
-  const int64_t t = tp.size(), B = x.size(0), s = x.size(1), d = x.size(2);
-  at::Tensor input = x.contiguous().view({-1});
-  at::Tensor gathered = at::empty({t * input.numel()}, x.options());
-  tp.all_gather(gathered, input, CommAlgorithm::backend, tag).wait();
-  return gathered.view({t, B, s, d}).permute({1, 0, 2, 3}).reshape({B, t * s, d});
+  return tp.all_gather_along(x, 1, CommAlgorithm::backend, tag);
 }
 
 // [B, S, d] on each rank -> this rank's [B, S/t, d] part of the sum over ranks.
 at::Tensor reduce_scattered_sequence(const at::Tensor& y, Comm& tp, const std::string& tag) {
-  const int64_t t = tp.size(), B = y.size(0), s = y.size(1) / t, d = y.size(2);
-  at::Tensor input = y.reshape({B, t, s, d}).permute({1, 0, 2, 3}).contiguous().view({-1});
-  at::Tensor part = at::empty({B * s * d}, y.options());
-  tp.reduce_scatter(part, input, CommAlgorithm::ring, tag).wait();
-  return part.view({B, s, d});
+  return tp.reduce_scatter_along(y, 1, CommAlgorithm::ring, tag);
 }
 
 struct GatherSequence : torch::autograd::Function<GatherSequence> {

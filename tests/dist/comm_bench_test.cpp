@@ -212,6 +212,32 @@ TEST_F(CommBench, NothingWrongInBfloat16) {
   EXPECT_EQ(seen, kSeries);
 }
 
+// The dim-wise variants run only when named (the GoldenTable's `--op all` has exactly the eight flat series), in
+// float32 and bfloat16 and over 3 ranks, with nothing wrong: the matrix rows (8, or fewer where a rank's share is
+// odd) and each rank's columns land where the collective along dim 1 puts them; bus bandwidth as the flat ones.
+TEST_F(CommBench, TheDimWiseVariantsRunWhenNamedWithNothingWrong) {
+  for (const char* op : {"all_gather_dim1", "reduce_scatter_dim1"})
+    for (const std::string& dtype : {"float32", "bfloat16"}) {
+      const fs::path json = dir_ / (std::string(op) + dtype + ".json");
+      const auto job = run_job({kDtlab, "launch", "-n",      "3",   "--timeout", "100", kDtlab,   "comm-bench",
+                                "--op", op,       "--dtype", dtype, "-b",        "1K",  "-e",     "64K",
+                                "-f",   "8",      "-n",      "2",   "-w",        "0",   "--json", json.string()},
+                               120);
+      ASSERT_EQ(job.exit_code, 0) << job.output;
+      const nlohmann::json doc = read_json(json);
+      std::set<std::string> seen;
+      for (const auto& row : doc["results"]) {
+        const std::string series = row["op"].get<std::string>() + "/" + row["algorithm"].get<std::string>();
+        seen.insert(series);
+        EXPECT_EQ(row["out_of_place"]["wrong"], 0) << series << " " << row["bytes"];
+        EXPECT_EQ(row["in_place"]["wrong"], 0) << series << " " << row["bytes"];
+        EXPECT_GT(row["out_of_place"]["busbw_GBps"].get<double>(), 0) << series;
+      }
+      EXPECT_EQ(seen, (std::set<std::string>{std::string(op) + "/backend", std::string(op) + "/ring"})) << job.output;
+      EXPECT_EQ(doc["results"].size(), 6u) << job.output;  // 1K, 8K, 64K for each algorithm
+    }
+}
+
 // Inside a job of 3 ranks (odd: chunks and factors differ from 2): no re-launch, the launcher prefixes lines.
 TEST_F(CommBench, RankOfAThreeRankJob) {
   const auto job = run_job({kDtlab, "launch", "-n", "3", "--timeout", "100", kDtlab, "comm-bench", "-b", "1K", "-e",

@@ -18,8 +18,8 @@
 // ring calls are asynchronous: a reduce-scatter and an all-gather issued back to back on the last rank, which is
 //   300 ms late, return before it joins (in under 150 ms), run in issue order (both results bit-exact), and the
 //   wait covers the lateness;
-// all_to_all with uneven and empty splits == each sender's rows in rank order (bit-exact), one record of the bytes
-//   sent, and splits of the wrong length refused;
+// all_to_all with uneven and empty splits, and the all-gather / reduce-scatter along a tensor dimension
+//   (tests/dist/comm_shape_checks.cpp);
 // then the recorded collectives (one record per call: op, algorithm, bytes, group size, times) and
 // the replica check (identical tensors pass; one element changed on rank 1 fails on every rank,
 // naming rank 1 and the parameter).
@@ -47,6 +47,10 @@
 #include "lab/dist/dist_world.hpp"
 #include "lab/dist/rank_env.hpp"
 #include "lab/dist/replica_check.hpp"
+#include "tests/dist/comm_checks.hpp"
+
+using dtlab::comm_checks::bit_difference;
+using dtlab::comm_checks::Checks;
 
 namespace {
 
@@ -62,35 +66,6 @@ struct ExpectedRecord {
   int64_t bytes;
   std::string what;  // the check that issued it, for messages
 };
-
-class Checks {
- public:
-  explicit Checks(int rank) : rank_(rank) {}
-
-  void verdict(bool ok, const std::string& what, const std::string& detail = "") {
-    if (!ok) ++failures_;
-    std::printf("%s %s%s%s\n", ok ? "ok  " : "FAIL", what.c_str(), detail.empty() ? "" : ": ", detail.c_str());
-    std::fflush(stdout);
-  }
-  int failures() const { return failures_; }
-  int rank() const { return rank_; }
-
- private:
-  int rank_;
-  int failures_ = 0;
-};
-
-// "" when equal bit for bit; else the first differing index and both values.
-std::string bit_difference(const at::Tensor& got, const at::Tensor& want) {
-  if (got.sizes() != want.sizes())
-    return "shape " + std::to_string(got.numel()) + " vs expected " + std::to_string(want.numel());
-  if (at::equal(got, want)) return "";
-  const at::Tensor differs = got.ne(want).nonzero();
-  const int64_t i = differs[0][0].item<int64_t>();
-  return "first difference at element " + std::to_string(i) + ": got " + std::to_string(got[i].item<float>()) +
-         ", expected " + std::to_string(want[i].item<float>()) + " (" + std::to_string(differs.size(0)) +
-         " elements differ)";
-}
 
 std::string size_label(const char* op, int64_t n, int p) {
   return std::string(op) + " n=" + std::to_string(n) + (n % p == 0 ? " (divisible)" : n < p ? " (n < p)" : " (uneven)");
@@ -494,44 +469,6 @@ void check_ring_async(Comm& comm, Checks& checks) {
 // `to`, each element encoding (from, to, row, column); every rank gets every sender's rows in rank order, bit-exact,
 // and records one call with the bytes it sent. Splits that name the wrong number of ranks are refused on every rank
 // before any issues the call.
-void check_all_to_all(Comm& comm, Checks& checks) {
-  const int p = comm.size(), r = comm.rank();
-  constexpr int64_t kWidth = 3;
-  const auto rows = [](int from, int to) -> int64_t { return (from + 2 * to) % 3; };
-  const auto block = [&](int from, int to) {
-    const at::Tensor row = at::arange(rows(from, to), at::kFloat).unsqueeze(1) * 10;
-    return row + at::arange(kWidth, at::kFloat).unsqueeze(0) + (from * 1000 + to * 100);
-  };
-  std::vector<int64_t> in_splits, out_splits;
-  std::vector<at::Tensor> in_parts, want_parts;
-  for (int j = 0; j < p; ++j) {
-    in_splits.push_back(rows(r, j));
-    in_parts.push_back(block(r, j));
-    out_splits.push_back(rows(j, r));
-    want_parts.push_back(block(j, r));
-  }
-  at::Tensor input = at::cat(in_parts).contiguous();
-  const at::Tensor want = at::cat(want_parts);
-  at::Tensor output = at::full({want.size(0), kWidth}, 99.0f);
-  const size_t first = comm.record_count();
-  comm.all_to_all(output, input, out_splits, in_splits, "test.all_to_all").wait();
-  checks.verdict(at::equal(output, want), "all_to_all, uneven and empty splits: every sender's rows in rank order",
-                 bit_difference(output.flatten(), want.flatten()));
-  const auto records = comm.records_since(first);
-  checks.verdict(
-      records.size() == 1 && records[0].op == "all_to_all" && records[0].bytes == static_cast<int64_t>(input.nbytes()),
-      "all_to_all record: one call, the bytes this rank sent",
-      records.empty() ? "none" : records[0].op + " " + std::to_string(records[0].bytes) + " B");
-  std::string refusal;
-  try {
-    comm.all_to_all(output, input, out_splits, {input.size(0)}, "test.all_to_all.bad").wait();
-  } catch (const std::invalid_argument& e) {
-    refusal = e.what();
-  }
-  checks.verdict(refusal.find("splits name 1 ranks") != std::string::npos, "all_to_all refuses splits of 1 rank",
-                 refusal);
-}
-
 int run(bool ring_failure) {
   const dtlab::RankEnv env = dtlab::discover_rank_env({}, dtlab::current_environment());
   if (env.world_size < 2) {
@@ -554,7 +491,8 @@ int run(bool ring_failure) {
   for (int64_t n : kSizes) check_size(comm, checks, n, expected);
   check_records(comm, checks, first_record, expected);
   check_ring_async(comm, checks);
-  check_all_to_all(comm, checks);
+  dtlab::comm_checks::check_all_to_all(comm, checks);
+  dtlab::comm_checks::check_along_a_dimension(comm, checks);
   check_replicas(comm, checks);
   if (comm.size() == 4) check_hierarchical(world, checks, 2);         // 2 nodes x 2
   if (comm.size() == 6) check_hierarchical(world, checks, 3);         // 2 nodes x 3: uneven chunks

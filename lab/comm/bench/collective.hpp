@@ -23,6 +23,11 @@
 //                           root copies its input into the output buffer first (timed), then broadcasts.
 //   all_to_all/backend      c10d's all-to-all is out of place only. out-of-place = that call (equal parts); in-place =
 //                           into a scratch buffer, then copied back over the input (timed).
+//   all_gather_dim1/*,      Comm::all_gather_along / reduce_scatter_along dim 1 of an [8, n] matrix (8 rows, or
+//   reduce_scatter_dim1/*   the largest power of two that divides a rank's share): the flat collective plus the copy
+//                           into or out of rank order that sequence parallelism pays. They return a new tensor, so
+//                           both placements run the same call. Run only when named (--op): `--op all` is the five
+//                           flat collectives the cost models fit.
 // Check pattern: element i of rank r is ((131 i + 17 r) mod 13) - 6, small integers whose sums are exact in float32
 // and bfloat16; outputs start as 99 (no sum can be 99 for fewer than 17 ranks), so an element never written is
 // counted wrong. Patterns are made on the host and copied to the case's device; results are compared on the host.
@@ -75,12 +80,13 @@ class CollectiveCase {
 };
 
 struct CollectiveSpec {
-  std::string op;                       // all_reduce | all_gather | reduce_scatter | broadcast | all_to_all
+  std::string op;  // all_reduce | all_gather | reduce_scatter | broadcast | all_to_all | all_gather_dim1 | ...
   std::vector<std::string> algorithms;  // backend, ring where the lab has one, hierarchical (all_reduce, clusters)
   // What runs under `algorithm`, one line for the table's series header.
   std::string (*what_runs)(const std::string& algorithm);
   std::unique_ptr<CollectiveCase> (*make_case)(const CaseComms&, const std::string& algorithm, int64_t count,
                                                at::ScalarType, bool in_place);
+  bool in_all = true;  // run by `--op all` (the dim-wise variants run only when named)
 };
 
 // Every collective comm-bench knows, in the order it runs them.

@@ -1,9 +1,10 @@
-// collectives.cpp: the five collectives comm-bench runs, one small description each (see collective.hpp for the
-// placements and the check pattern).
+// collectives.cpp: the five collectives comm-bench runs and two dim-wise variants, one small description each (see
+// collective.hpp for the placements and the check pattern).
 #include "lab/comm/bench/collective.hpp"
 
 #include "lab/comm/hierarchical.hpp"
 
+#include <numeric>
 #include <stdexcept>
 
 namespace dtlab::comm_bench {
@@ -188,6 +189,61 @@ std::string all_to_all_runs(const std::string&) {
   return "Gloo pairwise all-to-all (alltoall_base); in-place = into scratch, then copied back (copy timed)";
 }
 
+// --- all_gather_dim1 / reduce_scatter_dim1: the same collectives along dim 1 of an [R, n] matrix (Comm::
+// all_gather_along, reduce_scatter_along): rank r's columns [r*c, (r+1)*c). R = 8, or the largest power of two that
+// divides a rank's share, so every size of the sweep has whole columns.
+int64_t matrix_rows(int64_t chunk) { return std::gcd(chunk, int64_t{8}); }
+
+class AllGatherDim1Case final : public CollectiveCase {
+ public:
+  AllGatherDim1Case(const CaseComms& comms, const std::string& algorithm, int64_t count, at::ScalarType type,
+                    bool in_place)
+      : CollectiveCase(comms, algorithm, count, type, in_place), rows_(matrix_rows(chunk_)) {}
+  void fill() override {
+    input_ = pattern(comm_.rank(), offset(), chunk_, type_).to(device_).view({rows_, chunk_ / rows_});
+    output_.reset();
+  }
+  void run() override { output_ = comm_.all_gather_along(input_, 1, algorithm_, kWho); }
+  int64_t wrong() const override {
+    if (!output_.defined()) return count_;
+    std::vector<at::Tensor> columns;  // rank c's [R, n/p] block, side by side
+    for (int c = 0; c < comm_.size(); ++c) columns.push_back(pattern(c, c * chunk_, chunk_, type_).view({rows_, -1}));
+    return output_.cpu().ne(at::cat(columns, 1)).sum().item<int64_t>();
+  }
+
+ private:
+  int64_t rows_;
+  at::Tensor input_, output_;
+};
+
+class ReduceScatterDim1Case final : public CollectiveCase {
+ public:
+  ReduceScatterDim1Case(const CaseComms& comms, const std::string& algorithm, int64_t count, at::ScalarType type,
+                        bool in_place)
+      : CollectiveCase(comms, algorithm, count, type, in_place), rows_(matrix_rows(chunk_)) {}
+  void fill() override {
+    input_ = pattern(comm_.rank(), 0, count_, type_).to(device_).view({rows_, count_ / rows_});
+    output_.reset();
+  }
+  void run() override { output_ = comm_.reduce_scatter_along(input_, 1, algorithm_, kWho); }
+  int64_t wrong() const override {
+    if (!output_.defined()) return chunk_;
+    const int64_t columns = count_ / rows_ / comm_.size();
+    const at::Tensor expected =
+        pattern_sum(comm_.size(), 0, count_, type_).view({rows_, -1}).narrow(1, comm_.rank() * columns, columns);
+    return output_.cpu().ne(expected).sum().item<int64_t>();
+  }
+
+ private:
+  int64_t rows_;
+  at::Tensor input_, output_;
+};
+
+std::string dim1_runs(const std::string& algorithm) {
+  return std::string(algorithm == "ring" ? "lab ring" : "Gloo") +
+         " collective of the matrix in rank order, plus the copy to or from [R, n] (timed); no in-place form";
+}
+
 template <class Case>
 std::unique_ptr<CollectiveCase> make(const CaseComms& comms, const std::string& algorithm, int64_t count,
                                      at::ScalarType type, bool in_place) {
@@ -218,6 +274,8 @@ const std::vector<CollectiveSpec>& collectives() {
       {"reduce_scatter", {"backend", "ring"}, reduce_scatter_runs, make<ReduceScatterCase>},
       {"broadcast", {"backend"}, broadcast_runs, make<BroadcastCase>},
       {"all_to_all", {"backend"}, all_to_all_runs, make<AllToAllCase>},
+      {"all_gather_dim1", {"backend", "ring"}, dim1_runs, make<AllGatherDim1Case>, false},
+      {"reduce_scatter_dim1", {"backend", "ring"}, dim1_runs, make<ReduceScatterDim1Case>, false},
   };
   return kCollectives;
 }
@@ -226,7 +284,8 @@ const CollectiveSpec& collective(const std::string& op) {
   for (const CollectiveSpec& spec : collectives())
     if (spec.op == op) return spec;
   throw std::invalid_argument("comm-bench: --op " + op +
-                              " is not one of all_reduce | all_gather | reduce_scatter | broadcast | all_to_all | all");
+                              " is not one of all_reduce | all_gather | reduce_scatter | broadcast | all_to_all | all"
+                              " | all_gather_dim1 | reduce_scatter_dim1");
 }
 
 }  // namespace dtlab::comm_bench

@@ -67,8 +67,8 @@ class TableReporter final : public Reporter {
                                 h.repeats)
                        : std::string("# time = mean per call, max over ranks"));
     line(
-        "# algbw = bytes/time; busbw = algbw x (2(n-1)/n all_reduce, (n-1)/n all_gather, reduce_scatter and "
-        "all_to_all, 1 broadcast); GB = 1e9 B");
+        "# algbw = bytes/time; busbw = algbw x (2(n-1)/n all_reduce, (n-1)/n all_gather, reduce_scatter, their dim1 "
+        "variants and all_to_all, 1 broadcast); GB = 1e9 B");
     if (with_model_) line("# model: " + h.model_source);
   }
 
@@ -78,7 +78,7 @@ class TableReporter final : public Reporter {
   }
 
   void row(const Row& row) override {
-    const bool reduces = row.op == "all_reduce" || row.op == "reduce_scatter";
+    const bool reduces = row.op == "all_reduce" || row.op == "reduce_scatter" || row.op == "reduce_scatter_dim1";
     std::string text =
         format("%12lld %12lld %9s %6s %6d", static_cast<long long>(row.bytes), static_cast<long long>(row.count),
                dtype_.c_str(), reduces ? "sum" : "none", row.op == "broadcast" ? 0 : -1);
