@@ -20,7 +20,7 @@ struct Run {
   int tp, nodes;
   double rate_bps, step_ms, model_step_ms;
   double exposed_ms = -1, model_exposed_ms = -1;  // written when >= 0
-  std::string tp_placement;                       // written when set
+  const char* tp_placement = nullptr;             // written when set
 };
 
 Scenario tensor_parallel_study(const testing::TempDir& tmp, const std::vector<Run>& runs) {
@@ -29,7 +29,7 @@ Scenario tensor_parallel_study(const testing::TempDir& tmp, const std::vector<Ru
   for (const Run& r : runs) {
     nlohmann::json doc = testing::minimal_result(r.strategy, 4);
     doc["config"]["parallel"]["tp"] = r.tp;
-    if (!r.tp_placement.empty()) doc["config"]["parallel"]["tp_placement"] = r.tp_placement;
+    if (r.tp_placement != nullptr) doc["config"]["parallel"]["tp_placement"] = r.tp_placement;
     doc["context"]["nodes"] = r.nodes;
     doc["context"]["ranks_per_node"] = 4 / r.nodes;
     doc["context"]["inter_link_bps"] = r.rate_bps;

@@ -52,7 +52,8 @@ void write_rank_file(const std::string& path, const std::vector<int64_t>& shape,
   for (size_t i = 0; i < pieces.size(); ++i) {
     const std::string key = checkpoint::piece_key("param.w", pieces[i].first);
     tensors.push_back({key, "F32", {pieces[i].second}, data[i].data()});
-    records[key] = {"param.w", shape, pieces[i].first, safetensors::crc32_of(data[i].data(), pieces[i].second * 4)};
+    records[key] = {"param.w", shape, pieces[i].first, safetensors::crc32_of(data[i].data(), pieces[i].second * 4),
+                    checkpoint::Chunk{}};  // the whole tensor
   }
   safetensors::write_file(path, tensors, {{checkpoint::kPiecesKey, checkpoint::pieces_to_json(records)}});
 }

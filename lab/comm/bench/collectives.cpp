@@ -192,13 +192,19 @@ std::string all_to_all_runs(const std::string&) {
 // --- all_gather_dim1 / reduce_scatter_dim1: the same collectives along dim 1 of an [R, n] matrix (Comm::
 // all_gather_along, reduce_scatter_along): rank r's columns [r*c, (r+1)*c). R = 8, or the largest power of two that
 // divides a rank's share, so every size of the sweep has whole columns.
-int64_t matrix_rows(int64_t chunk) { return std::gcd(chunk, int64_t{8}); }
+class Dim1Case : public CollectiveCase {
+ public:  // inherited by the two cases below, whose constructors make<> calls
+  Dim1Case(const CaseComms& comms, const std::string& algorithm, int64_t count, at::ScalarType type, bool in_place)
+      : CollectiveCase(comms, algorithm, count, type, in_place), rows_(std::gcd(chunk_, int64_t{8})) {}
 
-class AllGatherDim1Case final : public CollectiveCase {
+ protected:
+  int64_t rows_;
+  at::Tensor input_, output_;  // the output is the call's new tensor (none before the first call)
+};
+
+class AllGatherDim1Case final : public Dim1Case {
  public:
-  AllGatherDim1Case(const CaseComms& comms, const std::string& algorithm, int64_t count, at::ScalarType type,
-                    bool in_place)
-      : CollectiveCase(comms, algorithm, count, type, in_place), rows_(matrix_rows(chunk_)) {}
+  using Dim1Case::Dim1Case;
   void fill() override {
     input_ = pattern(comm_.rank(), offset(), chunk_, type_).to(device_).view({rows_, chunk_ / rows_});
     output_.reset();
@@ -210,17 +216,11 @@ class AllGatherDim1Case final : public CollectiveCase {
     for (int c = 0; c < comm_.size(); ++c) columns.push_back(pattern(c, c * chunk_, chunk_, type_).view({rows_, -1}));
     return output_.cpu().ne(at::cat(columns, 1)).sum().item<int64_t>();
   }
-
- private:
-  int64_t rows_;
-  at::Tensor input_, output_;
 };
 
-class ReduceScatterDim1Case final : public CollectiveCase {
+class ReduceScatterDim1Case final : public Dim1Case {
  public:
-  ReduceScatterDim1Case(const CaseComms& comms, const std::string& algorithm, int64_t count, at::ScalarType type,
-                        bool in_place)
-      : CollectiveCase(comms, algorithm, count, type, in_place), rows_(matrix_rows(chunk_)) {}
+  using Dim1Case::Dim1Case;
   void fill() override {
     input_ = pattern(comm_.rank(), 0, count_, type_).to(device_).view({rows_, count_ / rows_});
     output_.reset();
@@ -233,10 +233,6 @@ class ReduceScatterDim1Case final : public CollectiveCase {
         pattern_sum(comm_.size(), 0, count_, type_).view({rows_, -1}).narrow(1, comm_.rank() * columns, columns);
     return output_.cpu().ne(expected).sum().item<int64_t>();
   }
-
- private:
-  int64_t rows_;
-  at::Tensor input_, output_;
 };
 
 std::string dim1_runs(const std::string& algorithm) {
