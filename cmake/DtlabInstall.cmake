@@ -38,7 +38,7 @@ foreach(header
     lab/node_layout.hpp lab/mesh.hpp lab/pipeline_schedule.hpp lab/pipeline_split.hpp
     lab/results_schema.hpp lab/stats.hpp lab/process.hpp lab/launch.hpp lab/launch/cluster.hpp
     lab/instrument/trace.hpp lab/instrument/tensorboard.hpp lab/instrument/clock.hpp
-    lab/atomic_file.hpp lab/checkpoint/safetensors.hpp lab/checkpoint/store.hpp
+    lab/atomic_file.hpp lab/checkpoint/safetensors.hpp lab/checkpoint/store.hpp lab/checkpoint/chunk.hpp
     strategies/spec.hpp strategies/catalog.hpp strategies/cost_plan.hpp strategies/ddp_buckets.hpp
     strategies/schedule_kit.hpp strategies/sharded_plan.hpp strategies/sharded/sharding.hpp
     strategies/tensor_parallel_cost.hpp strategies/pipeline_cost.hpp)
