@@ -106,10 +106,7 @@ Command add_comm_bench_command(CLI::App& app, const CommandLine& line) {
   comm_bench->add_option("-n,--iters", bench.iters, "timed calls per size and placement");
   comm_bench->add_option("-w,--warmup_iters", bench.warmup, "untimed calls before them");
   comm_bench->add_option("--repeats", bench.repeats, "timed loops per size; the fastest counts");
-  comm_bench->add_option(
-      "--op", args->op,
-      "all_reduce, all_gather, reduce_scatter, broadcast, all_to_all or all (those five); all_gather_dim1 or "
-      "reduce_scatter_dim1 (along dim 1 of a matrix) when named");
+  comm_bench->add_option("--op", args->op, "all (the five flat ones) or one op, e.g. all_to_all, all_gather_dim1");
   comm_bench->add_option("--algorithm", args->algorithm,
                          "backend | ring | hierarchical (two levels, across nodes) | all");
   comm_bench->add_option("--dtype", bench.dtype, "float32 | bfloat16");
