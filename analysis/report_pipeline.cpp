@@ -179,8 +179,8 @@ std::string answer(const std::vector<StagePoint>& points) {
         << fmt_fixed(imbalance, 2)
         << " (the first stage holds the embedding, the last the head and the loss): the faster stage waits for the "
            "slower one at every micro-batch, idle the formula does not count, and each of the 2m transfers per "
-           "step adds its latency; zero bubble's formula is taken at F = B = W, where here W runs autograd over the "
-           "chunk a second time and costs more than B";
+           "step adds its latency; zero bubble's formula is taken at F = B = W, where here W (the linears' weight "
+           "GEMMs) is shorter than B";
     h << ".</li>\n";
   }
   std::vector<double> errors;  // the step model's relative error per run that has a prediction

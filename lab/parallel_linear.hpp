@@ -8,12 +8,15 @@
 // and embed(), logits() and loss_sum() for the vocabulary. This class is the whole-model case (one rank holds every
 // weight: each call is the plain operation). Tensor parallelism overrides it: enter = identity forward and
 // all-reduce of the gradient in backward, leave = all-reduce forward (sequence parallel: all-gather and
-// reduce-scatter), a vocabulary-parallel embedding, head and cross-entropy.
+// reduce-scatter), a vocabulary-parallel embedding, head and cross-entropy. Every linear goes through
+// deferrable_linear (lab/weight_grad_store.hpp), so zero bubble's W can take the weights' gradients out of B.
 #pragma once
 
 #include <string>
 
 #include <ATen/ATen.h>
+
+#include "lab/weight_grad_store.hpp"
 
 namespace dtlab {
 
@@ -27,15 +30,15 @@ class ParallelLinear {
   // The normed activation entering a block half's column-parallel linears.
   virtual at::Tensor enter(const at::Tensor& h) const { return h; }
   // x W^T for a layer whose output features a plan may split (column-parallel).
-  virtual at::Tensor column(const at::Tensor& x, const at::Tensor& w) const { return at::linear(x, w); }
+  virtual at::Tensor column(const at::Tensor& x, const at::Tensor& w) const { return deferrable_linear(x, w); }
   // x W^T for a layer whose input features a plan may split (row-parallel); its output may be partial until leave().
-  virtual at::Tensor row(const at::Tensor& x, const at::Tensor& w) const { return at::linear(x, w); }
+  virtual at::Tensor row(const at::Tensor& x, const at::Tensor& w) const { return deferrable_linear(x, w); }
   // A row-parallel output leaving the block half, to be added to the residual stream.
   virtual at::Tensor leave(const at::Tensor& y) const { return y; }
   // Token embedding: tokens [B, S] -> [B, S, d].
   virtual at::Tensor embed(const at::Tensor& table, const at::Tensor& tokens) const;
   // LM head: the final normed activation -> logits [B, S, V] (a vocabulary-parallel plan keeps V / t of them).
-  virtual at::Tensor logits(const at::Tensor& h, const at::Tensor& w) const { return at::linear(h, w); }
+  virtual at::Tensor logits(const at::Tensor& h, const at::Tensor& w) const { return deferrable_linear(h, w); }
   // Sum of token cross-entropies over targets != kIgnoreIndex (fp32 accumulation), from logits() as this rank holds
   // them.
   virtual at::Tensor loss_sum(const at::Tensor& logits, const at::Tensor& targets) const;

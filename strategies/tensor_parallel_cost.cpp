@@ -55,10 +55,8 @@ void add_tensor_parallel_collectives(CostPlan& plan, const Config& config, int r
   const ModelConfig& m = config.model;
   const HeldUnits held = held_units(config, rank);
   const int64_t first = held.embedding ? 1 : 0, last = held.head ? 1 : 0;
-  // Zero bubble's B (the input gradient) and W (the weights') each run autograd through the stage's blocks, so the
-  // collectives on the activation gradients' path run twice on every stage but the first (whose B computes nothing:
-  // lab/train/pipeline_step.cpp); the norm weights' gradient all-reduce runs in W only.
-  const int64_t passes = config.parallel.pp > 1 && config.parallel.pp_schedule == "zero_bubble" && first == 0 ? 2 : 1;
+  // Zero bubble's W computes only the linears' weight gradients from what B filed (lab/weight_grad_store.hpp): every
+  // tp collective of the backward runs once, in B, under every schedule.
   const int64_t micro_steps = std::max<int64_t>(1, config.train.accumulation);
   const int64_t tokens = config.train.micro_batch * m.seq_len;
   const Dtype activation = dtype_named(config.precision.param_dtype, "precision.param_dtype");
@@ -79,17 +77,14 @@ void add_tensor_parallel_collectives(CostPlan& plan, const Config& config, int r
   if (!config.parallel.sequence_parallel) {
     add("all_reduce", "backend", act, a_bytes, "forward", first + halves,
         "embedding and block halves' outputs (leave)");
-    add("all_reduce", "backend", act, a_bytes, "backward", (last + halves) * passes,
-        "head and block halves' input grads (enter)");
+    add("all_reduce", "backend", act, a_bytes, "backward", last + halves, "head and block halves' input grads (enter)");
     add("all_reduce", "backend", act, a_bytes, "backward", recomputed, "recomputed block halves' outputs (leave)");
   } else {
     add("reduce_scatter", "ring", act, a_bytes, "forward", first + halves,
         "embedding and block halves' outputs (leave)");
     add("all_gather", "backend", act, a_bytes, "forward", halves + last, "block halves' and head's inputs (enter)");
-    add("reduce_scatter", "ring", act, a_bytes, "backward", (halves + last) * passes,
-        "block halves' and head's input grads");
-    add("all_gather", "backend", act, a_bytes, "backward", (first + halves) * passes,
-        "embedding and block halves' output grads");
+    add("reduce_scatter", "ring", act, a_bytes, "backward", halves + last, "block halves' and head's input grads");
+    add("all_gather", "backend", act, a_bytes, "backward", first + halves, "embedding and block halves' output grads");
     add("all_reduce", "backend", "float32", m.d_model * 4, "backward", halves + last, "norm weights' grads");
     add("all_gather", "backend", act, a_bytes, "backward", recomputed, "recomputed block halves' inputs (enter)");
     add("reduce_scatter", "ring", act, a_bytes, "backward", recomputed, "recomputed block halves' outputs (leave)");

@@ -23,12 +23,15 @@ UnitFlops unit_flops_per_token(const Config& config) {
   UnitFlops u;
   u.forward.push_back(0);  // embedding: a gather
   u.recompute.push_back(0);
+  u.weight_grad.push_back(0);
   for (int64_t l = 0; l < L; ++l) {
     u.forward.push_back(block_forward);
     u.recompute.push_back(ac == "full" && l % every == 0 ? block_forward : ac == "selective" ? attention_forward : 0.0);
+    u.weight_grad.push_back(2 * (attention_params + mlp_params));
   }
   u.forward.push_back(2 * static_cast<double>(m.vocab_size) * d);  // LM head
   u.recompute.push_back(0);
+  u.weight_grad.push_back(2 * static_cast<double>(m.vocab_size) * d);
   return u;
 }
 

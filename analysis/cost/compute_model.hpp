@@ -37,9 +37,10 @@ struct ComputeFlops {
 ComputeFlops compute_flops(const Config& config);
 
 // Forward FLOPs per token of each model unit in model order: embedding, block 0 .. L-1, head (L + 2 entries),
-// and the recompute FLOPs per token of each (0 for embedding and head).
+// the recompute FLOPs per token of each (0 for embedding and head), and the part of each one's backward that is its
+// linears' weight gradients (gᵀx: 2 FLOPs per weight per token; what zero bubble's W runs).
 struct UnitFlops {
-  std::vector<double> forward, recompute;
+  std::vector<double> forward, recompute, weight_grad;
 };
 UnitFlops unit_flops_per_token(const Config& config);
 

@@ -31,16 +31,17 @@ std::vector<PipeTimes> stage_times(const Config& config, const ComputeTime& whol
   const auto stages = pipeline_stage_units(static_cast<int>(config.model.n_layers), K, config.parallel.pp_split);
   for (size_t k = 0; k < stages.size(); ++k) {
     const std::vector<int>& units = stages[k];
-    double f = 0, b = 0;
+    double f = 0, b = 0, w = 0;
     for (int u : units) {
       f += flops.forward[static_cast<size_t>(u)];
       b += 2 * flops.forward[static_cast<size_t>(u)] + flops.recompute[static_cast<size_t>(u)];
+      w += flops.weight_grad[static_cast<size_t>(u)];
     }
     const double backward = whole.backward_ms * b / backward_total;
     PipeTimes t{.forward = whole.forward_ms * f / forward_total, .backward = backward, .transfer = transfer_ms};
-    // Zero bubble: B is the input gradient (half a backward), W re-runs the graph to the weights (a whole one); the
-    // first stage has no input gradient to send, so its B is empty and its W the whole backward.
-    if (split_weight) t.backward = k == 0 ? 0.0 : backward / 2, t.weight = backward;
+    // Zero bubble: W is the linears' weight GEMMs (lab/weight_grad_store.hpp), B the rest of the backward: the
+    // activations' gradients, attention's, the norms' and the embedding's.
+    if (split_weight) t.weight = whole.backward_ms * w / backward_total, t.backward = backward - t.weight;
     out.push_back(t);
   }
   return out;
@@ -152,8 +153,8 @@ StepPrediction predict_pipeline_step(const Config& config, const CostPlan& plan,
   s.notes.emplace_back(note);
   if (split_weight)
     s.notes.emplace_back(
-        "zero bubble: B is half a backward and W a whole one (dtlab's W pass re-runs the input-gradient path to "
-        "reach the weights); the first stage runs no B");
+        "zero bubble: W is the linears' weight-gradient GEMMs (from the inputs and output gradients B kept), B the "
+        "rest of the backward; together one backward");
   return s;
 }
 

@@ -11,9 +11,8 @@
 // Each virtual stage's forward and backward of one micro-batch are the compute model's (compute_model.hpp) for the
 // whole model, split by the FLOPs of the units the stage holds (pipeline_split.hpp: the embedding with the first,
 // the head with the last, so the stages are unequal even when the blocks are balanced). Zero bubble splits the
-// backward: B (the input gradient) is half of it and W is all of it, because dtlab's W pass
-// (lab/train/pipeline_step.cpp) runs autograd again through the chunk's graph to reach the weights, so it repeats
-// the input-gradient half; the first stage sends no input gradient, so its B is empty. A transfer between ranks is
+// backward: W is the linears' weight-gradient GEMMs (2 FLOPs per weight per token, lab/weight_grad_store.hpp), B the
+// rest (the activations' gradients, attention's, the norms' and the embedding's). A transfer between ranks is
 // one send_recv of the activation (micro_batch · seq · d_model in the parameters' dtype) on the link the two ranks
 // share. The schedule's replay (replay_pipe_program_on_stages) gives the step's span: every F, B and W, the bubble,
 // and the transfers on the critical path. To it the step adds what runs after the flush, unoverlapped: the

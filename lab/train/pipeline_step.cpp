@@ -2,6 +2,8 @@
 #include "lab/train/pipeline_step.hpp"
 
 #include <map>
+#include <memory>
+#include <optional>
 #include <stdexcept>
 #include <utility>
 
@@ -16,28 +18,18 @@
 #include "lab/train/model_runner.hpp"
 #include "lab/train/pipeline_plan.hpp"
 #include "lab/train/strategy.hpp"
-#include "lab/unit_layout.hpp"
+#include "lab/weight_grad_store.hpp"
 
 namespace dtlab {
 namespace {
 
 // What one chunk's forward of one micro-batch leaves for its backward (and W).
 struct InFlight {
-  at::Tensor input;        // received activation (requires grad), or the tokens on virtual stage 0
-  at::Tensor output;       // the chunk's output; the weighted loss on the last virtual stage
-  at::Tensor output_grad;  // kept from B for W (zero_bubble)
+  at::Tensor input;   // received activation (requires grad), or the tokens on virtual stage 0
+  at::Tensor output;  // the chunk's output; the weighted loss on the last virtual stage
+  // zero_bubble: the linears' inputs and output gradients B leaves for W (the rest of the graph goes after B).
+  std::unique_ptr<WeightGradStore> weight_grads;
 };
-
-// The chunk's parameters: the held units among `units`.
-std::vector<at::Tensor> chunk_parameters(GPT& model, const std::vector<int>& units) {
-  const int L = static_cast<int>(model.config().n_layers);
-  std::vector<at::Tensor> out;
-  for (const ModelUnit& unit : model.units())
-    for (int m : units)
-      if (unit.name == model_unit_name(m, L))
-        for (const ParamRef& p : unit.params) out.push_back(*p.tensor);
-  return out;
-}
 
 // The p2p tag of what enters virtual stage k for micro-batch i: its activation (kind 0) or its output's gradient
 // (kind 1). Unique within a step, so sends and receives pair up whatever order two ranks issue them in.
@@ -76,9 +68,7 @@ double PipelineStepSchedule::run(int64_t step, double loss_weight, const MicroBa
   ModelRunner runner(access->model, config_.parallel);
   const int P = shape_.stages, K = P * shape_.virtual_stages;
   const bool split_backward = schedule_ == PipeSchedule::zero_bubble;
-  std::vector<std::vector<at::Tensor>> params;
-  for (const auto& units : chunk_units_) params.push_back(chunk_parameters(model, units));
-  const at::TensorOptions activation_options = params.front().front().options().requires_grad(false);
+  const at::TensorOptions activation_options = model.parameters().front().tensor->options().requires_grad(false);
   // What crosses a stage boundary: the residual stream, whole on every tp rank, or 1/tp of the sequence on each
   // under sequence parallelism (each tp rank sends its part to the same tp rank of the next stage).
   const int64_t sequence_part = config_.parallel.sequence_parallel ? config_.parallel.tp : 1;
@@ -110,6 +100,8 @@ double PipelineStepSchedule::run(int64_t step, double loss_weight, const MicroBa
       }
       {
         ScopedPhase forward(Phase::forward, "forward-compute " + label('F', a));
+        std::optional<WeightGradCapture> capture;
+        if (split_backward) capture.emplace(*(slot.weight_grads = std::make_unique<WeightGradStore>()));
         at::Tensor x = slot.input;
         for (int m : chunk_units_[static_cast<size_t>(a.chunk)]) x = runner.run_unit(m, x);
         slot.output = k == K - 1 ? model.loss(x, batch->targets) * loss_weight : x;
@@ -136,17 +128,16 @@ double PipelineStepSchedule::run(int64_t step, double loss_weight, const MicroBa
         in_flight.erase(it);
         continue;
       }
-      slot.output_grad = grad;
-      if (k > 0) {  // the input gradient only; the graph stays for W
-        at::Tensor input_grad = torch::autograd::grad({slot.output}, {slot.input}, {grad}, /*retain_graph=*/true)[0];
-        send(input_grad, a.send_to, p2p_tag(1, k - 1, mb, shape_), "pp.gradient");
-      }
+      // The activations' gradients (and the norms' and embedding's weights'); the linears file theirs for W. The
+      // graph is retained only for the weights' own casts or views, which W backpropagates through; dropping the
+      // output and input frees the rest of it.
+      torch::autograd::backward({slot.output}, {grad}, /*retain_graph=*/true);
+      if (k > 0) send(slot.input.grad(), a.send_to, p2p_tag(1, k - 1, mb, shape_), "pp.gradient");
+      slot.output = at::Tensor(), slot.input = at::Tensor();
       continue;
     }
     ScopedPhase weight(Phase::backward, "backward-compute " + label('W', a));
-    if (!mutation("skip_weight_pass"))  // the deliberate bug: W never runs
-      torch::autograd::backward({slot.output}, {slot.output_grad}, /*retain_graph=*/false, /*create_graph=*/false,
-                                params[static_cast<size_t>(a.chunk)]);
+    if (!mutation("skip_weight_pass")) slot.weight_grads->apply();  // the deliberate bug: W never runs
     in_flight.erase(it);
   }
   for (auto& [handle, tensor] : sends) handle.wait();

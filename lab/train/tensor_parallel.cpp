@@ -104,7 +104,7 @@ at::Tensor TensorParallelLinear::embed(const at::Tensor& table, const at::Tensor
 }
 
 at::Tensor TensorParallelLinear::logits(const at::Tensor& h, const at::Tensor& w) const {
-  return at::linear(enter(h), w);
+  return deferrable_linear(enter(h), w);
 }
 
 at::Tensor TensorParallelLinear::loss_sum(const at::Tensor& logits, const at::Tensor& targets) const {

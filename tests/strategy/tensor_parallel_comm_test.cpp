@@ -150,8 +150,8 @@ INSTANTIATE_TEST_SUITE_P(
         TpCommCase{"pp2_tp2_1f1b", 4, {"parallel.pp=2", "parallel.tp=2", "train.micro_batch=2"}},
         TpCommCase{"pp2_dp2_tp2_sp", 8, {"parallel.pp=2", "parallel.tp=2", kSp, "train.micro_batch=2"}},
         // The last stage's own calls (rank<r>/comm_records.json): it receives activations and sends gradients back,
-        // holds the head and the vocabulary-parallel loss, and sums the loss; under zero bubble each block's backward
-        // runs twice (B, then W), so its tp calls in backward double.
+        // holds the head and the vocabulary-parallel loss, and sums the loss; under zero bubble every tp call of the
+        // backward runs in B (W is only the linears' weight GEMMs), as under 1F1B.
         TpCommCase{"pp2_1f1b_last_stage", 2, {"parallel.pp=2", "train.micro_batch=2"}, 1},
         TpCommCase{"pp2_tp2_1f1b_last_stage", 4, {"parallel.pp=2", "parallel.tp=2", "train.micro_batch=2"}, 3},
         TpCommCase{"pp2_tp2_zero_bubble_last_stage",
