@@ -117,8 +117,10 @@ TypeOnWire type_on_wire(const std::string& config_name, std::string_view key) {
 }  // namespace
 
 int64_t sharded_dp_shard_size_of(ShardingMode mode, const Config& config, int64_t data_parallel) {
-  // The data-parallel ranks of one node: the node's ranks over the model-parallel ones placed inside it (cp, tp).
-  const int64_t per_node = config.ranks_per_node / std::max<int64_t>(1, config.parallel.cp * config.parallel.tp);
+  // The data-parallel ranks of one node: the node's ranks over the model-parallel ones placed inside it (cp, and tp
+  // unless parallel.tp_placement=inter_node puts its groups across the nodes).
+  const int64_t inside = config.parallel.cp * (config.parallel.tp_placement == "inter_node" ? 1 : config.parallel.tp);
+  const int64_t per_node = config.ranks_per_node / std::max<int64_t>(1, inside);
   return shard_group_size(mode, data_parallel, config.parallel.shard_size, per_node);
 }
 

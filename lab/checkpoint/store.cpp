@@ -372,6 +372,24 @@ Metadata read_metadata(const std::string& path, std::string* step_dir_out) {
   return m;
 }
 
+std::vector<char> PieceReader::read(const TensorInfo& info, const Piece& p) {
+  const std::string file = (fs::path(dir_) / p.file).string();
+  auto h = headers_.find(p.file);
+  if (h == headers_.end()) h = headers_.emplace(p.file, safetensors::read_header(file)).first;
+  std::vector<char> bytes = safetensors::read_bytes(h->second, h->second.tensor(p.key));
+  bytes_read_ += static_cast<int64_t>(bytes.size());
+  const uint32_t crc = safetensors::crc32_of(bytes.data(), static_cast<int64_t>(bytes.size()));
+  if (crc != p.crc32)
+    throw CheckpointError("checkpoint " + file + ": tensor '" + p.key + "' fails its checksum (crc32 " +
+                          std::to_string(crc) + ", metadata.json says " + std::to_string(p.crc32) +
+                          "): the file is damaged");
+  const auto element_size = static_cast<size_t>(safetensors::dtype_size(info.dtype));
+  if (bytes.size() != static_cast<size_t>(p.numel) * element_size)
+    throw CheckpointError("checkpoint " + file + ": tensor '" + p.key + "' holds " + std::to_string(bytes.size()) +
+                          " bytes, metadata.json says " + std::to_string(p.numel) + " elements of " + info.dtype);
+  return bytes;
+}
+
 std::vector<char> read_whole_tensor(const std::string& dir, const Metadata& metadata, const std::string& name,
                                     const std::optional<Chunk>& wanted, int64_t* bytes_read) {
   const auto it = metadata.tensors.find(name);
@@ -379,25 +397,13 @@ std::vector<char> read_whole_tensor(const std::string& dir, const Metadata& meta
   const TensorInfo& info = it->second;
   const auto element_size = static_cast<size_t>(safetensors::dtype_size(info.dtype));
   std::vector<char> whole(static_cast<size_t>(elements(info.shape)) * element_size, 0);
-  std::map<std::string, safetensors::Header> headers;
+  PieceReader reader(dir);
   for (const Piece& p : info.pieces) {
     if (wanted && !intersect(p.chunk, *wanted)) continue;
-    auto h = headers.find(p.file);
-    if (h == headers.end())
-      h = headers.emplace(p.file, safetensors::read_header((fs::path(dir) / p.file).string())).first;
-    const std::vector<char> bytes = safetensors::read_bytes(h->second, h->second.tensor(p.key));
-    if (bytes_read) *bytes_read += static_cast<int64_t>(bytes.size());
-    const uint32_t crc = safetensors::crc32_of(bytes.data(), static_cast<int64_t>(bytes.size()));
-    if (crc != p.crc32)
-      throw CheckpointError("checkpoint " + (fs::path(dir) / p.file).string() + ": tensor '" + p.key +
-                            "' fails its checksum (crc32 " + std::to_string(crc) + ", metadata.json says " +
-                            std::to_string(p.crc32) + "): the file is damaged");
-    if (bytes.size() != static_cast<size_t>(p.numel) * element_size)
-      throw CheckpointError("checkpoint " + (fs::path(dir) / p.file).string() + ": tensor '" + p.key + "' holds " +
-                            std::to_string(bytes.size()) + " bytes, metadata.json says " + std::to_string(p.numel) +
-                            " elements of " + info.dtype);
+    const std::vector<char> bytes = reader.read(info, p);
     scatter_into_whole(bytes.data(), p.begin, p.numel, p.chunk, info.shape, element_size, whole.data());
   }
+  if (bytes_read) *bytes_read += reader.bytes_read();
   return whole;
 }
 

@@ -31,6 +31,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lab/checkpoint/chunk.hpp"
+#include "lab/checkpoint/safetensors.hpp"
 
 namespace dtlab::checkpoint {
 
@@ -111,6 +112,20 @@ std::vector<std::string> prune(const std::string& dir, int64_t keep);
 // A step directory's metadata, or (given checkpoint.dir) its latest one's. Checks that every rank file exists and is
 // a regular file in the step directory (not a symbolic link). Refuses a ".partial" directory: it is never loaded.
 Metadata read_metadata(const std::string& path, std::string* step_dir_out = nullptr);
+
+// Reads the stored pieces of one step directory, each rank file's header parsed once: a piece's bytes, checked
+// against its checksum and its size in metadata.json (CheckpointError naming the file and tensor otherwise).
+class PieceReader {
+ public:
+  explicit PieceReader(std::string dir) : dir_(std::move(dir)) {}
+  std::vector<char> read(const TensorInfo& info, const Piece& piece);
+  int64_t bytes_read() const { return bytes_read_; }
+
+ private:
+  std::string dir_;
+  std::map<std::string, safetensors::Header> headers_;
+  int64_t bytes_read_ = 0;
+};
 
 // The whole tensor `name` of the checkpoint in step directory `dir` as row-major bytes, assembled from its pieces
 // (each checked against its checksum), reading only the pieces whose chunk meets `wanted` (nullopt: all of them);

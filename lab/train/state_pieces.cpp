@@ -16,7 +16,8 @@ std::vector<StatePiece> whole_tensor_pieces(const std::vector<std::string>& name
                    .shape = t.sizes().vec(),
                    .begin = 0,
                    .data = t.detach().view({-1}),
-                   .written_here = written_here});
+                   .written_here = written_here,
+                   .chunk = {}});
   };
   for (size_t i = 0; i < params.size(); ++i) piece("param." + names[i], params[i]);
   for (const std::string& kind : optimizer.state_kinds())

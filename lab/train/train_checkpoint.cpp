@@ -61,7 +61,8 @@ StatePiece rng_piece(const World& world) {
           .shape = {world.world_size(), n},
           .begin = world.rank() * n,
           .data = state.view({-1}),
-          .written_here = true};
+          .written_here = true,
+          .chunk = {}};
 }
 
 // A barrier that also tells every rank whether any rank failed (`failed` here): true when one did.
@@ -250,23 +251,10 @@ checkpoint::Metadata read_checkpoint_pieces(const std::string& path, const Confi
     throw CheckpointError("checkpoint " + dir + " holds " + meta.config["train"]["optimizer"].dump() +
                           " optimizer state; this run's train.optimizer is " + config.train.optimizer);
 
-  std::map<std::string, safetensors::Header> headers;
-  auto header_of = [&](const std::string& file) -> const safetensors::Header& {
-    auto it = headers.find(file);
-    if (it == headers.end())
-      it = headers.emplace(file, safetensors::read_header((fs::path(dir) / file).string())).first;
-    return it->second;
-  };
-  // A stored piece's bytes as a tensor, its checksum verified.
+  // A stored piece's bytes as a tensor, its checksum and size verified (checkpoint::PieceReader).
+  checkpoint::PieceReader reader(dir);
   auto stored_tensor = [&](const checkpoint::TensorInfo& info, const checkpoint::Piece& p) {
-    const safetensors::Header& h = header_of(p.file);
-    std::vector<char> bytes = safetensors::read_bytes(h, h.tensor(p.key));
-    bytes_read += static_cast<int64_t>(bytes.size());
-    const uint32_t crc = safetensors::crc32_of(bytes.data(), static_cast<int64_t>(bytes.size()));
-    if (crc != p.crc32)
-      throw CheckpointError("checkpoint " + (fs::path(dir) / p.file).string() + ": tensor '" + p.key +
-                            "' fails its checksum (crc32 " + std::to_string(crc) + ", metadata.json says " +
-                            std::to_string(p.crc32) + "): the file is damaged");
+    std::vector<char> bytes = reader.read(info, p);
     const at::ScalarType type = scalar_type_of(info.dtype, dir);
     return at::from_blob(bytes.data(), {p.numel}, at::TensorOptions().dtype(type)).clone();
   };
@@ -314,6 +302,7 @@ checkpoint::Metadata read_checkpoint_pieces(const std::string& path, const Confi
       generator.set_state(piece.data);
     }
   }
+  bytes_read += reader.bytes_read();
   return meta;
 }
 

@@ -298,7 +298,8 @@ std::vector<StatePiece> ShardedEngine::state_pieces() {
                    .shape = unit.shapes[slot.param],
                    .begin = slot.param_offset,
                    .data = data,
-                   .written_here = written_here});
+                   .written_here = written_here,
+                   .chunk = {}});
   };
   for (const auto& slot : slots)
     piece("param.", slot, units_[slot.unit].shard.narrow(0, slot.shard_offset, slot.numel));

@@ -9,6 +9,7 @@
 #include "strategies/catalog.hpp"
 #include "strategies/cost_plan.hpp"
 #include "strategies/sharded/sharding.hpp"
+#include "strategies/sharded_plan.hpp"
 
 namespace dtlab {
 namespace {
@@ -244,6 +245,20 @@ TEST(ShardedCost, HybridGroupsAndDispatch) {
   for (const std::string id : {"fsdp_full_shard", "fsdp_shard_grad_op", "fsdp_no_shard", "zero1"})
     EXPECT_EQ(cost_plan(make(id, 2), 1).strategy, id);
   EXPECT_EQ(cost_plan(make("fsdp_full_shard", 2)).strategy, "fsdp_full_shard");  // rank 0
+}
+
+// HYBRID's automatic shard group (parallel.shard_size=0) is the data-parallel ranks of one node: on 2 nodes x 4 with
+// tp 2 inside each node that is 2 of them; with the tp groups across the nodes (tp_placement=inter_node) all 4.
+TEST(ShardedCost, HybridsAutomaticShardGroupIsTheDataParallelRanksOfANode) {
+  const auto shard_size = [](const std::string& placement) {
+    Config c =
+        make("fsdp_hybrid", 8,
+             {"parallel.tp=2", "parallel.shard_size=0", "train.micro_batch=2", "parallel.tp_placement=" + placement});
+    c.ranks_per_node = 4;
+    return sharded_dp_shard_size_of(ShardingMode::hybrid, c, 4);
+  };
+  EXPECT_EQ(shard_size("intra_node"), 2);
+  EXPECT_EQ(shard_size("inter_node"), 4);
 }
 
 // parallel.collectives=hierarchical on 2 nodes x 2 (lab/comm/hierarchical.hpp): every gather is one call across the
