@@ -290,6 +290,24 @@ PipeReplay replay_pipe_program_on_stages(const PipeProgram& program, const PipeS
   return replay;
 }
 
+std::vector<double> peak_kept_bytes(const PipeReplay& replay, double activation, double weight_store) {
+  std::vector<double> out;
+  for (const auto& spans : replay.ranks) {
+    const bool splits =
+        std::any_of(spans.begin(), spans.end(), [](const PipeSpan& s) { return s.action.op == PipeOp::weight; });
+    double kept = 0, peak = 0;
+    for (const PipeSpan& s : spans) {
+      if (s.action.op == PipeOp::forward) kept += activation;
+      if (s.action.op == PipeOp::backward && splits) kept += weight_store;
+      peak = std::max(peak, kept);
+      if (s.action.op == PipeOp::backward) kept -= activation;
+      if (s.action.op == PipeOp::weight) kept -= weight_store;
+    }
+    out.push_back(peak);
+  }
+  return out;
+}
+
 double predicted_bubble_fraction(PipeSchedule schedule, const PipeShape& shape, const PipeTimes& times) {
   const double P = shape.stages, m = shape.micro_batches, v = shape.virtual_stages;
   switch (schedule) {

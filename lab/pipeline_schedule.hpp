@@ -93,6 +93,11 @@ PipeReplay replay_pipe_program(const PipeProgram& program, const PipeShape& shap
 PipeReplay replay_pipe_program_on_stages(const PipeProgram& program, const PipeShape& shape,
                                          const std::vector<PipeTimes>& stage_times);
 
+// Per rank, the most bytes kept at once when each micro-batch chunk keeps `activation` bytes from its F to the end
+// of its B and, where the schedule splits W off, `weight_store` bytes (what B files for W: lab/weight_grad_store.hpp)
+// from the start of its B to its W. A B's own store counts beside its activations, both live while it runs.
+std::vector<double> peak_kept_bytes(const PipeReplay& replay, double activation, double weight_store);
+
 // The bubble fraction the formulas above give for `schedule` (uniform stages, no transfer time).
 double predicted_bubble_fraction(PipeSchedule schedule, const PipeShape& shape, const PipeTimes& times);
 

@@ -47,6 +47,18 @@ std::vector<PipeTimes> stage_times(const Config& config, const ComputeTime& whol
   return out;
 }
 
+// Zero bubble: the bytes one micro-batch's B files for its W on this stage (lab/weight_grad_store.hpp): every held
+// linear's output gradient in the compute dtype, the column-parallel ones 1/tp of their features; the head's is the
+// logits' gradient.
+int64_t weight_grad_store_bytes(const Config& config, int64_t blocks, bool head) {
+  const ModelConfig& m = config.model;
+  const int64_t t = std::max<int64_t>(1, config.parallel.tp), hd = m.d_model / m.n_heads;
+  const int64_t per_block = (m.n_heads * hd + 2 * m.n_kv_heads * hd + 2 * m.ffn_hidden) / t + 2 * m.d_model;
+  const int64_t features = blocks * per_block + (head ? m.vocab_size / t : 0);
+  return config.train.micro_batch * m.seq_len * features *
+         bytes_of(dtype_named(config.precision.param_dtype, "precision.param_dtype"));
+}
+
 }  // namespace
 
 MemoryPrediction pipeline_stage_memory(const dtlab::Config& config, const CostPlan& plan, const std::string& backend,
@@ -65,10 +77,21 @@ MemoryPrediction pipeline_stage_memory(const dtlab::Config& config, const CostPl
   const PipeSchedule schedule = parse_pipe_schedule(config.parallel.pp_schedule).value_or(PipeSchedule::one_f_one_b);
   const PipeTimes times =
       schedule == PipeSchedule::zero_bubble ? PipeTimes{.forward = 1, .backward = 1, .weight = 1} : PipeTimes{};
-  const double in_flight = replay_pipe_program(pipe_program(schedule, shape), shape, times)
-                               .peak_in_flight[static_cast<size_t>(rank / (config.world_size / P))];
+  const PipeReplay replay = replay_pipe_program(pipe_program(schedule, shape), shape, times);
+  const auto pp_rank = static_cast<size_t>(rank / (config.world_size / P));
   const bool holds_head = std::find(units.begin(), units.end(), L + 1) != units.end();
-  memory.activations = std::llround(static_cast<double>(memory.activations) * in_flight);
+  double in_flight = replay.peak_in_flight[pp_rank];
+  if (schedule == PipeSchedule::zero_bubble) {
+    // A micro-batch's activations go at the end of its B; what B files for W stays until W.
+    const int64_t store = weight_grad_store_bytes(config, stage.model.n_layers, holds_head);
+    in_flight = peak_kept_bytes(replay, 1.0, 0.0)[pp_rank];
+    memory.activations = std::llround(
+        peak_kept_bytes(replay, static_cast<double>(memory.activations), static_cast<double>(store))[pp_rank]);
+    memory.notes.push_back("zero bubble: each B keeps " + std::to_string(store) +
+                           " bytes of output gradients for its W (lab/weight_grad_store.hpp)");
+  } else {
+    memory.activations = std::llround(static_cast<double>(memory.activations) * in_flight);
+  }
   memory.logits = holds_head ? std::llround(static_cast<double>(memory.logits) * in_flight) : 0;
   memory.peak = memory.params + memory.grads + memory.optimizer + memory.buffers + memory.activations + memory.logits +
                 memory.comm_staging + memory.ring_scratch;

@@ -110,6 +110,8 @@ std::vector<MemoryCase> cases() {
   // over 4 blocks split after the first), and its activations those of the micro-batches its schedule keeps in flight.
   const std::string pp = "parallel.pp=2";
   out.push_back({"ddp", 2, {pp}, "pp2"});
+  // Zero bubble: each B also keeps its linears' output gradients for W (lab/weight_grad_store.hpp).
+  out.push_back({"ddp", 2, {pp, "parallel.pp_schedule=zero_bubble"}, "pp2_zero_bubble"});
   out.push_back({"zero1", 4, {pp, "parallel.wrap=every_2", "model.n_layers=4", "parallel.pp_split=1"}, "pp2_dp2_cut"});
   out.push_back({"fsdp_no_shard", 2, {pp, "precision.param_dtype=bf16"}, "pp2_bf16"});
   // The modes that free parameters keep every unit of the stage gathered, with its full gradient, through the step.

@@ -84,6 +84,29 @@ TEST(PipelineSchedule, ActivationsInFlightPerRank) {
   }
 }
 
+// peak_kept_bytes: activations kept from F to the end of B, what B files for W from B to W. Schedules without W keep
+// their in-flight peak and file nothing; zero bubble's first stage holds its P micro-batches' activations and the
+// first B's store at once, and no rank more than P stores (ZB-H1 runs no F while P micro-batches await their W).
+TEST(PipelineSchedule, PeakKeptBytesCountsActivationsUntilBAndWhatBFilesUntilW) {
+  const double A = 10, S = 1;
+  for (const Case& c : cases()) {
+    const PipeShape shape{c.stages, c.micro_batches, c.virtual_stages};
+    const PipeReplay replay = replay_pipe_program(pipe_program(c.schedule, shape), shape, times_for(c.schedule));
+    const std::vector<double> kept = peak_kept_bytes(replay, A, S);
+    for (int r = 0; r < c.stages; ++r) {
+      const auto ru = static_cast<size_t>(r);
+      if (c.schedule != PipeSchedule::zero_bubble) {
+        EXPECT_DOUBLE_EQ(kept[ru], A * replay.peak_in_flight[ru] * c.virtual_stages) << name(c) << " rank " << r;
+        continue;
+      }
+      const double held = peak_kept_bytes(replay, 1, 0)[ru];  // micro-batches whose B has not ended
+      EXPECT_GE(kept[ru], A * held + S) << name(c) << " rank " << r;
+      EXPECT_LE(kept[ru], A * held + S * c.stages) << name(c) << " rank " << r;  // ZB-H1: at most P un-W'd
+      if (r == 0) EXPECT_DOUBLE_EQ(kept[ru], A * c.stages + S) << name(c);
+    }
+  }
+}
+
 // Every F sends to the rank whose next virtual stage receives it, and every B back; the first stage receives no
 // activation and the last no gradient.
 TEST(PipelineSchedule, EveryTransferHasItsPartner) {
