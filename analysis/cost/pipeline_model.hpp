@@ -6,7 +6,8 @@
 //
 // Memory: the plan's state (this rank's stage parameters), its blocks' activations for one micro-batch times the
 // most micro-batches the schedule keeps in flight on this rank (the replay on unit times), and the logits only where
-// the head is.
+// the head is. Zero bubble frees a micro-batch's activations at the end of its B and keeps its linears' output
+// gradients from B to W (peak_kept_bytes).
 //
 // Each virtual stage's forward and backward of one micro-batch are the compute model's (compute_model.hpp) for the
 // whole model, split by the FLOPs of the units the stage holds (pipeline_split.hpp: the embedding with the first,
