@@ -33,9 +33,18 @@ struct PlannedCollective {
   // reduce-scatter or all-gather is two calls in a row (lab/comm/hierarchical.hpp), and the schedule runs them as one.
   int unit = -1;
   // The mesh dimension whose group runs the call (lab/mesh.hpp names): "dp" for the data-parallel strategies' calls
-  // (over dp_replicate x dp_shard, or one of them for hybrid's two levels), "tp" for tensor parallelism's.
+  // (over dp_replicate x dp_shard, or one of them for hybrid's two levels), "tp" for tensor parallelism's, "pp" for
+  // the stages' sends and sums.
   std::string mesh_dim = "dp";
+  // The network level the group crosses on the config's nodes: "inter_node" when its ranks span nodes
+  // (group_spans_nodes on config.ranks_per_node), else "intra_node". cost_plan() sets it for every call.
+  std::string level = "intra_node";
 };
+
+// Whether a group of `group_size` ranks `stride` apart spans nodes of `ranks_per_node` ranks (0: one node).
+inline bool group_spans_nodes(int group_size, int stride, int64_t ranks_per_node) {
+  return ranks_per_node > 0 && static_cast<int64_t>(group_size - 1) * (stride > 1 ? stride : 1) >= ranks_per_node;
+}
 
 struct PlannedState {  // bytes per rank, padding included
   int64_t params = 0, grads = 0, optimizer = 0, buffers = 0;

@@ -126,7 +126,7 @@ StepPrediction predict_pipeline_step(const Config& config, const CostPlan& plan,
     PlannedCollective timed = c;
     if (c.op == "send") timed.op = "send_recv";  // one direction of a point-to-point exchange: α + Sβ
     const double ms = planned_collective_us(timed, config, profile) / 1e3;
-    add_to_row(rows, c, ms);
+    add_to_row(rows, c, ms, spans_nodes(timed, profile) ? "inter_node" : "intra_node");
     s.comm_ms += ms * static_cast<double>(c.count);
     if (c.op == "send")
       transfer_ms = std::max(transfer_ms, ms);

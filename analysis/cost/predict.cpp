@@ -125,6 +125,8 @@ nlohmann::json predict(const dtlab::Config& config, const MachineProfile* profil
                           {"algorithm", row.algorithm},
                           {"dtype", row.dtype},
                           {"group_size", row.group_size},
+                          {"mesh_dim", row.mesh_dim},
+                          {"level", row.level},
                           {"count", row.count},
                           {"bytes_per_step", row.bytes_per_step},
                           {"time_ms", std::move(time_ms)}};
@@ -151,7 +153,7 @@ nlohmann::json predict(const dtlab::Config& config, const MachineProfile* profil
     // Without a profile: bytes per op, no times.
     OpRows rows;
     for (const auto& c : plan.collectives)
-      if (c.phase != "setup") add_to_row(rows, c, 0.0);
+      if (c.phase != "setup") add_to_row(rows, c, 0.0, c.level);
     for (const OpTime& row : row_list(rows)) by_op.push_back(op_row_json(row, null));
     j["comm"] = {
         {"bytes_per_step", plan.step_bytes()}, {"time_ms", null}, {"exposed_ms", null}, {"overlap_lost_ms", null},

@@ -63,7 +63,7 @@ double elementwise_bytes(const Config& config, const CostPlan& plan) {
 }
 
 bool spans_nodes(const PlannedCollective& c, const MachineProfile& profile) {
-  return (static_cast<int64_t>(c.group_size) - 1) * std::max(1, c.stride) >= profile.comm.ranks_per_node;
+  return group_spans_nodes(c.group_size, c.stride, profile.comm.ranks_per_node);
 }
 
 int link_sharing(const PlannedCollective& c, const MachineProfile& profile) {
@@ -94,9 +94,10 @@ double hierarchical_all_reduce_us(const MachineProfile& profile, int64_t bytes, 
   return std::max(n * (rs + ag), rs + n * ar + ag);
 }
 
-void add_to_row(OpRows& rows, const PlannedCollective& c, double ms) {
-  OpTime& row = rows[{c.op, c.algorithm, c.dtype, c.group_size}];
+void add_to_row(OpRows& rows, const PlannedCollective& c, double ms, const std::string& level) {
+  OpTime& row = rows[{c.op, c.algorithm, c.dtype, c.group_size, c.mesh_dim, level}];
   row.op = c.op, row.algorithm = c.algorithm, row.dtype = c.dtype, row.group_size = c.group_size;
+  row.mesh_dim = c.mesh_dim, row.level = level;
   row.count += c.count;
   row.bytes_per_step += c.bytes * c.count;
   row.time_ms += ms * static_cast<double>(c.count);
@@ -141,7 +142,7 @@ StepPrediction predict_step(const Config& config, const CostPlan& plan, const Ma
     const double ms = planned_collective_us(c, config, profile, &inter) / 1e3;
     any_inter = any_inter || inter;
     if (spans_nodes(c, profile) && !profile.comm.inter_node) spans_without_model = true;
-    add_to_row(rows, c, ms);
+    add_to_row(rows, c, ms, spans_nodes(c, profile) ? "inter_node" : "intra_node");
     s.comm_ms += ms * static_cast<double>(c.count);
     if (c.mesh_dim != "dp") {
       model_parallel_ms += ms * static_cast<double>(c.count);

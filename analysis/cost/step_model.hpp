@@ -47,19 +47,22 @@
 namespace dtlab::analysis {
 
 // One row of comm.by_op: the plan's collectives of one step grouped by (op, algorithm, dtype, group_size), the
-// grouping result.json's "collectives" uses.
+// grouping result.json's "collectives" uses, and by the mesh dimension that runs them and the network level they
+// were priced on (with a profile: spans_nodes on its topology; without: the plan's tag).
 struct OpTime {
   std::string op, algorithm, dtype;
   int group_size = 1;
+  std::string mesh_dim, level;
   int64_t count = 0;           // calls per step
   int64_t bytes_per_step = 0;  // Σ bytes × count (nccl-tests convention, as lab/comm records)
   double time_ms = 0;          // Σ per-call time × count (whether overlapped or not)
 };
 
-// comm.by_op's rows while they are summed, keyed by (op, algorithm, dtype, group_size).
-using OpRows = std::map<std::tuple<std::string, std::string, std::string, int>, OpTime>;
-// Adds the calls of `c` in one step (c.count of them, `ms` each) to its row.
-void add_to_row(OpRows& rows, const PlannedCollective& c, double ms);
+// comm.by_op's rows while they are summed, keyed by (op, algorithm, dtype, group_size, mesh_dim, level).
+using OpRows = std::map<std::tuple<std::string, std::string, std::string, int, std::string, std::string>, OpTime>;
+// Adds the calls of `c` in one step (c.count of them, `ms` each) to its row; `level` is the network level they were
+// priced on.
+void add_to_row(OpRows& rows, const PlannedCollective& c, double ms, const std::string& level);
 // The rows in key order.
 std::vector<OpTime> row_list(const OpRows& rows);
 

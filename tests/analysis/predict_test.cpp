@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <set>
+#include <string>
 
 #include "analysis/cost/predict.hpp"
 #include "analysis/cost/profile.hpp"
@@ -67,6 +69,36 @@ TEST(Predict, MemoryByWorldIsThePredictionAtEachWorldSize) {
   EXPECT_EQ(ddp.front()["peak"], ddp.back()["peak"]) << "a full replica: the same at every size";
 }
 
+// Each row of comm.by_op names the mesh dimension whose group runs it and the network level it was priced on: with
+// tp across 2 nodes x 2 ranks (tp_placement=inter_node) the tp calls cross the nodes and the data-parallel pairs stay
+// inside; with tp inside the nodes, the other way round. Without a profile the plan's own tag (from the config's
+// nodes) says the same.
+TEST(Predict, ByOpRowsNameTheirMeshDimensionAndNetworkLevel) {
+  MachineProfile p = load_profile(shipped("h100_sxm.json"));
+  for (const std::string placement : {"inter_node", "intra_node"}) {
+    Config c = load_config_text("",
+                                {"parallel.strategy=ddp", "parallel.tp=2", "parallel.tp_placement=" + placement,
+                                 "train.global_batch=8", "train.micro_batch=4"},
+                                4);
+    c.ranks_per_node = 2;
+    p.comm.ranks_per_node = 2;
+    for (const MachineProfile* profile :
+         {static_cast<const MachineProfile*>(nullptr), static_cast<const MachineProfile*>(&p)}) {
+      std::set<std::string> seen;
+      const nlohmann::json j = predict(c, profile);
+      for (const nlohmann::json& row : j["comm"]["by_op"]) {
+        const std::string dim = row["mesh_dim"], level = row["level"];
+        if (row["bytes_per_step"].get<int64_t>() <= 8) continue;  // the 8-byte sums over the whole world
+        seen.insert(dim + "@" + level);
+      }
+      const std::set<std::string> expected = placement == "inter_node"
+                                                 ? std::set<std::string>{"tp@inter_node", "dp@intra_node"}
+                                                 : std::set<std::string>{"tp@intra_node", "dp@inter_node"};
+      EXPECT_EQ(seen, expected) << placement << (profile ? " with a profile" : " without");
+    }
+  }
+}
+
 TEST(Predict, KeysAreExactlyTheDocumentedOnes) {
   const Config c = load_config_text("", {"parallel.strategy=ddp", "train.global_batch=8", "train.micro_batch=4"}, 2);
   const MachineProfile p = load_profile(shipped("h100_sxm.json"));
@@ -78,8 +110,8 @@ TEST(Predict, KeysAreExactlyTheDocumentedOnes) {
     EXPECT_EQ(keys_of(j["comm"]), sorted({"bytes_per_step", "time_ms", "exposed_ms", "overlap_lost_ms",
                                           "overlap_lost_in_node_ms", "by_op"}));
     ASSERT_FALSE(j["comm"]["by_op"].empty());
-    EXPECT_EQ(keys_of(j["comm"]["by_op"][0]),
-              sorted({"op", "algorithm", "dtype", "group_size", "count", "bytes_per_step", "time_ms"}));
+    EXPECT_EQ(keys_of(j["comm"]["by_op"][0]), sorted({"op", "algorithm", "dtype", "group_size", "mesh_dim", "level",
+                                                      "count", "bytes_per_step", "time_ms"}));
     EXPECT_EQ(j["world_size"], 2);
     EXPECT_EQ(j["rank"], 0);
     EXPECT_EQ(j["strategy"], "ddp");
