@@ -108,6 +108,23 @@ TEST(CheckpointChunk, ACheckpointOfSlicesReadsBackWholeAndSaysVersion2) {
   int64_t bytes_read = 0;
   checkpoint::read_whole_tensor(step, read, "param.w", Chunk{{0, 4}, {2, 2}}, &bytes_read);
   EXPECT_EQ(bytes_read, 12 * 4);
+  // A piece is read whole or not at all: a size or a checksum metadata.json does not agree with is named.
+  checkpoint::PieceReader reader(step);
+  const checkpoint::TensorInfo& info = read.tensors.at("param.w");
+  checkpoint::Piece longer = info.pieces[0], damaged = info.pieces[0];
+  longer.numel = 13;
+  damaged.crc32 ^= 1U;
+  EXPECT_EQ(reader.read(info, info.pieces[0]).size(), 12u * 4);
+  for (const auto& [piece, message] : {std::pair{longer, "' holds 48 bytes, metadata.json says 13 elements of F32"},
+                                       {damaged, "' fails its checksum"}}) {
+    try {
+      reader.read(info, piece);
+      ADD_FAILURE() << "read a piece whose metadata does not agree: " << message;
+    } catch (const checkpoint::CheckpointError& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("rank00000.safetensors"), std::string::npos) << e.what();
+    }
+  }
   int problems = -1;
   const std::string text = checkpoint::inspect(dir, true, problems);
   EXPECT_EQ(problems, 0) << text;
