@@ -293,7 +293,7 @@ TEST(Advise, ExplanationComparesTheWinnerWithEveryStrategyAndAxis) {
   EXPECT_TRUE(contains(all, "of that peak")) << all;
   // The overrides reproduce the winner: loading the base with them gives the same prediction.
   std::vector<std::string> overrides = {"model.preset=tiny", "train.global_batch=8", "train.micro_batch=4",
-                                       "model.n_layers=1"};
+                                        "model.n_layers=1"};
   overrides.insert(overrides.end(), a.winner()->settings.overrides.begin(), a.winner()->settings.overrides.end());
   const MachineProfile profile = fixture_profile();
   const nlohmann::json p = predict(load_config_text("", overrides, 2), &profile, 0);
