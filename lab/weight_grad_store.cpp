@@ -1,7 +1,6 @@
 // weight_grad_store.cpp: the deferred weight gradients of zero bubble's W (see weight_grad_store.hpp).
 #include "lab/weight_grad_store.hpp"
 
-#include <set>
 #include <stdexcept>
 
 #include <torch/csrc/autograd/autograd.h>
@@ -51,15 +50,6 @@ void WeightGradStore::apply() {
   }
   filed_.clear();
   torch::autograd::backward(weights, grads);
-}
-
-int64_t WeightGradStore::pending_bytes() const {
-  std::set<const void*> seen;
-  int64_t bytes = 0;
-  for (const Filed& f : filed_)
-    for (const at::Tensor* t : {&f.input, &f.grad_output})
-      if (seen.insert(t->data_ptr()).second) bytes += static_cast<int64_t>(t->nbytes());
-  return bytes;
 }
 
 WeightGradCapture::WeightGradCapture(WeightGradStore& store) {

@@ -16,7 +16,7 @@
 // The store must outlive the graph built under its capture (the nodes hold a plain pointer to it).
 #pragma once
 
-#include <cstdint>
+#include <cstddef>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -32,8 +32,6 @@ class WeightGradStore {
   // store. Nothing filed: nothing happens.
   void apply();
   size_t pending() const { return filed_.size(); }
-  // Bytes the filed inputs and gradients hold (what W keeps alive after B; a tensor filed twice counts once).
-  int64_t pending_bytes() const;
 
  private:
   struct Filed {

@@ -71,10 +71,8 @@ CostPlan cost_plan(const Config& config, int rank) {
   CostPlan plan = spec.plan(config, rank);              // the data-parallel strategy's calls over its group
   add_tensor_parallel_collectives(plan, config, rank);  // and each model-parallel dimension's over its own
   add_pipeline_collectives(plan, config, rank);
-  const bool one_node = config.ranks_per_node <= 0 || config.ranks_per_node >= config.world_size;
-  for (PlannedCollective& c : plan.collectives)
-    c.level =
-        !one_node && group_spans_nodes(c.group_size, c.stride, config.ranks_per_node) ? "inter_node" : "intra_node";
+  for (PlannedCollective& c : plan.collectives)  // on one node (ranks_per_node 0 or the world) no group spans nodes
+    c.level = group_spans_nodes(c.group_size, c.stride, config.ranks_per_node) ? "inter_node" : "intra_node";
   return plan;
 }
 
