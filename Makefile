@@ -40,7 +40,7 @@ CTEST_FLAGS := --output-on-failure --no-tests=error -j $(JOBS) --timeout 600
 export CCACHE_BASEDIR   := $(CURDIR)
 export CCACHE_SLOPPINESS := pch_defines,time_macros,include_file_mtime,include_file_ctime
 
-.PHONY: setup configure build build-cuda test test-cuda benchmark calibrate bench-micro bench-peer bench-links bench-two-level report fixtures format check \
+.PHONY: setup configure build build-cuda test test-cuda benchmark calibrate bench-micro bench-peer bench-peer-tp bench-links bench-two-level report fixtures format check \
         clean train train-ddp train-fsdp compare
 
 setup:
@@ -112,6 +112,15 @@ bench-peer: build
 	  --work $(BUILD)/peer-work/fsdp --out $(RESULTS)/peer/fsdp_vs_pytorch.json
 	@$(VENV_PY) tests/reference/compare_pipeline.py --dtlab $(DTLAB) --repeats $(PEER_REPEATS) --schedule 1f1b \
 	  --work $(BUILD)/peer-work/pipeline --out $(RESULTS)/peer/pipeline_vs_pytorch.json
+
+# dtlab tensor parallel vs PyTorch DTensor TP: tp 2 (world 2) and tp 2 x FULL_SHARD / FSDP2 dp 2 (world 4); about
+# 12 minutes, not part of `make benchmark` (docs/peer-comparison.md).
+bench-peer-tp: build
+	@mkdir -p $(RESULTS)/peer
+	@$(VENV_PY) tests/reference/compare_tp.py --dtlab $(DTLAB) --repeats $(PEER_REPEATS) --skip-tiny-check \
+	  --work $(BUILD)/peer-work/tp --out $(RESULTS)/peer/tp_vs_pytorch.json
+	@$(VENV_PY) tests/reference/compare_tp.py --dtlab $(DTLAB) --repeats $(PEER_REPEATS) --skip-tiny-check \
+	  --world-size 4 --strategy fsdp_full_shard --work $(BUILD)/peer-work/tp_fsdp --out $(RESULTS)/peer/tp_fsdp_vs_pytorch.json
 
 # The emulated cluster's links (needs root or CAP_NET_ADMIN): 2 nodes x 2 ranks at three inter-node rates; per rate
 # the inter-node point-to-point rate against the set rate and the 64 MiB all_reduce against the link bound.

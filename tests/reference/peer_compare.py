@@ -1,7 +1,8 @@
 """peer_compare.py: the shared driver of the peer comparisons — one dtlab strategy against the PyTorch peer that
 implements it, on the same model, weights, batches, optimizer, Gloo backend and threads per rank. The entry points
-are thin: compare_ddp.py (dtlab `ddp` vs torch_ddp.py, target 1.05x) and compare_fsdp.py (dtlab `fsdp_full_shard`
-vs torch_fsdp2.py, target 1.3x) each describe their comparison as a PeerSpec and call main(spec).
+are thin: compare_ddp.py (dtlab `ddp` vs torch_ddp.py, target 1.05x), compare_fsdp.py (dtlab `fsdp_full_shard`
+vs torch_fsdp2.py, target 1.3x), compare_pipeline.py (parallel.pp vs torch_pipeline.py) and compare_tp.py
+(parallel.tp vs torch_tp.py) each describe their comparison as a PeerSpec and call main(spec).
 See docs/peer-comparison.md.
 
 Two phases:
@@ -66,10 +67,15 @@ class PeerSpec:
     # --world-size, one replica), and these overrides come before the user's (e.g. a micro-batch giving m >= P).
     pipeline: bool = False
     pipeline_overrides: tuple = ()
+    # A tensor-parallel comparison: --tp, --sequence-parallel and --strategy (ddp or fsdp_full_shard over the
+    # world / tp data-parallel ranks) are offered and set both sides' parallel.tp, sequence_parallel and strategy.
+    tensor_parallel: bool = False
 
     @property
     def dtlab_label(self):
-        return "dtlab pipeline" if self.pipeline else "dtlab " + self.strategy
+        if self.pipeline:
+            return "dtlab pipeline"
+        return "dtlab tensor parallel" if self.tensor_parallel else "dtlab " + self.strategy
 
 
 class CommandFailed(Exception):
@@ -157,7 +163,7 @@ def phase(spec, name, args, overrides, repeats):
             torch_cmd = [*launch, sys.executable, *peer_args]
             session = []
         dtlab_cmd = [*launch, *session, args.dtlab, "train", "--config", args.config,
-                     *overrides, *args.dtlab_override, f"parallel.strategy={spec.strategy}", "--out", dtlab_out]
+                     *overrides, *args.dtlab_override, f"parallel.strategy={args.strategy}", "--out", dtlab_out]
         order = [("torch", torch_cmd), ("dtlab", dtlab_cmd)]
         if i % 2:
             order.reverse()  # alternate who runs first, so drifting machine load does not favour one side
@@ -195,11 +201,15 @@ def phase(spec, name, args, overrides, repeats):
     if args.dtlab_override:
         rec["dtlab_only_overrides"] = args.dtlab_override
     if spec.record_strategy:
-        rec["strategy"] = spec.strategy
+        rec["strategy"] = args.strategy
     if spec.pipeline:
         par = manifest["config"]["parallel"]
         rec["pipeline"] = {"pp": par["pp"], "schedule": par["pp_schedule"], "virtual_stages": par["pp_virtual_stages"],
                            "microbatches": manifest["accumulation"]}
+    if spec.tensor_parallel:
+        par = manifest["config"]["parallel"]
+        rec["tensor_parallel"] = {"tp": par["tp"], "sequence_parallel": par["sequence_parallel"],
+                                  "strategy": par["strategy"], "data_parallel": manifest["data_parallel"]}
     rec.update({
         "model": {k: model_cfg[k] for k in ("preset", "d_model", "n_layers", "n_heads", "n_kv_heads", "ffn_hidden",
                                             "vocab_size", "seq_len", "tie_embeddings")},
@@ -249,6 +259,10 @@ def print_phase(spec, rec, timed):
         pl = rec["pipeline"]
         print(f"  pipeline: pp {pl['pp']}, schedule {pl['schedule']}, {pl['virtual_stages']} chunk(s) per rank, "
               f"{pl['microbatches']} micro-batches per step")
+    if rec.get("tensor_parallel"):
+        tp = rec["tensor_parallel"]
+        print(f"  tensor parallel: tp {tp['tp']}{' + sequence parallel' if tp['sequence_parallel'] else ''}, "
+              f"{tp['strategy']} over {tp['data_parallel']} data-parallel rank(s)")
     if rec.get("dtlab_only_overrides"):
         print(f"  dtlab's run only: {' '.join(rec['dtlab_only_overrides'])}")
     print(f"  {'':<{width}}{'tokens/s':>12}{'step ms (median)':>19}")
@@ -306,8 +320,26 @@ def parse_args(spec):
         ap.add_argument("--schedule", default="1f1b", choices=["gpipe", "1f1b", "interleaved_1f1b", "zero_bubble"],
                         help="parallel.pp_schedule of both sides (parallel.pp is --world-size)")
         ap.add_argument("--virtual", type=int, default=1, help="parallel.pp_virtual_stages (chunks per rank)")
+    if spec.tensor_parallel:
+        ap.add_argument("--tp", type=int, default=2, help="parallel.tp of both sides (divides --world-size)")
+        ap.add_argument("--sequence-parallel", action="store_true", help="parallel.sequence_parallel=true")
+        ap.add_argument("--strategy", default="ddp", choices=["ddp", "fsdp_full_shard"],
+                        help="over the world / tp data-parallel ranks: ddp (only at dp 1) or fsdp_full_shard "
+                             "(PyTorch: FSDP2 over the dp dimension of a (dp, tp) mesh)")
     ap.add_argument("overrides", nargs="*", help="section.key=value, e.g. train.steps=50")
     args = ap.parse_args()
+    if not spec.tensor_parallel:
+        args.strategy = spec.strategy
+    else:
+        if args.tp < 2 or args.world_size % args.tp:
+            ap.error(f"--tp {args.tp} must be >= 2 and divide --world-size {args.world_size}")
+        if args.strategy == "ddp" and args.world_size != args.tp:
+            ap.error(f"--strategy ddp runs tp alone (--world-size {args.tp}); with data-parallel ranks the peer is "
+                     "FSDP2: --strategy fsdp_full_shard")
+        if args.nodes > 1:
+            ap.error("--nodes: the tensor-parallel comparison runs on one node")
+        args.overrides = [f"parallel.tp={args.tp}", f"parallel.sequence_parallel={str(args.sequence_parallel).lower()}",
+                          f"parallel.strategy={args.strategy}", *args.overrides]
     if spec.pipeline:
         if args.nodes > 1:
             ap.error("--nodes: the pipeline comparison runs on one node")
