@@ -97,7 +97,7 @@ std::shared_ptr<Comm::LiveRecord> Comm::start_record(const std::string& op, cons
 
 CommHandle Comm::track(const c10::intrusive_ptr<c10d::Work>& work, std::shared_ptr<LiveRecord> record,
                        bool has_completion_callback, std::function<void()> after_wait) {
-  if (has_completion_callback) {
+  if (has_completion_callback && work) {
     // Stamp the end when the backend completes the work (runs on a backend thread).
     work->getFuture()->addCallback([record](c10::ivalue::Future&) { record->end_us.store(comm_clock_us()); });
   }
@@ -105,7 +105,7 @@ CommHandle Comm::track(const c10::intrusive_ptr<c10d::Work>& work, std::shared_p
   handle.wait_fn_ = [this, work, record, after_wait = std::move(after_wait)]() {
     ScopedPhase blocked(Phase::comm_wait, collective_span_name(record->record.op, record->record.tag));
     try {
-      work->wait();
+      if (work) work->wait();  // null: posted inside a coalesced group, which batch_isend_irecv waits for
     } catch (const std::exception& e) {
       rethrow_failure(record->record, e);
     }
@@ -464,6 +464,32 @@ CommHandle Comm::recv(at::Tensor& tensor, int from, int p2p_tag, const std::stri
   } catch (const std::exception& e) {
     rethrow_failure(record->record, e);
   }
+}
+
+bool Comm::coalesces_p2p() const { return backend_->supportsCoalescing(); }
+
+std::vector<CommHandle> Comm::batch_isend_irecv(std::vector<P2pOp> ops) {
+  const bool coalesce = ops.size() > 1 && coalesces_p2p();
+  if (coalesce) backend_->startCoalescing();
+  std::vector<CommHandle> handles;
+  handles.reserve(ops.size());
+  try {
+    for (P2pOp& op : ops)
+      handles.push_back(op.kind == P2pOp::Kind::send ? send(op.tensor, op.peer, op.p2p_tag, op.tag)
+                                                     : recv(op.tensor, op.peer, op.p2p_tag, op.tag));
+  } catch (...) {
+    if (coalesce) backend_->endCoalescing();
+    throw;
+  }
+  if (coalesce) {  // every op completes with the group: its handle waits for the group first
+    c10::intrusive_ptr<c10d::Work> group = backend_->endCoalescing();
+    for (CommHandle& handle : handles)
+      handle = CommHandle::deferred([group, op = handle]() mutable {
+        if (group) group->wait();
+        op.wait();
+      });
+  }
+  return handles;
 }
 
 std::vector<CollectiveRecord> Comm::records() const {

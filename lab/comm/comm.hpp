@@ -148,6 +148,20 @@ class Comm {
   static constexpr int kPipelineP2pTagBase = 1 << 30;
   CommHandle send(at::Tensor& tensor, int to, int p2p_tag, const std::string& tag = "");
   CommHandle recv(at::Tensor& tensor, int from, int p2p_tag, const std::string& tag = "");
+  // Several sends and receives posted together, one handle per op in order (torch's batch_isend_irecv). A backend
+  // that coalesces (NCCL) runs them as one group, so two ranks that send to each other at once cannot deadlock and
+  // each handle then waits for the whole group; Gloo posts them in order and each completes on its own. Each op is
+  // recorded as its own "send" / "recv".
+  struct P2pOp {
+    enum class Kind { send, recv } kind;
+    at::Tensor tensor;  // send: what goes; recv: where it lands (untouched until the handle's wait)
+    int peer = -1;      // group rank
+    int p2p_tag = kPipelineP2pTagBase;
+    std::string tag;
+  };
+  std::vector<CommHandle> batch_isend_irecv(std::vector<P2pOp> ops);
+  // Whether batch_isend_irecv runs a batch as one group (NCCL): its ops then complete together, in stream order.
+  bool coalesces_p2p() const;
   // Copies of the records so far (thread-safe).
   std::vector<CollectiveRecord> records() const;
   // Copies of records [first, record_count()) — the collectives issued since an earlier record_count().

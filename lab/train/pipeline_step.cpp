@@ -42,6 +42,95 @@ std::string label(char op, const PipeAction& a) {
   return std::string(1, op) + " c" + std::to_string(a.chunk) + "." + std::to_string(a.micro_batch);
 }
 
+// This rank's transfers in one step. Receives are posted ahead, for the next kRecvsAhead actions that wait for one,
+// together with each action's send (one batch_isend_irecv), so that what the coming actions need arrives while this
+// one computes: a Gloo message moves only once its receive is posted. A backend that coalesces a batch into one
+// stream-ordered group (NCCL) would hold every later transfer behind a receive posted ahead, which can wait on one
+// of them: there each receive is posted when its action comes up. Sends stay alive until finish().
+class P2pWindow {
+ public:
+  static constexpr size_t kRecvsAhead = 2;
+
+  P2pWindow(Comm& pp, const std::vector<PipeAction>& actions, int pp_rank, const PipeShape& shape,
+            std::vector<int64_t> buffer_shape, at::TensorOptions buffer_options)
+      : depth_(pp.coalesces_p2p() ? 0 : kRecvsAhead),
+        pp_(pp),
+        actions_(actions),
+        pp_rank_(pp_rank),
+        shape_(shape),
+        buffer_shape_(std::move(buffer_shape)),
+        buffer_options_(buffer_options) {}
+
+  // Posts `send` (if any) and the receives that bring the window back to kRecvsAhead, in one batch.
+  void post(std::optional<Comm::P2pOp> send) {
+    std::vector<Comm::P2pOp> ops;
+    if (send) ops.push_back(std::move(*send));
+    std::vector<size_t> receiving;
+    for (; pending_.size() + receiving.size() < depth_ && next_ < actions_.size(); ++next_) {
+      if (actions_[next_].recv_from < 0) continue;
+      ops.push_back(recv_op(next_));
+      receiving.push_back(next_);
+    }
+    if (ops.empty()) return;
+    std::vector<at::Tensor> tensors;
+    for (const Comm::P2pOp& op : ops) tensors.push_back(op.tensor);
+    std::vector<CommHandle> handles = pp_.batch_isend_irecv(std::move(ops));
+    size_t h = 0;
+    if (send) sends_.emplace_back(std::move(handles[h]), tensors[h]), ++h;
+    for (size_t index : receiving) pending_.emplace(index, std::make_pair(std::move(handles[h]), tensors[h])), ++h;
+  }
+
+  // What action `index` waits for: its receive, posted by an earlier post() (or now, when nothing is posted ahead).
+  at::Tensor take(size_t index) {
+    if (depth_ == 0) {
+      Comm::P2pOp op = recv_op(index);
+      at::Tensor buffer = op.tensor;
+      pp_.batch_isend_irecv({std::move(op)}).front().wait();
+      return buffer;
+    }
+    const auto it = pending_.find(index);
+    if (it == pending_.end())
+      throw std::logic_error("pipeline schedule: action " + std::to_string(index) + " on pp rank " +
+                             std::to_string(pp_rank_) + " has no receive posted");
+    it->second.first.wait();
+    at::Tensor buffer = std::move(it->second.second);
+    pending_.erase(it);
+    return buffer;
+  }
+
+  void finish() {
+    for (auto& [handle, tensor] : sends_) handle.wait();
+    sends_.clear();
+  }
+
+ private:
+  Comm::P2pOp recv_op(size_t index) const {
+    const PipeAction& a = actions_[index];
+    const bool forward = a.op == PipeOp::forward;
+    return {.kind = Comm::P2pOp::Kind::recv,
+            .tensor = at::empty(buffer_shape_, buffer_options_),
+            .peer = a.recv_from,
+            .p2p_tag = p2p_tag(forward ? 0 : 1, a.chunk * shape_.stages + pp_rank_, a.micro_batch, shape_),
+            .tag = forward ? "pp.activation" : "pp.gradient"};
+  }
+
+  size_t depth_;  // receives posted ahead
+  Comm& pp_;
+  const std::vector<PipeAction>& actions_;
+  int pp_rank_;
+  PipeShape shape_;
+  std::vector<int64_t> buffer_shape_;
+  at::TensorOptions buffer_options_;
+  size_t next_ = 0;                                              // the first action not yet looked at for a receive
+  std::map<size_t, std::pair<CommHandle, at::Tensor>> pending_;  // action index -> its posted receive
+  std::vector<std::pair<CommHandle, at::Tensor>> sends_;         // each tensor lives until its send is done
+};
+
+Comm::P2pOp send_op(at::Tensor tensor, int to, int tag, std::string name) {
+  return {
+      .kind = Comm::P2pOp::Kind::send, .tensor = std::move(tensor), .peer = to, .p2p_tag = tag, .tag = std::move(name)};
+}
+
 }  // namespace
 
 PipelineStepSchedule::PipelineStepSchedule(const Config& config, int64_t micro_batches, MeshComms& comms)
@@ -76,18 +165,18 @@ double PipelineStepSchedule::run(int64_t step, double loss_weight, const MicroBa
                                                  config_.model.d_model};
 
   MemoryScope activations(MemoryCategory::activations);
-  std::map<std::pair<int, int>, InFlight> in_flight;     // (chunk, micro-batch) -> tensors
-  std::vector<std::pair<CommHandle, at::Tensor>> sends;  // each tensor lives until its send is done
-  const auto send = [&](at::Tensor tensor, int to, int tag, const std::string& name) {
-    sends.emplace_back(pp_->send(tensor, to, tag, name), tensor);
-  };
-  const auto receive = [&](int from, int tag, const std::string& name) {
-    at::Tensor buffer = at::empty(activation_shape, activation_options);
-    pp_->recv(buffer, from, tag, name).wait();
-    return buffer;
+  std::map<std::pair<int, int>, InFlight> in_flight;  // (chunk, micro-batch) -> tensors
+  P2pWindow p2p(*pp_, actions_, pp_rank_, shape_, activation_shape, activation_options);
+  p2p.post(std::nullopt);  // the first receives
+  // B's output: the gradient of the chunk's input, for the previous virtual stage (none on virtual stage 0).
+  const auto send_gradient = [&](const InFlight& slot, const PipeAction& a, int k,
+                                 int mb) -> std::optional<Comm::P2pOp> {
+    if (k == 0) return std::nullopt;
+    return send_op(slot.input.grad(), a.send_to, p2p_tag(1, k - 1, mb, shape_), "pp.gradient");
   };
   double local_loss = 0.0;
-  for (const PipeAction& a : actions_) {
+  for (size_t index = 0; index < actions_.size(); ++index) {
+    const PipeAction& a = actions_[index];
     const int k = a.chunk * P + pp_rank_, mb = a.micro_batch;
     if (a.op == PipeOp::forward) {
       InFlight slot;
@@ -96,7 +185,7 @@ double PipelineStepSchedule::run(int64_t step, double loss_weight, const MicroBa
       if (k == 0) {
         slot.input = batch->inputs;
       } else {
-        slot.input = receive(a.recv_from, p2p_tag(0, k, mb, shape_), "pp.activation").requires_grad_(true);
+        slot.input = p2p.take(index).requires_grad_(true);
       }
       {
         ScopedPhase forward(Phase::forward, "forward-compute " + label('F', a));
@@ -106,10 +195,12 @@ double PipelineStepSchedule::run(int64_t step, double loss_weight, const MicroBa
         for (int m : chunk_units_[static_cast<size_t>(a.chunk)]) x = runner.run_unit(m, x);
         slot.output = k == K - 1 ? model.loss(x, batch->targets) * loss_weight : x;
       }
-      if (k == K - 1)
+      if (k == K - 1) {
         local_loss += slot.output.item<double>();
-      else
-        send(slot.output.detach(), a.send_to, p2p_tag(0, k + 1, mb, shape_), "pp.activation");
+        p2p.post(std::nullopt);
+      } else {
+        p2p.post(send_op(slot.output.detach(), a.send_to, p2p_tag(0, k + 1, mb, shape_), "pp.activation"));
+      }
       in_flight.emplace(std::make_pair(a.chunk, mb), std::move(slot));
       continue;
     }
@@ -118,13 +209,12 @@ double PipelineStepSchedule::run(int64_t step, double loss_weight, const MicroBa
       throw std::logic_error("pipeline schedule: " + label(pipe_op_letter(a.op), a) + " before its forward");
     InFlight& slot = it->second;
     if (a.op == PipeOp::backward) {
-      at::Tensor grad = k == K - 1 ? at::full({}, access->loss_factor, slot.output.options())
-                                   : receive(a.recv_from, p2p_tag(1, k, mb, shape_), "pp.gradient");
+      at::Tensor grad = k == K - 1 ? at::full({}, access->loss_factor, slot.output.options()) : p2p.take(index);
       if (mb == 1 && mutation("drop_micro_batch_grad")) grad = at::zeros_like(grad);  // the deliberate bug
       ScopedPhase backward(Phase::backward, "backward-compute " + label('B', a));
       if (!split_backward) {
         torch::autograd::backward({slot.output}, {grad});
-        if (k > 0) send(slot.input.grad(), a.send_to, p2p_tag(1, k - 1, mb, shape_), "pp.gradient");
+        p2p.post(send_gradient(slot, a, k, mb));
         in_flight.erase(it);
         continue;
       }
@@ -132,15 +222,16 @@ double PipelineStepSchedule::run(int64_t step, double loss_weight, const MicroBa
       // graph is retained only for the weights' own casts or views, which W backpropagates through; dropping the
       // output and input frees the rest of it.
       torch::autograd::backward({slot.output}, {grad}, /*retain_graph=*/true);
-      if (k > 0) send(slot.input.grad(), a.send_to, p2p_tag(1, k - 1, mb, shape_), "pp.gradient");
+      p2p.post(send_gradient(slot, a, k, mb));
       slot.output = at::Tensor(), slot.input = at::Tensor();
       continue;
     }
     ScopedPhase weight(Phase::backward, "backward-compute " + label('W', a));
     if (!mutation("skip_weight_pass")) slot.weight_grads->apply();  // the deliberate bug: W never runs
     in_flight.erase(it);
+    p2p.post(std::nullopt);
   }
-  for (auto& [handle, tensor] : sends) handle.wait();
+  p2p.finish();
   if (!in_flight.empty())
     throw std::logic_error("pipeline schedule: " + std::to_string(in_flight.size()) +
                            " micro-batch chunks never ran their backward on pp rank " + std::to_string(pp_rank_));

@@ -47,5 +47,8 @@ void check_all_to_all(Comm& comm, Checks& checks);
 // this rank's part of the closed-form sum (bit-exact on integers), recorded as one flat call with the flat call's
 // bytes; a dimension that does not divide refused, naming it (comm_shape_checks.cpp).
 void check_along_a_dimension(Comm& comm, Checks& checks);
+// batch_isend_irecv: receives posted before the sends and in the other tag order, two each way between neighbours of
+// a ring, each holding the message of its tag (bit-exact), one handle and one record per op (comm_shape_checks.cpp).
+void check_batch_isend_irecv(Comm& comm, Checks& checks);
 
 }  // namespace dtlab::comm_checks

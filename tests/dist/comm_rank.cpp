@@ -18,8 +18,8 @@
 // ring calls are asynchronous: a reduce-scatter and an all-gather issued back to back on the last rank, which is
 //   300 ms late, return before it joins (in under 150 ms), run in issue order (both results bit-exact), and the
 //   wait covers the lateness;
-// all_to_all with uneven and empty splits, and the all-gather / reduce-scatter along a tensor dimension
-//   (tests/dist/comm_shape_checks.cpp);
+// all_to_all with uneven and empty splits, the all-gather / reduce-scatter along a tensor dimension and batched
+//   sends and receives (tests/dist/comm_shape_checks.cpp);
 // then the recorded collectives (one record per call: op, algorithm, bytes, group size, times) and
 // the replica check (identical tensors pass; one element changed on rank 1 fails on every rank,
 // naming rank 1 and the parameter).
@@ -493,6 +493,7 @@ int run(bool ring_failure) {
   check_ring_async(comm, checks);
   dtlab::comm_checks::check_all_to_all(comm, checks);
   dtlab::comm_checks::check_along_a_dimension(comm, checks);
+  dtlab::comm_checks::check_batch_isend_irecv(comm, checks);
   check_replicas(comm, checks);
   if (comm.size() == 4) check_hierarchical(world, checks, 2);         // 2 nodes x 2
   if (comm.size() == 6) check_hierarchical(world, checks, 3);         // 2 nodes x 3: uneven chunks

@@ -1,5 +1,6 @@
 // comm_shape_checks.cpp: comm_rank's checks of the collectives that move rows or dimensions of a tensor —
-// all_to_all with uneven splits, all_gather_along and reduce_scatter_along (see comm_checks.hpp).
+// all_to_all with uneven splits, all_gather_along and reduce_scatter_along, and batched sends and receives
+// (see comm_checks.hpp).
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -93,6 +94,36 @@ void check_along_a_dimension(Comm& comm, Checks& checks) {
   checks.verdict(refusal.find("reduce_scatter_along dim 1 of size " + std::to_string(p + 1) + " is not divisible") !=
                      std::string::npos,
                  "reduce_scatter_along refuses a dimension the ranks do not divide", refusal);
+}
+
+void check_batch_isend_irecv(Comm& comm, Checks& checks) {
+  const int p = comm.size(), r = comm.rank();
+  const int right = (r + 1) % p, left = (r + p - 1) % p;
+  const int base = Comm::kPipelineP2pTagBase;
+  // What `from` sends `to` under tag t: integers naming all three.
+  const auto message = [](int from, int to, int t) { return at::arange(5, at::kFloat) + (from * 100 + to * 10 + t); };
+  using Kind = Comm::P2pOp::Kind;
+  // Receives posted before the sends, two messages each way to each neighbour, the second tag's receive before the
+  // first's: the tags, not the order, pair them.
+  std::vector<Comm::P2pOp> ops = {
+      {.kind = Kind::recv, .tensor = at::zeros({5}), .peer = left, .p2p_tag = base + 2, .tag = "test.p2p.l2"},
+      {.kind = Kind::recv, .tensor = at::zeros({5}), .peer = left, .p2p_tag = base + 1, .tag = "test.p2p.l1"},
+      {.kind = Kind::send, .tensor = message(r, right, 1), .peer = right, .p2p_tag = base + 1, .tag = "test.p2p.r1"},
+      {.kind = Kind::send, .tensor = message(r, right, 2), .peer = right, .p2p_tag = base + 2, .tag = "test.p2p.r2"},
+  };
+  std::vector<at::Tensor> received = {ops[0].tensor, ops[1].tensor};
+  const size_t first = comm.record_count();
+  std::vector<CommHandle> handles = comm.batch_isend_irecv(std::move(ops));
+  for (CommHandle& h : handles) h.wait();
+  checks.verdict(handles.size() == 4, "batch_isend_irecv: one handle per op", std::to_string(handles.size()));
+  checks.verdict(at::equal(received[0], message(left, r, 2)) && at::equal(received[1], message(left, r, 1)),
+                 "batch_isend_irecv: each receive holds the message of its tag",
+                 bit_difference(received[0], message(left, r, 2)) + bit_difference(received[1], message(left, r, 1)));
+  const auto records = comm.records_since(first);
+  std::string ops_seen;
+  for (const auto& rec : records) ops_seen += rec.op + ":" + std::to_string(rec.bytes) + " ";
+  checks.verdict(ops_seen == "recv:20 recv:20 send:20 send:20 ", "batch_isend_irecv: one record per op, in order",
+                 ops_seen);
 }
 
 }  // namespace dtlab::comm_checks

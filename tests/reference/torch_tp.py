@@ -33,6 +33,7 @@ import os
 import sys
 
 import torch
+import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.distributed.device_mesh import init_device_mesh
@@ -44,8 +45,6 @@ from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInp
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dtlab_gpt import BLOCK_PARAM_NAMES, DtlabGPT, apply_rope  # noqa: E402
 from peer_train import PeerRun  # noqa: E402
-
-import torch.distributed as dist  # noqa: E402
 
 
 def linear(weight):
