@@ -290,7 +290,8 @@ PipeReplay replay_pipe_program_on_stages(const PipeProgram& program, const PipeS
   return replay;
 }
 
-std::vector<double> peak_kept_bytes(const PipeReplay& replay, double activation, double weight_store) {
+std::vector<double> peak_kept_bytes(const PipeReplay& replay, double activation, double weight_store,
+                                    double store_inputs) {
   std::vector<double> out;
   for (const auto& spans : replay.ranks) {
     const bool splits =
@@ -300,8 +301,8 @@ std::vector<double> peak_kept_bytes(const PipeReplay& replay, double activation,
       if (s.action.op == PipeOp::forward) kept += activation;
       if (s.action.op == PipeOp::backward && splits) kept += weight_store;
       peak = std::max(peak, kept);
-      if (s.action.op == PipeOp::backward) kept -= activation;
-      if (s.action.op == PipeOp::weight) kept -= weight_store;
+      if (s.action.op == PipeOp::backward) kept -= activation - (splits ? store_inputs : 0);
+      if (s.action.op == PipeOp::weight) kept -= weight_store + store_inputs;
     }
     out.push_back(peak);
   }

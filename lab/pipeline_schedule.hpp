@@ -94,9 +94,12 @@ PipeReplay replay_pipe_program_on_stages(const PipeProgram& program, const PipeS
                                          const std::vector<PipeTimes>& stage_times);
 
 // Per rank, the most bytes kept at once when each micro-batch chunk keeps `activation` bytes from its F to the end
-// of its B and, where the schedule splits W off, `weight_store` bytes (what B files for W: lab/weight_grad_store.hpp)
-// from the start of its B to its W. A B's own store counts beside its activations, both live while it runs.
-std::vector<double> peak_kept_bytes(const PipeReplay& replay, double activation, double weight_store);
+// of its B and, where the schedule splits W off, what B files for W (lab/weight_grad_store.hpp) until its W:
+// `weight_store` bytes of new tensors (the output gradients) from the start of B, and `store_inputs` bytes of its
+// own activations (the linears' inputs) that stay past the end of B. A B's activations and its new store are live
+// together while it runs (the runtime retains the chunk's graph through B).
+std::vector<double> peak_kept_bytes(const PipeReplay& replay, double activation, double weight_store,
+                                    double store_inputs = 0);
 
 // The bubble fraction the formulas above give for `schedule` (uniform stages, no transfer time).
 double predicted_bubble_fraction(PipeSchedule schedule, const PipeShape& shape, const PipeTimes& times);

@@ -47,16 +47,23 @@ std::vector<PipeTimes> stage_times(const Config& config, const ComputeTime& whol
   return out;
 }
 
-// Zero bubble: the bytes one micro-batch's B files for its W on this stage (lab/weight_grad_store.hpp): every held
-// linear's output gradient in the compute dtype, the column-parallel ones 1/tp of their features; the head's is the
-// logits' gradient.
-int64_t weight_grad_store_bytes(const Config& config, int64_t blocks, bool head) {
+// Zero bubble: what one micro-batch's B files for its W on this stage (lab/weight_grad_store.hpp), in the compute
+// dtype: every held linear's output gradient (the column-parallel ones 1/tp of their features; the head's the
+// logits' gradient), new in B, and its input, an activation the store keeps past B — each distinct input once: the
+// two norms' outputs, whole (gathered under SP), feed q/k/v and gate/up; attention's output feeds wo and the SwiGLU
+// product w_down, 1/tp each; the final norm's output feeds the head.
+struct WeightStoreBytes {
+  int64_t gradients = 0, inputs = 0;
+};
+WeightStoreBytes weight_grad_store_bytes(const Config& config, int64_t blocks, bool head) {
   const ModelConfig& m = config.model;
   const int64_t t = std::max<int64_t>(1, config.parallel.tp), hd = m.d_model / m.n_heads;
-  const int64_t per_block = (m.n_heads * hd + 2 * m.n_kv_heads * hd + 2 * m.ffn_hidden) / t + 2 * m.d_model;
-  const int64_t features = blocks * per_block + (head ? m.vocab_size / t : 0);
-  return config.train.micro_batch * m.seq_len * features *
-         bytes_of(dtype_named(config.precision.param_dtype, "precision.param_dtype"));
+  const int64_t gradients = (m.n_heads * hd + 2 * m.n_kv_heads * hd + 2 * m.ffn_hidden) / t + 2 * m.d_model;
+  const int64_t inputs = 2 * m.d_model + (m.n_heads * hd + m.ffn_hidden) / t;
+  const int64_t per_feature = config.train.micro_batch * m.seq_len *
+                              bytes_of(dtype_named(config.precision.param_dtype, "precision.param_dtype"));
+  return {.gradients = per_feature * (blocks * gradients + (head ? m.vocab_size / t : 0)),
+          .inputs = per_feature * (blocks * inputs + (head ? m.d_model : 0))};
 }
 
 }  // namespace
@@ -83,12 +90,14 @@ MemoryPrediction pipeline_stage_memory(const dtlab::Config& config, const CostPl
   double in_flight = replay.peak_in_flight[pp_rank];
   if (schedule == PipeSchedule::zero_bubble) {
     // A micro-batch's activations go at the end of its B; what B files for W stays until W.
-    const int64_t store = weight_grad_store_bytes(config, stage.model.n_layers, holds_head);
+    const WeightStoreBytes store = weight_grad_store_bytes(config, stage.model.n_layers, holds_head);
     in_flight = peak_kept_bytes(replay, 1.0, 0.0)[pp_rank];
-    memory.activations = std::llround(
-        peak_kept_bytes(replay, static_cast<double>(memory.activations), static_cast<double>(store))[pp_rank]);
-    memory.notes.push_back("zero bubble: each B keeps " + std::to_string(store) +
-                           " bytes of output gradients for its W (lab/weight_grad_store.hpp)");
+    memory.activations =
+        std::llround(peak_kept_bytes(replay, static_cast<double>(memory.activations),
+                                     static_cast<double>(store.gradients), static_cast<double>(store.inputs))[pp_rank]);
+    memory.notes.push_back("zero bubble: each B files " + std::to_string(store.gradients) +
+                           " bytes of output gradients for its W and keeps " + std::to_string(store.inputs) +
+                           " bytes of the linears' inputs past its end (lab/weight_grad_store.hpp)");
   } else {
     memory.activations = std::llround(static_cast<double>(memory.activations) * in_flight);
   }

@@ -84,15 +84,17 @@ TEST(PipelineSchedule, ActivationsInFlightPerRank) {
   }
 }
 
-// peak_kept_bytes: activations kept from F to the end of B, what B files for W from B to W. Schedules without W keep
-// their in-flight peak and file nothing; zero bubble's first stage holds its P micro-batches' activations and the
-// first B's store at once, and no rank more than P stores (ZB-H1 runs no F while P micro-batches await their W).
+// peak_kept_bytes: activations kept from F to the end of B, what B files for W from B to W (new gradients S from
+// B's start, inputs I of its own activations past B's end). Schedules without W keep their in-flight peak and file
+// nothing; zero bubble's first stage holds its P micro-batches' activations and the first B's gradients at once (the
+// inputs are still inside the activations then), and no rank more than P stores (ZB-H1 runs no F while P
+// micro-batches await their W).
 TEST(PipelineSchedule, PeakKeptBytesCountsActivationsUntilBAndWhatBFilesUntilW) {
-  const double A = 10, S = 1;
+  const double A = 10, S = 1, I = 2;
   for (const Case& c : cases()) {
     const PipeShape shape{c.stages, c.micro_batches, c.virtual_stages};
     const PipeReplay replay = replay_pipe_program(pipe_program(c.schedule, shape), shape, times_for(c.schedule));
-    const std::vector<double> kept = peak_kept_bytes(replay, A, S);
+    const std::vector<double> kept = peak_kept_bytes(replay, A, S, I);
     for (int r = 0; r < c.stages; ++r) {
       const auto ru = static_cast<size_t>(r);
       if (c.schedule != PipeSchedule::zero_bubble) {
@@ -101,10 +103,16 @@ TEST(PipelineSchedule, PeakKeptBytesCountsActivationsUntilBAndWhatBFilesUntilW) 
       }
       const double held = peak_kept_bytes(replay, 1, 0)[ru];  // micro-batches whose B has not ended
       EXPECT_GE(kept[ru], A * held + S) << name(c) << " rank " << r;
-      EXPECT_LE(kept[ru], A * held + S * c.stages) << name(c) << " rank " << r;  // ZB-H1: at most P un-W'd
+      EXPECT_LE(kept[ru], A * held + (S + I) * c.stages) << name(c) << " rank " << r;  // ZB-H1: at most P un-W'd
       if (r == 0) EXPECT_DOUBLE_EQ(kept[ru], A * c.stages + S) << name(c);
     }
   }
+  // P 2, m 4, the last stage: F0 B0 F1 B1 W0 F2 B2 W1 ...: at B1, micro-batch 1's activations and gradients beside
+  // micro-batch 0's gradients and inputs.
+  const PipeShape shape{2, 4, 1};
+  const PipeReplay replay =
+      replay_pipe_program(pipe_program(PipeSchedule::zero_bubble, shape), shape, times_for(PipeSchedule::zero_bubble));
+  EXPECT_DOUBLE_EQ(peak_kept_bytes(replay, A, S, I)[1], A + 2 * S + I);
 }
 
 // Every F sends to the rank whose next virtual stage receives it, and every B back; the first stage receives no
