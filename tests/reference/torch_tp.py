@@ -147,9 +147,10 @@ def tensor_parallel_plan(sequence_parallel):
              "mlp.w_down": RowwiseParallel(output_layouts=seq)}
     if sequence_parallel:
         root["final_norm"] = SequenceParallel()
-        gather = PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),))
-        block.update({"attn_norm": SequenceParallel(), "attention": gather, "mlp_norm": SequenceParallel(),
-                      "mlp": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),))})
+        def gather():  # the sequence-sharded input all-gathered before a tensor-parallel region
+            return PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),))
+        block.update({"attn_norm": SequenceParallel(), "attention": gather(), "mlp_norm": SequenceParallel(),
+                      "mlp": gather()})
     return root, block
 
 
