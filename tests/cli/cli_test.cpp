@@ -279,7 +279,9 @@ TEST(Cli, AdviseVerifiesItsTopPicksByRunningThem) {
     EXPECT_EQ(runs[i]["description"], candidate["description"]);
     const auto result = read_json(fs::path(runs[i]["dir"].get<std::string>()) / "result.json");
     EXPECT_EQ(result["memory"]["limit_bytes"].get<int64_t>(), 2500 * 1024);
-    if (top) EXPECT_GT(result["prediction"]["step_ms"].get<double>(), 0);
+    if (top) {
+      EXPECT_GT(result["prediction"]["step_ms"].get<double>(), 0);
+    }
     EXPECT_EQ(result["config"]["parallel"]["strategy"], candidate["settings"]["strategy"]);
     if (!top) continue;
     // Each of the top K ran --repeats (default 2) times; its figure is the median of them, not the fastest.

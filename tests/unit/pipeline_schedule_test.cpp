@@ -72,12 +72,15 @@ TEST(PipelineSchedule, ActivationsInFlightPerRank) {
         case PipeSchedule::interleaved_1f1b:
           // Megatron-Core: rank 0 warms up (P - 1)·2 + (v - 1)·P chunks and holds one more, i.e.
           // P·(1 + (P - 1)/(P·v)) micro-batches when every micro-batch group fills the warm-up.
-          if (r == 0 && m * v > (P - 1) * 2 + (v - 1) * P)
+          if (r == 0 && m * v > (P - 1) * 2 + (v - 1) * P) {
             EXPECT_DOUBLE_EQ(peak, P * (1.0 + (P - 1.0) / (P * v))) << name(c);
+          }
           break;
         case PipeSchedule::zero_bubble:  // ZB-H1 keeps 1F1B's peak (P, the first stage's) on every rank
           EXPECT_LE(peak, P) << name(c) << " rank " << r;
-          if (r == 0) EXPECT_EQ(peak, P) << name(c);
+          if (r == 0) {
+            EXPECT_EQ(peak, P) << name(c);
+          }
           break;
       }
     }
@@ -104,7 +107,9 @@ TEST(PipelineSchedule, PeakKeptBytesCountsActivationsUntilBAndWhatBFilesUntilW) 
       const double held = peak_kept_bytes(replay, 1, 0)[ru];  // micro-batches whose B has not ended
       EXPECT_GE(kept[ru], A * held + S) << name(c) << " rank " << r;
       EXPECT_LE(kept[ru], A * held + (S + I) * c.stages) << name(c) << " rank " << r;  // ZB-H1: at most P un-W'd
-      if (r == 0) EXPECT_DOUBLE_EQ(kept[ru], A * c.stages + S) << name(c);
+      if (r == 0) {
+        EXPECT_DOUBLE_EQ(kept[ru], A * c.stages + S) << name(c);
+      }
     }
   }
   // P 2, m 4, the last stage: F0 B0 F1 B1 W0 F2 B2 W1 ...: at B1, micro-batch 1's activations and gradients beside
