@@ -114,7 +114,7 @@ bench-peer: build
 	  --work $(BUILD)/peer-work/pipeline --out $(RESULTS)/peer/pipeline_vs_pytorch.json
 
 # dtlab tensor parallel vs PyTorch DTensor TP: tp 2 (world 2) and tp 2 x FULL_SHARD / FSDP2 dp 2 (world 4); about
-# 7–8 minutes on 2 cores, not part of `make benchmark` (docs/peer-comparison.md).
+# 7 to 8 minutes on 2 cores, not part of `make benchmark` (docs/peer-comparison.md).
 bench-peer-tp: build
 	@mkdir -p $(RESULTS)/peer
 	@$(VENV_PY) tests/reference/compare_tp.py --dtlab $(DTLAB) --repeats $(PEER_REPEATS) --skip-tiny-check \
