@@ -31,7 +31,7 @@ SPEC = PeerSpec(
     strategy="ddp",
     target_ratio=1.05,
     default_out=os.path.join(REPO, "results", "peer", "ddp_vs_pytorch.json"),
-    default_work=os.path.join(REPO, "results", "peer", "work"),
+    default_work=os.path.join(REPO, "build", "peer-work", "ddp"),  # not under results/: the report reads that
     default_repeats=1,
     record_measured_steps=True,
 )
