@@ -1,4 +1,5 @@
 # DtlabLayers.cmake: the layer rules of docs/architecture.md, checked on the link graph at configure time.
+#   the base floor (mesh, config, statistics, processes, checkpoint format, launcher) reaches nothing above it;
 #   torch-free targets (config, catalogue, cost plans and models, results loading, report, studies) never reach
 #   LibTorch or the runtime; the runtime (dtlab_lab, dtlab_strategies) never reaches the cost models, the report or
 #   the tools. A target that breaks a rule stops the configure with the chain that breaks it.
@@ -70,7 +71,13 @@ set(DTLAB_TORCH_FREE_TARGETS dtlab_stats dtlab_mesh dtlab_process dtlab_core dtl
     dtlab_analysis dtlab-report
     dtlab_scenario_runner analysis_tests config_tests layers_tests process_tests study_tests)
 set(DTLAB_RUNTIME_TARGETS dtlab_lab dtlab_gloo dtlab_strategies)
+# The base floor: the mesh, config, model shapes, statistics, processes, the checkpoint format and the launcher. It
+# knows no strategy (the catalogue hands config validation its ids from above) and no cost model.
+set(DTLAB_BASE_FLOOR_TARGETS dtlab_stats dtlab_mesh dtlab_process dtlab_core dtlab_launch)
 function(dtlab_check_layers)
+  dtlab_forbid_links(RULE "the base floor reaches nothing above it (no catalogue, strategy, cost model or report)"
+    TARGETS ${DTLAB_BASE_FLOOR_TARGETS}
+    FORBIDDEN dtlab_catalog dtlab_cost_plans dtlab_cost_models dtlab_analysis dtlab_lab dtlab_strategies)
   dtlab_forbid_links(RULE "torch-free code builds without LibTorch and never includes the runtime"
     TARGETS ${DTLAB_TORCH_FREE_TARGETS}
     FORBIDDEN dtlab_torch_cpu dtlab_torch_cuda dtlab_lab dtlab_gloo dtlab_strategies dtlab_kernels dtlab_tools)

@@ -4,7 +4,11 @@
 // one-line doc in the key table of config.cpp; that table drives parsing, overrides, validation,
 // "did you mean" suggestions, the printed table and the JSON stored in results.
 //
-//   Config c = load_config("run.yaml", {"train.steps=50", "model.preset=small"}, /*world_size=*/1);
+//   Config c = load_config("run.yaml", {"train.steps=50", "model.preset=small"}, /*world_size=*/1, strategies);
+//
+// The config floor knows no strategy: what validation needs of them (their ids, which run under pipeline stages) is
+// handed in as StrategyChoices. strategies/catalog.hpp, one floor up, declares the same entry points without that
+// argument, bound to the catalogue this program was linked with; programs and most tests call those.
 //
 // REQUIRES: world_size >= 1. Throws ConfigError naming the key, the value and the rule.
 #pragma once
@@ -173,22 +177,29 @@ struct Config {
 // of the mesh. The loss and gradients are averaged over them; the batch rule divides by it.
 int64_t data_parallel_size(const Config& config);
 
+// What validation needs of the strategies a program was built with (strategies/catalog.hpp strategy_choices()).
+struct StrategyChoices {
+  std::vector<std::string> ids;             // parallel.strategy's values, in catalogue order
+  std::vector<std::string> under_pipeline;  // the ids that can run under parallel.pp > 1 (spec.runs_under_pipeline)
+};
+
 // Loads `path` (may be empty: defaults only), applies overrides in order ("section.key=value", value
 // parsed as YAML scalar), applies the model preset, derives train.accumulation and validates.
-Config load_config(const std::string& path, const std::vector<std::string>& overrides, int64_t world_size);
+Config load_config(const std::string& path, const std::vector<std::string>& overrides, int64_t world_size,
+                   const StrategyChoices& strategies);
 
 // Same, from YAML text (tests, fuzzing). `origin` names the source in error messages.
 Config load_config_text(const std::string& yaml_text, const std::vector<std::string>& overrides, int64_t world_size,
-                        const std::string& origin = "<text>");
+                        const StrategyChoices& strategies, const std::string& origin = "<text>");
 
 // Checks every rule; throws ConfigError. Called by load_config; exposed for programmatic configs.
-void validate(const Config& config);
+void validate(const Config& config, const StrategyChoices& strategies);
 
 // The resolved config as nested JSON with the same key names as the YAML.
 nlohmann::json to_json(const Config& config);
 // Inverse of to_json (reads results back); validates. Unknown keys are errors, missing keys take defaults
 // (or the preset's shape). NOTE: j's own "world_size" is informational; the argument is the one used.
-Config from_json(const nlohmann::json& j, int64_t world_size);
+Config from_json(const nlohmann::json& j, int64_t world_size, const StrategyChoices& strategies);
 
 // "key | value | default?" table, one row per key, marking values that differ from defaults.
 std::string format_table(const Config& config);

@@ -13,7 +13,7 @@
 
 #include "kernels/cross_entropy.hpp"
 #include "kernels/rope.hpp"
-#include "lab/train/device.hpp"
+#include "lab/device.hpp"
 
 namespace dtlab {
 namespace {

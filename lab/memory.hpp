@@ -19,7 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "lab/train/strategy.hpp"
+#include "lab/state_bytes.hpp"
 
 namespace dtlab {
 

@@ -56,10 +56,10 @@ inline constexpr const char* kBaseline = "baseline";
 // kernels_capped_by, native_bf16}. Optional (results written before it have none; kernels_capped_by is newer still):
 // bf16 step times flip with native_bf16.
 inline constexpr const char* kCpu = "cpu";
-// Where the model trained (train.device resolved; lab/train/device.hpp): "cpu" or "cuda:0 (NVIDIA H100 80GB HBM3)".
+// Where the model trained (train.device resolved; lab/device.hpp): "cpu" or "cuda:0 (NVIDIA H100 80GB HBM3)".
 // Optional: results written before it have none (they ran on the CPU).
 inline constexpr const char* kDevice = "device";
-// The fused attention kernel SDPA picks for the run's shapes on its device (lab/train/device.hpp attention_kernel):
+// The fused attention kernel SDPA picks for the run's shapes on its device (lab/device.hpp attention_kernel):
 // "flash_attention", "efficient_attention", "math", ... Optional, like kDevice.
 inline constexpr const char* kAttention = "attention";
 // The job's topology: nodes (1 on one machine; M on `dtlab launch --nodes M`), ranks per node, and the link rates:

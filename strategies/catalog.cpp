@@ -48,6 +48,26 @@ const StrategySpec& strategy_spec(std::string_view id) {
                               "' is not available in this build (available: " + known + ")");
 }
 
+StrategyChoices strategy_choices() {
+  StrategyChoices choices{.ids = strategy_ids(), .under_pipeline = {}};
+  for (const StrategySpec* spec : strategy_specs())
+    if (spec->runs_under_pipeline) choices.under_pipeline.emplace_back(spec->id);
+  return choices;
+}
+
+Config load_config(const std::string& path, const std::vector<std::string>& overrides, int64_t world_size) {
+  return load_config(path, overrides, world_size, strategy_choices());
+}
+
+Config load_config_text(const std::string& yaml_text, const std::vector<std::string>& overrides, int64_t world_size,
+                        const std::string& origin) {
+  return load_config_text(yaml_text, overrides, world_size, strategy_choices(), origin);
+}
+
+void validate(const Config& config) { validate(config, strategy_choices()); }
+
+Config from_json(const nlohmann::json& j, int64_t world_size) { return from_json(j, world_size, strategy_choices()); }
+
 ParallelDims parallel_dims(const Config& config) {
   const ParallelConfig& p = config.parallel;
   const int64_t dp = data_parallel_size(config);

@@ -9,6 +9,9 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
+#include "lab/config.hpp"
 #include "lab/mesh.hpp"
 #include "strategies/spec.hpp"
 
@@ -29,6 +32,17 @@ std::vector<std::string> strategy_ids();
 const StrategySpec& strategy_spec(std::string_view id);
 // nullptr when no strategy of this build has that id.
 const StrategySpec* find_strategy_spec(std::string_view id);
+// What config validation needs of this catalogue: the ids, and those whose spec says runs_under_pipeline.
+StrategyChoices strategy_choices();
+
+// lab/config.hpp's entry points with this catalogue handed in (the config floor below knows no strategy): what the
+// programs and tests call. Same arguments, errors and behaviour as there.
+Config load_config(const std::string& path, const std::vector<std::string>& overrides, int64_t world_size);
+Config load_config_text(const std::string& yaml_text, const std::vector<std::string>& overrides, int64_t world_size,
+                        const std::string& origin = "<text>");
+void validate(const Config& config);
+Config from_json(const nlohmann::json& j, int64_t world_size);
+
 // The degrees of the job's mesh: the config's model-parallel ones (parallel.pp, cp, tp, ep) and the data-parallel
 // ranks split by the strategy into dp_replicate x dp_shard (spec.dp_shard_size; an unknown strategy replicates).
 ParallelDims parallel_dims(const Config& config);

@@ -22,11 +22,11 @@
 
 #include "lab/comm/comm.hpp"
 #include "lab/comm/hierarchical.hpp"
-#include "lab/dist/fault_injection.hpp"
+#include "lab/device.hpp"
 #include "lab/dtype_torch.hpp"
+#include "lab/instrument/fault_injection.hpp"
 #include "lab/instrument/step_profiler.hpp"
 #include "lab/memory.hpp"
-#include "lab/train/device.hpp"
 #include "lab/train/model_runner.hpp"
 #include "lab/train/optimizer.hpp"
 #include "lab/train/state_pieces.hpp"

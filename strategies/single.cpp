@@ -8,10 +8,10 @@
 #include <limits>
 #include <memory>
 
+#include "lab/device.hpp"
 #include "lab/dtype_torch.hpp"
 #include "lab/instrument/step_profiler.hpp"
 #include "lab/memory.hpp"
-#include "lab/train/device.hpp"
 #include "lab/train/loss_scaler.hpp"
 #include "lab/train/model_runner.hpp"
 #include "lab/train/optimizer.hpp"

@@ -50,8 +50,8 @@ struct CommModel {
   std::string backend;                        // "gloo", "nccl"
   std::map<std::string, CollectiveCost> ops;  // key "<op>/<algorithm>": "all_reduce/backend", "reduce_scatter/ring"
   // Optional, in [-1, 1]: the fraction of a collective's time that compute running at once hides (comm-bench's
-  // overlap line, lab/comm/bench.hpp). Absent = 1, the schedules' assumption that an overlapped collective costs the
-  // rank nothing (a GPU's collectives run on their own engines). On CPU ranks that hold every core, the backend's
+  // overlap line, lab/tools/comm_bench.hpp). Absent = 1, the schedules' assumption that an overlapped collective costs
+  // the rank nothing (a GPU's collectives run on their own engines). On CPU ranks that hold every core, the backend's
   // threads copy and reduce on the cores the compute needs, and little is hidden (step_model.hpp); below 0, running
   // the two at once costs more than taking turns (they also contend for caches and memory bandwidth).
   std::optional<double> overlap_hidden;

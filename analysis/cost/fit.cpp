@@ -307,7 +307,7 @@ CommModel fit_comm_model(const nlohmann::json& comm_bench) {
     const double alpha = ring_gather != model.ops.end() ? ring_gather->second.alpha_us : 0;
     if (bytes > 0 && time_us > alpha) model.ops["send_recv/backend"] = {alpha, (time_us - alpha) / bytes, 0};
   }
-  // The overlap line: how much of a collective compute running at once hid (lab/comm/bench.hpp).
+  // The overlap line: how much of a collective compute running at once hid (lab/tools/comm_bench.hpp).
   if (comm_bench.contains("overlap") && comm_bench["overlap"].is_object()) {
     const double hidden = number(comm_bench["overlap"], "hidden_fraction", "overlap");
     if (!(hidden >= -1 && hidden <= 1))

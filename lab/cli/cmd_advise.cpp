@@ -30,6 +30,7 @@
 #include "lab/config.hpp"
 #include "lab/launch/cluster.hpp"
 #include "lab/stats.hpp"
+#include "strategies/catalog.hpp"
 
 namespace dtlab::cli {
 namespace {

@@ -1,5 +1,5 @@
 // cmd_comm_bench.cpp: `dtlab comm-bench [-b 1K -e 256M -f 4 -n 10 -w 3 --op all --json FILE --model FILE]` — the
-// collective benchmark in the manner of nccl-tests (lab/comm/bench.hpp); with --model each row also gets the cost
+// collective benchmark in the manner of nccl-tests (lab/tools/comm_bench.hpp); with --model each row also gets the cost
 // model's predicted time and its error.
 #include <cstdlib>
 #include <fstream>
@@ -12,11 +12,11 @@
 #include "analysis/cost/step_model.hpp"
 #include "analysis/cost/topology.hpp"
 #include "lab/cli/command.hpp"
-#include "lab/comm/bench.hpp"
 #include "lab/comm/hierarchical.hpp"
 #include "lab/dist/rank_env.hpp"
 #include "lab/launch/cluster.hpp"
 #include "lab/node_layout.hpp"
+#include "lab/tools/comm_bench.hpp"
 
 namespace dtlab::cli {
 namespace {
@@ -64,7 +64,7 @@ CommBenchModel bench_model(const std::string& path, const std::string& group) {
           return analysis::planned_collective_us(c, Config{}, *profile);
         };
         if (group == "node") return call_us(op, algorithm, bytes, group_size, 1);
-        if (group == "cross")  // one stream per link: the other local ranks wait (lab/comm/bench.hpp)
+        if (group == "cross")  // one stream per link: the other local ranks wait (lab/tools/comm_bench.hpp)
           return analysis::collective_time_us(
               profile->comm.inter_node ? *profile->comm.inter_node : profile->comm.intra_node, op, algorithm, bytes,
               group_size);

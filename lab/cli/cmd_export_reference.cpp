@@ -8,6 +8,7 @@
 #include "lab/cli/command.hpp"
 #include "lab/config.hpp"
 #include "lab/export.hpp"
+#include "strategies/catalog.hpp"
 
 namespace dtlab::cli {
 

@@ -17,6 +17,7 @@
 #include "lab/cli/command.hpp"
 #include "lab/config.hpp"
 #include "lab/launch/cluster.hpp"
+#include "strategies/catalog.hpp"
 
 namespace dtlab::cli {
 namespace {

@@ -3,8 +3,8 @@
 
 #include "lab/comm/desync_check.hpp"
 #include "lab/comm/serial_thread.hpp"
-#include "lab/dist/fault_injection.hpp"
 #include "lab/instrument/clock.hpp"
+#include "lab/instrument/fault_injection.hpp"
 #include "lab/instrument/step_profiler.hpp"
 #include "lab/memory.hpp"
 
@@ -25,16 +25,6 @@ namespace dtlab {
 const char* to_string(CommAlgorithm a) { return a == CommAlgorithm::ring ? "ring" : "backend"; }
 
 double comm_clock_us() { return lab_clock_us(); }
-
-double busbw_factor(const std::string& op, int group_size) {
-  const double n = static_cast<double>(std::max(1, group_size));
-  if (op == "all_reduce") return 2.0 * (n - 1.0) / n;
-  if (op == "all_gather" || op == "reduce_scatter" || op == "all_to_all" || op == "all_gather_dim1" ||
-      op == "reduce_scatter_dim1")
-    return (n - 1.0) / n;
-  if (op == "broadcast" || op == "send" || op == "recv" || op == "send_recv") return 1.0;
-  return 0.0;
-}
 
 void CommHandle::wait() {
   if (!wait_fn_) return;

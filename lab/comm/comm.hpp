@@ -47,6 +47,8 @@
 #include <ATen/ATen.h>
 #include <c10/util/intrusive_ptr.h>
 
+#include "lab/instrument/collective_record.hpp"  // CollectiveRecord, busbw_factor
+
 namespace c10d {
 class Backend;
 class Work;
@@ -62,25 +64,7 @@ enum class CollectiveOp : int64_t;
 enum class CommAlgorithm { backend, ring };
 const char* to_string(CommAlgorithm a);
 
-struct CollectiveRecord {
-  int64_t seq = 0;        // per Comm, from 0
-  std::string op;         // all_reduce | broadcast | all_gather | reduce_scatter | send | recv | send_recv | barrier
-  std::string algorithm;  // backend | ring
-  std::string dtype;      // float32 | bfloat16 | float16 | ...
-  int64_t bytes = 0;
-  int group_size = 1;
-  std::string group;  // "world", "shard.0", ...
-  std::string level;  // which links it crosses: "world" (every rank, flat), "intra" (one node), "inter" (across nodes)
-  std::string tag;    // caller's label, e.g. "ddp.bucket.3"
-  double start_us = 0;
-  double end_us = 0;  // 0 until completed
-};
-
-double comm_clock_us();
-
-// nccl-tests' bus-bandwidth factor (doc/PERFORMANCE.md): busbw = algbw * factor. all_reduce 2(n-1)/n;
-// all_gather, reduce_scatter (n-1)/n; broadcast and point-to-point 1; anything else (barrier) 0.
-double busbw_factor(const std::string& op, int group_size);
+double comm_clock_us();  // the clock of CollectiveRecord's start_us / end_us (lab/instrument/clock.hpp)
 
 class CommHandle {
  public:

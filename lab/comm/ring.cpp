@@ -11,7 +11,7 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include "lab/comm/comm.hpp"
-#include "lab/dist/fault_injection.hpp"
+#include "lab/instrument/fault_injection.hpp"
 
 namespace dtlab {
 

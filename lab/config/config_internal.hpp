@@ -46,6 +46,8 @@ struct Rule {
   std::optional<double> low, high;
   bool low_open = false, high_open = false;
   std::vector<std::string> allowed;
+  // The closed set is the strategies' ids, handed in at validation (StrategyChoices::ids): parallel.strategy.
+  bool strategy_ids = false;
 
   bool admits(const Value& value) const;
   std::string describe() const;  // "> 0", ">= 1", "in [0, 1)", "one of adamw | sgd"
@@ -103,16 +105,16 @@ void set_key(Config& config, Sources& sources, const std::string& name, const Va
 
 // Preset, derived accumulation, validation: the common tail of every loader. Throws ConfigError located by
 // `sources` (see the format above).
-Config finish(Config config, const Sources& sources, const std::string& origin);
+Config finish(Config config, const Sources& sources, const std::string& origin, const StrategyChoices& strategies);
 
 // ---- validation (config_rules.cpp) ----
 
 void check_key(const KeySpec& k, const Config& config);  // throws Problem if the key's own rule fails
 void derive_accumulation(Config& config);                // fills train.accumulation = 0 where it divides exactly
-void check_rules(const Config& config);                  // every rule; throws Problem
+void check_rules(const Config& config, const StrategyChoices& strategies);  // every rule; throws Problem
 // parallel.pp > 1 (config_pipeline_rules.cpp): the schedule, the split and what a pipeline run cannot do yet; the
 // pipeline keys left at their defaults with parallel.pp = 1. REQUIRES the batch rules hold (accumulation derived).
-void check_pipeline_rules(const Config& config);
+void check_pipeline_rules(const Config& config, const StrategyChoices& strategies);
 // memory.limit's bytes (0 for none), or nullopt when `text` is neither none nor a size with a binary unit.
 std::optional<int64_t> memory_limit_of(const std::string& text);
 std::string memory_limit_refusal(const std::string& text);  // the error for such a text

@@ -43,7 +43,7 @@ nlohmann::json to_json(const Config& config) {
   return j;
 }
 
-Config from_json(const nlohmann::json& j, int64_t world_size) {
+Config from_json(const nlohmann::json& j, int64_t world_size, const StrategyChoices& strategies) {
   const std::string origin = "<json>";
   const auto error = [&](const std::string& text) { return ConfigError(origin + ": config: " + text); };
   Config config;
@@ -73,7 +73,7 @@ Config from_json(const nlohmann::json& j, int64_t world_size) {
       }
     }
   }
-  return finish(std::move(config), sources, origin);
+  return finish(std::move(config), sources, origin, strategies);
 }
 
 std::string format_table(const Config& config) {

@@ -8,7 +8,6 @@
 #include "lab/config/config_internal.hpp"
 #include "lab/dtype.hpp"
 #include "lab/model_shape.hpp"
-#include "strategies/catalog.hpp"
 
 namespace dtlab {
 namespace config_internal {
@@ -104,6 +103,11 @@ Rule one_of(std::vector<std::string> allowed) {
   r.allowed = std::move(allowed);
   return r;
 }
+Rule one_of_the_strategies() {
+  Rule r;
+  r.strategy_ids = true;
+  return r;
+}
 
 template <class Field>
 constexpr KeyType key_type() {
@@ -195,7 +199,7 @@ const std::vector<KeySpec>& key_table() {
             "intra-op threads per rank; 0 = cores / ranks on this machine"),
         key("train.device", &C::train, &T::device, one_of({"auto", "cpu", "cuda"}),
             "where the model trains: cpu | cuda | auto (cuda when a cuda build sees a device)"),
-        key("parallel.strategy", &C::parallel, &P::strategy, one_of(strategy_ids()),
+        key("parallel.strategy", &C::parallel, &P::strategy, one_of_the_strategies(),
             "distributed strategy (strategies/catalog.def)"),
         key("parallel.backend", &C::parallel, &P::backend, one_of({"auto", "gloo", "nccl"}), "collective backend"),
         key("parallel.bucket_cap_mb", &C::parallel, &P::bucket_cap_mb, positive(), "DDP gradient bucket size (MiB)"),

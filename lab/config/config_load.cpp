@@ -195,11 +195,11 @@ void set_key(Config& config, Sources& sources, const std::string& name, const Va
 }
 
 // Preset, derived accumulation, validation: the common tail of every loader.
-Config finish(Config config, const Sources& sources, const std::string& origin) {
+Config finish(Config config, const Sources& sources, const std::string& origin, const StrategyChoices& strategies) {
   try {
     resolve_preset(config, sources);
     derive_accumulation(config);
-    check_rules(config);
+    check_rules(config, strategies);
   } catch (const Problem& p) {
     throw located(p, sources, origin);
   }
@@ -211,17 +211,18 @@ Config finish(Config config, const Sources& sources, const std::string& origin) 
 using namespace config_internal;  // this file is part of the config layer
 
 Config load_config_text(const std::string& yaml_text, const std::vector<std::string>& overrides, int64_t world_size,
-                        const std::string& origin) {
+                        const StrategyChoices& strategies, const std::string& origin) {
   Config config;
   config.world_size = world_size;
   Sources sources;
   read_yaml(yaml_text, origin, config, sources);
   for (const std::string& override_text : overrides) apply_override(override_text, config, sources);
-  return finish(std::move(config), sources, origin);
+  return finish(std::move(config), sources, origin, strategies);
 }
 
-Config load_config(const std::string& path, const std::vector<std::string>& overrides, int64_t world_size) {
-  if (path.empty()) return load_config_text("", overrides, world_size, "");
+Config load_config(const std::string& path, const std::vector<std::string>& overrides, int64_t world_size,
+                   const StrategyChoices& strategies) {
+  if (path.empty()) return load_config_text("", overrides, world_size, strategies, "");
   namespace fs = std::filesystem;
   std::error_code ec;
   const auto cannot_read = [&](const std::string& why) {
@@ -236,7 +237,7 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) throw cannot_read(std::strerror(errno));
-  return load_config_text(text.str(), overrides, world_size, path);
+  return load_config_text(text.str(), overrides, world_size, strategies, path);
 }
 
 }  // namespace dtlab

@@ -1,16 +1,15 @@
 // config_pipeline_rules.cpp: validation of parallel.pp and its keys (lab/train/pipeline_step.hpp runs them).
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
 #include "lab/config/config_internal.hpp"
 #include "lab/pipeline_schedule.hpp"
 #include "lab/pipeline_split.hpp"
-#include "strategies/catalog.hpp"
-#include "strategies/spec.hpp"
 
 namespace dtlab::config_internal {
 
-void check_pipeline_rules(const Config& c) {
+void check_pipeline_rules(const Config& c, const StrategyChoices& strategies) {
   const ParallelConfig& p = c.parallel;
   const auto n = [](int64_t x) { return std::to_string(x); };
   if (p.pp == 1) {
@@ -23,11 +22,9 @@ void check_pipeline_rules(const Config& c) {
     return;
   }
   const std::string pp = "parallel.pp=" + n(p.pp);
-  const StrategySpec* spec = find_strategy_spec(p.strategy);
-  if (spec == nullptr || !spec->runs_under_pipeline) {
-    std::string able;
-    for (const StrategySpec* s : strategy_specs())
-      if (s->runs_under_pipeline) able += (able.empty() ? "" : " | ") + std::string(s->id);
+  const std::vector<std::string>& able_ids = strategies.under_pipeline;
+  if (std::find(able_ids.begin(), able_ids.end(), p.strategy) == able_ids.end()) {
+    const std::string able = join(able_ids, " | ");
     throw Problem{"parallel.strategy", "parallel.strategy=" + p.strategy + " with " + pp +
                                            ": this strategy cannot run under pipeline stages (one that can hands "
                                            "the schedule its stage's model and reduces the gradients of the "

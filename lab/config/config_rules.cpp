@@ -102,7 +102,7 @@ void check_mesh_rules(const Config& c) {
 }
 
 // Rules relating two or more keys. REQUIRES: every single-key rule holds (no zero divisors).
-void check_cross_rules(const Config& c) {
+void check_cross_rules(const Config& c, const StrategyChoices& strategies) {
   const ModelConfig& m = c.model;
   const auto n = [](int64_t x) { return std::to_string(x); };
   if (m.d_model % m.n_heads != 0)
@@ -163,7 +163,7 @@ void check_cross_rules(const Config& c) {
                                              (dp_is_world ? "world_size=" : "the data-parallel ranks=") + n(dp) +
                                              "; choose a divisor of " + n(dp) + ", or 0 for one group of all of them"};
 
-  check_pipeline_rules(c);
+  check_pipeline_rules(c, strategies);
 
   const PrecisionConfig& x = c.precision;
   if (x.loss_scale == "dynamic" && x.param_dtype != "fp16")
@@ -204,15 +204,27 @@ void derive_accumulation(Config& config) {
   if (per_micro_step && t.global_batch % *per_micro_step == 0) t.accumulation = t.global_batch / *per_micro_step;
 }
 
-void check_rules(const Config& config) {
+void check_rules(const Config& config, const StrategyChoices& strategies) {
   if (config.world_size < 1)
     throw Problem{
         "", "world_size=" + std::to_string(config.world_size) + " must be >= 1 (ranks in the job, from the launcher)"};
-  for (const KeySpec& k : key_table()) check_key(k, config);
+  for (const KeySpec& k : key_table()) {
+    if (!k.rule.strategy_ids) {
+      check_key(k, config);
+      continue;
+    }
+    if (strategies.ids.empty())
+      throw Problem{k.name, k.name + "=" + format_value(k.get(config)) +
+                                ": no strategy was handed to config validation (the program links no catalogue: "
+                                "call the entry points of strategies/catalog.hpp)"};
+    KeySpec closed = k;  // the catalogue's ids, as a closed set: the same refusal and "did you mean" as any other
+    closed.rule.allowed = strategies.ids;
+    check_key(closed, config);
+  }
   if (!memory_limit_of(config.memory.limit)) throw Problem{"memory.limit", memory_limit_refusal(config.memory.limit)};
   if (config.checkpoint.resume.empty())
     throw Problem{"checkpoint.resume", "checkpoint.resume=\"\" must be auto, never or a checkpoint directory"};
-  check_cross_rules(config);
+  check_cross_rules(config, strategies);
 }
 
 std::optional<int64_t> memory_limit_of(const std::string& text) {
@@ -247,9 +259,9 @@ int64_t memory_limit_bytes(const MemoryConfig& memory) {
   return *bytes;
 }
 
-void validate(const Config& config) {
+void validate(const Config& config, const StrategyChoices& strategies) {
   try {
-    config_internal::check_rules(config);
+    config_internal::check_rules(config, strategies);
   } catch (const config_internal::Problem& p) {
     throw ConfigError("config: " + p.text);
   }

@@ -11,8 +11,8 @@
 #include <ATen/Parallel.h>
 
 #include "lab/config.hpp"
+#include "lab/device.hpp"
 #include "lab/dtype_torch.hpp"
-#include "lab/train/device.hpp"
 #include "lab/world.hpp"
 
 namespace dtlab {

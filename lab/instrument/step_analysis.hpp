@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "lab/comm/comm.hpp"
+#include "lab/instrument/collective_record.hpp"
 #include "lab/instrument/overlap.hpp"
 #include "lab/instrument/step_profiler.hpp"
 

@@ -22,6 +22,7 @@
 #include "analysis/cost/topology.hpp"
 #include "lab/atomic_file.hpp"
 #include "lab/cpu_features.hpp"
+#include "lab/device.hpp"
 #include "lab/dist/rank_env.hpp"
 #include "lab/launch/cluster.hpp"
 #include "lab/process.hpp"
@@ -29,7 +30,7 @@
 #include "lab/stats.hpp"
 #include "lab/tools/calibrate_children.hpp"
 #include "lab/tools/calibrate_overlap.hpp"
-#include "lab/train/device.hpp"
+#include "strategies/catalog.hpp"
 
 namespace dtlab {
 namespace {
@@ -122,8 +123,8 @@ json run_comm_bench_child(int ranks, bool quick, const std::string& json_path,
                           const std::vector<std::string>& cluster_args, const std::vector<std::string>& device_args) {
   // Sizes: 1 KiB to 256 MiB by 4x as the per-collective target; --quick keeps three small sizes.
   // --repeats 3: the fastest of three timed loops per size, so one loop that waited for a busy core does not
-  // become the fitted figure (a shared 2-core machine; see lab/comm/bench.hpp). Fewer, slower calls where every byte
-  // is dear:
+  // become the fitted figure (a shared 2-core machine; see lab/tools/comm_bench.hpp). Fewer, slower calls where every
+  // byte is dear:
   //   GPU buffers staged through the host: up to 64 MiB (a GPU job's buckets and units are that large);
   //   over an emulated link: up to 16 MiB. At 1 Gbit/s a 16 MiB call is already bandwidth-bound (about 130 ms), so
   //   the fitted β holds for the studies' largest calls (DDP's 17.5 MiB bucket of `small`); 64 MiB took three
@@ -410,7 +411,7 @@ json profile_document(const CalibrateOptions& options, const Config& config, con
       "disk_write_GBps: 64 MiB written and fsynced next to the profile, median of 3: what a checkpoint save costs");
   notes.push_back(
       "comm.*.overlap_hidden: comm-bench's overlap line (a 4 MiB all_reduce next to GEMMs on every rank, "
-      "lab/comm/bench.hpp): the share of an overlapped collective the step model counts as hidden");
+      "lab/tools/comm_bench.hpp): the share of an overlapped collective the step model counts as hidden");
   if (gpu)
     notes.push_back(
         "comm: " + comm.backend + " on GPU buffers (" +

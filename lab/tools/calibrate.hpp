@@ -66,8 +66,8 @@
 
 namespace dtlab {
 
-// Creates a strategy by id. lab/ does not depend on strategies/: the CLI passes strategies/registry.hpp's
-// make_strategy.
+// Creates a strategy by id. The tools link the runtime and the cost models, not the strategies' runtime
+// (dtlab_strategies): the CLI passes strategies/registry.hpp's make_strategy.
 using StrategyFactory = std::function<std::unique_ptr<Strategy>(const std::string& id)>;
 
 struct CalibrateOptions {

@@ -1,7 +1,7 @@
 // model_runner.cpp: one micro-batch's forward, loss and backward (see model_runner.hpp).
 #include "lab/train/model_runner.hpp"
 
-#include "lab/dist/fault_injection.hpp"
+#include "lab/instrument/fault_injection.hpp"
 #include "lab/instrument/step_profiler.hpp"
 
 namespace dtlab {

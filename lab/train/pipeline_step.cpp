@@ -10,8 +10,8 @@
 #include <torch/csrc/autograd/autograd.h>
 
 #include "lab/comm/comm.hpp"
-#include "lab/dist/fault_injection.hpp"
 #include "lab/dist/mesh_comms.hpp"
+#include "lab/instrument/fault_injection.hpp"
 #include "lab/instrument/step_profiler.hpp"
 #include "lab/memory.hpp"
 #include "lab/model.hpp"

@@ -34,20 +34,10 @@
 #include "lab/data.hpp"
 #include "lab/dist/mesh_comms.hpp"
 #include "lab/model.hpp"
+#include "lab/state_bytes.hpp"
 #include "lab/world.hpp"
 
 namespace dtlab {
-
-// Per-rank bytes held by a strategy, by category (exact tensor bytes, padding included).
-struct StateBytes {
-  int64_t params = 0;     // parameters this rank keeps (full or shard), compute copies included
-  int64_t grads = 0;      // gradient buffers
-  int64_t optimizer = 0;  // optimizer state (moments, momentum, master weights)
-  int64_t buffers = 0;    // communication buffers, gathered units, buckets
-  // Of the above, the bytes kept in host buffers between steps (parallel.offload: master shards, their fp32
-  // gradients, the optimizer state); a GPU holds the rest. 0 without offload.
-  int64_t host = 0;
-};
 
 // Which ranks see different data for a strategy (data parallel: the loss and gradients are averaged over them):
 // this rank's place in the mesh's data-parallel group. dp_size * (pp * cp * tp, the mesh's model-parallel ranks) ==

@@ -17,7 +17,7 @@
 
 #include "lab/checkpoint/safetensors.hpp"
 #include "lab/checkpoint/store.hpp"
-#include "lab/dist/fault_injection.hpp"
+#include "lab/instrument/fault_injection.hpp"
 #include "lab/memory.hpp"
 
 namespace dtlab {

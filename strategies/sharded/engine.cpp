@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "lab/comm/comm.hpp"
-#include "lab/dist/fault_injection.hpp"
 #include "lab/dtype_torch.hpp"
+#include "lab/instrument/fault_injection.hpp"
 #include "lab/instrument/step_profiler.hpp"
 #include "lab/memory.hpp"
 #include "lab/train/loss_scaler.hpp"

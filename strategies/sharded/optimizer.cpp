@@ -3,8 +3,8 @@
 
 #include <algorithm>
 
+#include "lab/device.hpp"
 #include "lab/memory.hpp"
-#include "lab/train/device.hpp"
 
 namespace dtlab {
 

@@ -18,7 +18,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "lab/train/device.hpp"
+#include "lab/device.hpp"
 #include "strategies/sharded/flat_unit.hpp"
 #include "strategies/sharded/groups.hpp"
 

@@ -14,6 +14,7 @@
 
 #include "lab/config.hpp"
 #include "lab/model_shape.hpp"
+#include "strategies/catalog.hpp"
 #include "test_util.hpp"
 
 namespace dtlab::analysis {

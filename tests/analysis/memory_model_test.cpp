@@ -5,6 +5,7 @@
 
 #include "analysis/cost/memory_model.hpp"
 #include "lab/config.hpp"
+#include "strategies/catalog.hpp"
 #include "strategies/cost_plan.hpp"
 
 namespace dtlab::analysis {

@@ -10,6 +10,7 @@
 #include "analysis/cost/pipeline_model.hpp"
 #include "analysis/cost/predict.hpp"
 #include "lab/config.hpp"
+#include "strategies/catalog.hpp"
 #include "strategies/cost_plan.hpp"
 #include "tests/analysis/synthetic_profile.hpp"
 

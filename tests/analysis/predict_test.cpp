@@ -10,6 +10,7 @@
 #include "analysis/cost/predict.hpp"
 #include "analysis/cost/profile.hpp"
 #include "lab/config.hpp"
+#include "strategies/catalog.hpp"
 #include "test_util.hpp"
 
 namespace dtlab::analysis {

@@ -12,6 +12,7 @@
 #include "analysis/cost/predict.hpp"
 #include "analysis/cost/step_model.hpp"
 #include "lab/config.hpp"
+#include "strategies/catalog.hpp"
 #include "strategies/cost_plan.hpp"
 #include "tests/analysis/synthetic_profile.hpp"
 

@@ -240,6 +240,27 @@ TEST_F(CommBench, TheDimWiseVariantsRunWhenNamedWithNothingWrong) {
     }
 }
 
+// The pipeline's batched point-to-point (a receive from the previous rank and a send to the next, posted together)
+// runs when named, over 3 ranks so that the previous and the next rank differ: each rank holds the previous rank's
+// pattern, and each byte crosses one link (bus bandwidth = algorithm bandwidth).
+TEST_F(CommBench, SendRecvRunsWhenNamedWithNothingWrong) {
+  const fs::path json = dir_ / "send_recv.json";
+  const auto job = run_job(
+      {kDtlab, "launch", "-n",  "3",  "--timeout", "100", kDtlab, "comm-bench", "--op", "send_recv", "-b",
+       "1K",   "-e",     "64K", "-f", "8",         "-n",  "2",    "-w",         "0",    "--json",    json.string()},
+      120);
+  ASSERT_EQ(job.exit_code, 0) << job.output;
+  const nlohmann::json doc = read_json(json);
+  EXPECT_EQ(series_with_nothing_wrong(doc), (std::set<std::string>{"send_recv/backend"})) << job.output;
+  ASSERT_EQ(doc["results"].size(), 3u) << job.output;  // 1K, 8K, 64K
+  for (const auto& row : doc["results"])
+    for (const char* placement : {"out_of_place", "in_place"}) {
+      const auto& figures = row[placement];
+      EXPECT_GT(figures["busbw_GBps"].get<double>(), 0) << row;
+      EXPECT_DOUBLE_EQ(figures["busbw_GBps"].get<double>(), figures["algbw_GBps"].get<double>()) << row;
+    }
+}
+
 // Inside a job of 3 ranks (odd: chunks and factors differ from 2): no re-launch, the launcher prefixes lines.
 TEST_F(CommBench, RankOfAThreeRankJob) {
   const auto job = run_job({kDtlab, "launch", "-n", "3", "--timeout", "100", kDtlab, "comm-bench", "-b", "1K", "-e",

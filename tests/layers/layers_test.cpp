@@ -1,9 +1,10 @@
 // layers_test.cpp: the layer rules of docs/architecture.md on the include graph. From every source of a target
 // (the lists tests/layers/CMakeLists.txt writes at generate time) the project headers it includes are followed;
-// torch-free targets must reach no LibTorch header, the runtime no cost-model, report, tool or command code. A
-// control tree shows the scan flags both kinds of breach and names the chain.
+// torch-free targets must reach no LibTorch header, the runtime no cost-model, report, tool or command code, the
+// base floor nothing above it. A control tree shows the scan flags each kind of breach and names the chain.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -94,6 +95,11 @@ std::vector<fs::path> target_sources(const std::string& target) {
 
 const Rule kTorchFree = {{"torch/", "ATen/", "c10/", "gloo/", "cuda", "nccl", "cupti", "nvtx3/"}, {}};
 const Rule kRuntime = {{}, {"analysis/", "lab/tools/", "lab/cli/", "scenarios/", "tests/"}};
+// The base floor (config, mesh, shapes, checkpoint format, launcher) is included by everything above it and includes
+// none of it: the strategies' ids reach config validation as an argument (lab/config.hpp StrategyChoices).
+const Rule kBaseFloor = {{},
+                         {"strategies/", "analysis/", "scenarios/", "tests/", "kernels/", "lab/train/", "lab/dist/",
+                          "lab/comm/", "lab/tools/", "lab/cli/", "lab/model.hpp", "lab/results.hpp"}};
 
 std::string joined(const std::vector<std::string>& lines) {
   std::string out;
@@ -124,6 +130,42 @@ TEST(Layers, TheRuntimeIncludesNoCostModelReportToolOrCommand) {
   expect_rule(DTLAB_LAYER_RUNTIME, kRuntime, "is the runtime but reaches");
 }
 
+TEST(Layers, TheBaseFloorIncludesNoCatalogueStrategyCostModelOrRuntime) {
+  expect_rule(DTLAB_LAYER_BASE_FLOOR, kBaseFloor, "is the base floor but reaches");
+}
+
+// Inside the runtime the folders form floors too, lowest first: instrument/ (clock, profiler, records, fault hooks),
+// comm/, dist/ (the world that builds communicators), and train/ above them all; data/ beside comm/. A folder
+// includes nothing from a floor above it (the comm <-> instrument and comm <-> dist loops of the 2026-12 review
+// stay gone); comm-bench's driver, which needs a world, lives with the tools (lab/tools/comm_bench*).
+struct FolderFloor {
+  std::string folder;
+  Rule above;
+};
+const std::vector<FolderFloor> kRuntimeFolders = {
+    {"lab/instrument/", {{}, {"lab/comm/", "lab/dist/", "lab/train/", "lab/tools/", "lab/cli/"}}},
+    {"lab/comm/", {{}, {"lab/dist/", "lab/train/", "lab/tools/", "lab/cli/"}}},
+    {"lab/data/", {{}, {"lab/dist/", "lab/train/", "lab/tools/", "lab/cli/"}}},
+    {"lab/dist/", {{}, {"lab/train/", "lab/tools/", "lab/cli/"}}},
+};
+
+std::vector<fs::path> files_in(const fs::path& folder) {
+  std::vector<fs::path> out;
+  for (const auto& entry : fs::directory_iterator(folder))
+    if (entry.path().extension() == ".cpp" || entry.path().extension() == ".hpp") out.push_back(entry.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST(Layers, TheRuntimeFoldersIncludeNothingFromAFolderAboveThem) {
+  for (const FolderFloor& floor : kRuntimeFolders) {
+    const std::vector<fs::path> sources = files_in(fs::path(DTLAB_SOURCE_DIR) / floor.folder);
+    ASSERT_FALSE(sources.empty()) << floor.folder;
+    const auto found = breaches(DTLAB_SOURCE_DIR, sources, floor.above);
+    EXPECT_TRUE(found.empty()) << floor.folder << " reaches a folder above it:\n" << joined(found);
+  }
+}
+
 TEST(Layers, TheIncludeScanFlagsBreachesWithTheirChain) {  // the control
   const fs::path root = fs::path(::testing::TempDir()) / "dtlab_layers_control";
   fs::remove_all(root);
@@ -142,6 +184,19 @@ TEST(Layers, TheIncludeScanFlagsBreachesWithTheirChain) {  // the control
   ASSERT_EQ(runtime.size(), 1u) << joined(runtime);
   EXPECT_EQ(runtime[0], "lab/loop.cpp -> analysis/report.hpp");
   EXPECT_TRUE(breaches(root, {"lab/plan.cpp"}, kRuntime).empty());
+  fs::create_directories(root / "strategies");
+  std::ofstream(root / "strategies/catalog.hpp") << "#pragma once\n";
+  std::ofstream(root / "lab/config_rules.cpp") << "#include \"lab/shape.hpp\"\n#include \"strategies/catalog.hpp\"\n";
+  const auto base = breaches(root, {"lab/config_rules.cpp"}, kBaseFloor);
+  ASSERT_EQ(base.size(), 1u) << joined(base);
+  EXPECT_EQ(base[0], "lab/config_rules.cpp -> strategies/catalog.hpp");
+  fs::create_directories(root / "lab/comm");
+  fs::create_directories(root / "lab/dist");
+  std::ofstream(root / "lab/comm/comm.cpp") << "#include \"lab/dist/fault.hpp\"\n";
+  std::ofstream(root / "lab/dist/fault.hpp") << "#pragma once\n";
+  const auto loop = breaches(root, files_in(root / "lab/comm"), kRuntimeFolders[1].above);
+  ASSERT_EQ(loop.size(), 1u) << joined(loop);
+  EXPECT_EQ(loop[0], "lab/comm/comm.cpp -> lab/dist/fault.hpp");
   fs::remove_all(root);
 }
 

@@ -1,5 +1,5 @@
 // checkpoint_crash_test.cpp: checkpoints survive a real crash (RELIABILITY B8; docs/checkpointing.md "Crash safety").
-// For each fault point inside a save (lab/dist/fault_injection.hpp: ckpt_*), a 2-rank FULL_SHARD job of tiny that
+// For each fault point inside a save (lab/instrument/fault_injection.hpp: ckpt_*), a 2-rank FULL_SHARD job of tiny that
 // saves every 2 of 6 steps has one rank killed with SIGKILL inside the save of step 4, and the job exits non-zero.
 // The same command again (checkpoint.resume=auto) resumes from the newest complete checkpoint: step 2, or step 4 when
 // the kill came after the commit. It never loads the step_00000004.partial directory the crash left, even one that

@@ -23,8 +23,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lab/device.hpp"
 #include "lab/instrument/trace.hpp"
-#include "lab/train/device.hpp"
 #include "strategies/catalog.hpp"
 #include "tests/strategy/job.hpp"
 #include "tests/strategy/parity_check.hpp"

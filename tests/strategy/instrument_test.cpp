@@ -24,6 +24,7 @@
 
 #include "lab/config.hpp"
 #include "lab/instrument/trace.hpp"
+#include "strategies/catalog.hpp"
 #include "strategies/cost_plan.hpp"
 #include "tests/strategy/job.hpp"
 

@@ -10,9 +10,11 @@
 #include <set>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
+#include "strategies/catalog.hpp"
 #include "tests/strategy/rank_launch.hpp"
 
 namespace dtlab {
@@ -45,6 +47,22 @@ std::string case_name(const ::testing::TestParamInfo<ParityCase>& info) {
 }
 
 class Parity : public ::testing::TestWithParam<ParityCase> {};
+
+// The catalogue's strategies but the reference that read `key` (every one for ""), in catalogue order. The matrices
+// below select strategies by what their spec reads, so a new catalogue line joins each matrix it fits without an edit.
+std::vector<const StrategySpec*> catalogue_reading(std::string_view key) {
+  std::vector<const StrategySpec*> out;
+  for (const StrategySpec* spec : strategy_specs())
+    if (spec->id != kReferenceStrategy &&
+        (key.empty() || std::find(spec->keys.begin(), spec->keys.end(), key) != spec->keys.end()))
+      out.push_back(spec);
+  return out;
+}
+
+// It shards within groups of parallel.shard_size ranks and replicates across them: tested in pairs at world 4.
+bool grouped(const StrategySpec& spec) {
+  return std::find(spec.keys.begin(), spec.keys.end(), "parallel.shard_size") != spec.keys.end();
+}
 
 // A byte-level token file of the license texts (`dtlab data build`), made once per test process.
 std::string corpus_path() {
@@ -257,21 +275,21 @@ std::vector<ParityCase> sharded_matrix() {
   const std::vector<std::string> padded_shape = {"model.d_model=42", "model.n_heads=3", "model.n_kv_heads=1",
                                                  "model.ffn_hidden=113"};
   std::vector<ParityCase> cases;
-  for (const int world : {2, 4}) {
-    std::vector<std::string> strategies = {"fsdp_full_shard", "fsdp_shard_grad_op", "fsdp_no_shard", "zero1"};
-    if (world == 4) strategies.push_back("fsdp_hybrid");
-    for (const auto& strategy : strategies)
+  for (const int world : {2, 4})
+    for (const StrategySpec* spec : catalogue_reading("parallel.offload")) {
+      const std::string strategy(spec->id);
+      if (grouped(*spec) && world == 2) continue;  // its one group would be the world
       for (const bool offload : {false, true})
         for (const std::string ac : {"none", "full"}) {
           ParityCase c{strategy, world, offload ? "sgd" : "adamw", world == 2 ? 2 : 1};
           c.extra = {"parallel.offload=" + std::string(offload ? "true" : "false"),
                      "parallel.activation_checkpointing=" + ac};
-          if (strategy == "fsdp_hybrid") c.extra.push_back("parallel.shard_size=2");
+          if (grouped(*spec)) c.extra.push_back("parallel.shard_size=2");
           if (world == 4) c.extra.insert(c.extra.end(), padded_shape.begin(), padded_shape.end());
           c.label = std::string(offload ? "offload" : "device") + "_ac_" + ac + (world == 4 ? "_padded" : "");
           cases.push_back(c);
         }
-  }
+    }
   return cases;
 }
 
@@ -299,17 +317,23 @@ std::vector<ParityCase> coverage_matrix() {
   };
   std::vector<ParityCase> cases;
   const std::vector<std::string> no_clip = {"train.grad_clip=0"};
-  for (const std::string s : {"fsdp_full_shard", "fsdp_shard_grad_op", "fsdp_no_shard", "zero1"})
+  const std::vector<std::string> in_pairs = {"parallel.shard_size=2"};
+  for (const StrategySpec* spec : catalogue_reading("")) {  // every strategy: SGD without clipping; an odd world
+    const std::string s(spec->id);
+    if (grouped(*spec)) {
+      cases.push_back({s, 4, "sgd", 1, with(no_clip, in_pairs), "noclip_2x2"});
+      continue;
+    }
     cases.push_back({s, 2, "sgd", 2, no_clip, "noclip"});
-  cases.push_back({"ddp", 2, "sgd", 2, no_clip, "noclip"});
-  cases.push_back({"fsdp_hybrid", 4, "sgd", 1, with(no_clip, {"parallel.shard_size=2"}), "noclip_2x2"});
-  for (const std::string s : {"fsdp_full_shard", "fsdp_shard_grad_op", "fsdp_no_shard", "zero1"})
-    cases.push_back({s, 2, "adamw", 1, {"parallel.offload=true"}, "offload"});
-  cases.push_back({"fsdp_hybrid", 4, "adamw", 1, {"parallel.offload=true", "parallel.shard_size=2"}, "offload_2x2"});
-  for (const std::string s : {"fsdp_full_shard", "fsdp_shard_grad_op", "fsdp_no_shard", "zero1"})
-    cases.push_back({s, 4, "sgd", 2, with(no_clip, padded), "noclip_padded"});
-  for (const std::string s : {"ddp", "fsdp_full_shard", "fsdp_shard_grad_op", "fsdp_no_shard", "zero1"})
     cases.push_back({s, 3, "adamw", 1, padded, "padded"});
+  }
+  for (const StrategySpec* spec : catalogue_reading("parallel.offload"))  // offload with AdamW
+    if (grouped(*spec))
+      cases.push_back({std::string(spec->id), 4, "adamw", 1, with({"parallel.offload=true"}, in_pairs), "offload_2x2"});
+    else
+      cases.push_back({std::string(spec->id), 2, "adamw", 1, {"parallel.offload=true"}, "offload"});
+  for (const StrategySpec* spec : catalogue_reading("parallel.wrap"))  // flat units padded at world 4
+    if (!grouped(*spec)) cases.push_back({std::string(spec->id), 4, "sgd", 2, with(no_clip, padded), "noclip_padded"});
   cases.push_back({"fsdp_hybrid", 4, "sgd", 1, with(no_clip, {"parallel.shard_size=1"}), "noclip_shard1"});
   cases.push_back({"fsdp_hybrid", 4, "sgd", 1, with(no_clip, {"parallel.shard_size=4"}), "noclip_shard4"});
   cases.push_back({"ddp", 2, "adamw", 1, {"parallel.activation_checkpointing=selective"}, "ac_selective"});
@@ -328,7 +352,7 @@ std::vector<ParityCase> coverage_matrix() {
 
 INSTANTIATE_TEST_SUITE_P(Coverage, Parity, ::testing::ValuesIn(coverage_matrix()), case_name);
 
-// The suite can fail: with a deliberate bug switched on (DTLAB_INJECT_MUTATION, lab/dist/fault_injection.hpp)
+// The suite can fail: with a deliberate bug switched on (DTLAB_INJECT_MUTATION, lab/instrument/fault_injection.hpp)
 // one representative parity case per bug must report a mismatch. If a mutation ever stops being caught, the
 // checks above have gone blind to it. (The whole strategy suite under each mutation is recorded in
 // docs/testing.md.)

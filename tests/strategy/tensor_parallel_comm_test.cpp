@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lab/config.hpp"
+#include "strategies/catalog.hpp"
 #include "strategies/cost_plan.hpp"
 #include "tests/strategy/job.hpp"
 

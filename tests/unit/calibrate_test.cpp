@@ -24,6 +24,7 @@
 #include "analysis/cost/profile.hpp"
 #include "analysis/cost/step_model.hpp"
 #include "lab/config.hpp"
+#include "strategies/catalog.hpp"
 #include "strategies/cost_plan.hpp"
 #include "tests/analysis/test_util.hpp"
 

@@ -270,5 +270,32 @@ TEST(ConfigMesh, PipelineKeysAreCheckedWithTheirRules) {
   EXPECT_EQ(mesh.groups({MeshDim::pp}), (std::vector<std::vector<int>>{{0, 2}, {1, 3}}));
 }
 
+// The config floor knows no strategy: parallel.strategy's values and those that may run under pipeline stages are
+// the ones handed in (the catalogue's, through strategies/catalog.hpp; here a made-up pair).
+TEST(ConfigStrategies, AreTheOnesHandedIn) {
+  const StrategyChoices made_up{.ids = {"alpha", "beta"}, .under_pipeline = {"beta"}};
+  const auto error = [&](std::vector<std::string> overrides, const StrategyChoices& choices) {
+    return error_of([&] { load_config("", overrides, 2, choices); });
+  };
+  const auto has = [](const std::string& text, const std::string& part) {
+    return text.find(part) != std::string::npos;
+  };
+  EXPECT_EQ(load_config("", {"parallel.strategy=alpha"}, 2, made_up).parallel.strategy, "alpha");
+  EXPECT_TRUE(has(error({"parallel.strategy=ddp"}, made_up), "parallel.strategy=ddp must be one of alpha | beta"));
+  EXPECT_TRUE(has(error({"parallel.strategy=alpa"}, made_up), "did you mean 'alpha'?"));
+  const std::vector<std::string> piped = {"parallel.pp=2", "train.global_batch=8", "train.micro_batch=1"};
+  std::vector<std::string> alpha_piped = piped, beta_piped = piped;
+  alpha_piped.push_back("parallel.strategy=alpha");
+  beta_piped.push_back("parallel.strategy=beta");
+  EXPECT_EQ(error(beta_piped, made_up), "(no error)");
+  const std::string refused = error(alpha_piped, made_up);
+  EXPECT_TRUE(has(refused, "parallel.strategy=alpha with parallel.pp=2: this strategy cannot run under pipeline"));
+  EXPECT_TRUE(has(refused, "use beta")) << refused;
+  EXPECT_TRUE(has(error({}, StrategyChoices{}), "no strategy was handed to config validation")) << error({}, {});
+  // The catalogue's own entry points hand in this build's strategies.
+  EXPECT_EQ(strategy_choices().ids, strategy_ids());
+  EXPECT_TRUE(has(error_of([] { load_config("", {"parallel.strategy=alpha"}, 2); }), "one of single | ddp"));
+}
+
 }  // namespace
 }  // namespace dtlab

@@ -14,6 +14,7 @@
 
 #include "lab/config.hpp"
 #include "lab/unit_layout.hpp"
+#include "strategies/catalog.hpp"
 
 namespace dtlab {
 namespace {

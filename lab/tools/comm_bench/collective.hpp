@@ -1,6 +1,6 @@
 // collective.hpp: comm-bench's collectives, one small description each (as nccl-tests has one file per collective):
 // which algorithms it has, what runs under each name, and a case that owns one size's buffers in one placement,
-// fills them with the check pattern, runs one call and counts the wrong elements. The driver (lab/comm/bench.cpp)
+// fills them with the check pattern, runs one call and counts the wrong elements. The driver (lab/tools/comm_bench.cpp)
 // owns everything else: the sweep, timing, ranks, printing.
 //
 // Out-of-place vs in-place, given what c10d and lab/comm offer (nccl-tests' meaning: out-of-place writes the result
@@ -28,6 +28,9 @@
 //                           into or out of rank order that sequence parallelism pays. They return a new tensor, so
 //                           both placements run the same call. Run only when named (--op): `--op all` is the five
 //                           flat collectives the cost models fit.
+//   send_recv/backend       Comm::batch_isend_irecv: a receive from the previous rank and a send to the next, posted
+//                           together (the pipeline's pattern); in-place = the received buffer copied back over the
+//                           sent one (timed). Run only when named.
 // Check pattern: element i of rank r is ((131 i + 17 r) mod 13) - 6, small integers whose sums are exact in float32
 // and bfloat16; outputs start as 99 (no sum can be 99 for fewer than 17 ranks), so an element never written is
 // counted wrong. Patterns are made on the host and copied to the case's device; results are compared on the host.

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "lab/comm/bench/reporter.hpp"
+#include "lab/tools/comm_bench/reporter.hpp"
 
 namespace dtlab::comm_bench {
 namespace {

@@ -1,4 +1,4 @@
-// bench.hpp: `dtlab comm-bench` — a collective benchmark in the manner of nccl-tests, over lab/comm.
+// comm_bench.hpp: `dtlab comm-bench` — a collective benchmark in the manner of nccl-tests, over lab/comm.
 //
 //   dtlab comm-bench -b 1K -e 256M -f 4 -n 10 -w 3              # 2 local ranks, every op and algorithm
 //   dtlab comm-bench --op all_reduce --algorithm ring --json out.json --model profile.json
@@ -47,7 +47,7 @@
 
 namespace dtlab {
 
-// An optional cost model to print next to each row (`--model FILE`). lab/ never includes analysis/: the CLI
+// An optional cost model to print next to each row (`--model FILE`). The driver includes no cost model: the CLI
 // wires analysis/cost/comm_model.hpp in through these functions.
 struct CommBenchModel {
   std::string source;  // the file, for the header

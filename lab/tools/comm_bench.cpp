@@ -1,7 +1,7 @@
-// bench.cpp: `dtlab comm-bench` (see bench.hpp), the driver. It owns the size sweep, the check pass, warm-up,
-// timing, the maximum over ranks and the summary; the collectives are described in bench/collectives.cpp and the
-// output formats are reporters (bench/table_reporter.cpp, bench/json_reporter.cpp), as in nccl-tests.
-#include "lab/comm/bench.hpp"
+// comm_bench.cpp: `dtlab comm-bench` (see comm_bench.hpp), the driver. It owns the size sweep, the check pass, warm-up,
+// timing, the maximum over ranks and the summary; the collectives are described in comm_bench/collectives.cpp and the
+// output formats are reporters (comm_bench/table_reporter.cpp, comm_bench/json_reporter.cpp), as in nccl-tests.
+#include "lab/tools/comm_bench.hpp"
 
 #include <unistd.h>
 
@@ -17,11 +17,10 @@
 
 #include <ATen/ATen.h>
 
-#include "lab/comm/bench/collective.hpp"
-#include "lab/comm/bench/reporter.hpp"
 #include "lab/comm/comm.hpp"
 #include "lab/comm/hierarchical.hpp"
 #include "lab/comm/nccl_backend.hpp"
+#include "lab/device.hpp"
 #include "lab/dist/dist_world.hpp"
 #include "lab/dist/rank_env.hpp"
 #include "lab/dtype_torch.hpp"
@@ -29,7 +28,8 @@
 #include "lab/launch/cluster.hpp"
 #include "lab/process.hpp"
 #include "lab/stats.hpp"
-#include "lab/train/device.hpp"
+#include "lab/tools/comm_bench/collective.hpp"
+#include "lab/tools/comm_bench/reporter.hpp"
 
 namespace dtlab {
 

@@ -1,5 +1,5 @@
 // fault_injection.cpp: parses the DTLAB_INJECT_* variables once and acts at the named points (see the header).
-#include "lab/dist/fault_injection.hpp"
+#include "lab/instrument/fault_injection.hpp"
 
 #include <algorithm>
 #include <atomic>

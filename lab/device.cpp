@@ -1,6 +1,6 @@
 // device.cpp: train.device and the device operations of a run (see device.hpp). The only file of the trainer that
 // includes CUDA headers (cuda configuration).
-#include "lab/train/device.hpp"
+#include "lab/device.hpp"
 
 #include <stdexcept>
 

@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "lab/comm/bench/reporter.hpp"
+#include "lab/tools/comm_bench/reporter.hpp"
 
 namespace dtlab::comm_bench {
 namespace {

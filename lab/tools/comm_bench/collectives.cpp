@@ -1,6 +1,6 @@
 // collectives.cpp: the five collectives comm-bench runs and two dim-wise variants, one small description each (see
 // collective.hpp for the placements and the check pattern).
-#include "lab/comm/bench/collective.hpp"
+#include "lab/tools/comm_bench/collective.hpp"
 
 #include "lab/comm/hierarchical.hpp"
 
@@ -240,6 +240,48 @@ std::string dim1_runs(const std::string& algorithm) {
          " collective of the matrix in rank order, plus the copy to or from [R, n] (timed); no in-place form";
 }
 
+// --- send_recv: a ring shift, each rank's buffer to the next rank and the previous rank's into its own, the receive
+// and the send posted together with Comm::batch_isend_irecv: what a pipeline stage does each action
+// (lab/train/pipeline_step.cpp). Bus bandwidth is the algorithm bandwidth, each byte crossing one link (nccl-tests'
+// sendrecv). One rank: no message, the copy only.
+class SendRecvCase final : public CollectiveCase {
+ public:
+  SendRecvCase(const CaseComms& comms, const std::string& algorithm, int64_t count, at::ScalarType type, bool in_place)
+      : CollectiveCase(comms, algorithm, count, type, in_place) {
+    input_ = at::empty({count_}, options());
+    output_ = at::empty({count_}, options());
+  }
+  void fill() override {
+    input_.copy_(pattern(comm_.rank(), 0, count_, type_));
+    output_.fill_(kSentinel);
+  }
+  void run() override {
+    const int p = comm_.size();
+    if (p == 1) {
+      output_.copy_(input_);
+    } else {
+      std::vector<Comm::P2pOp> ops;
+      ops.push_back(
+          {.kind = Comm::P2pOp::Kind::recv, .tensor = output_, .peer = (comm_.rank() + p - 1) % p, .tag = kWho});
+      ops.push_back({.kind = Comm::P2pOp::Kind::send, .tensor = input_, .peer = (comm_.rank() + 1) % p, .tag = kWho});
+      for (CommHandle& handle : comm_.batch_isend_irecv(std::move(ops))) handle.wait();
+    }
+    if (in_place_) input_.copy_(output_);  // the received buffer back over the one sent (timed)
+  }
+  int64_t wrong() const override {
+    const int previous = (comm_.rank() + comm_.size() - 1) % comm_.size();
+    return output_.cpu().ne(pattern(previous, 0, count_, type_)).sum().item<int64_t>();
+  }
+
+ private:
+  at::Tensor input_, output_;
+};
+
+std::string send_recv_runs(const std::string&) {
+  return "batched isend/irecv to the next rank, from the previous (Comm::batch_isend_irecv); in-place = the received "
+         "buffer copied back over the sent one (copy timed)";
+}
+
 template <class Case>
 std::unique_ptr<CollectiveCase> make(const CaseComms& comms, const std::string& algorithm, int64_t count,
                                      at::ScalarType type, bool in_place) {
@@ -272,6 +314,7 @@ const std::vector<CollectiveSpec>& collectives() {
       {"all_to_all", {"backend"}, all_to_all_runs, make<AllToAllCase>},
       {"all_gather_dim1", {"backend", "ring"}, dim1_runs, make<AllGatherDim1Case>, false},
       {"reduce_scatter_dim1", {"backend", "ring"}, dim1_runs, make<ReduceScatterDim1Case>, false},
+      {"send_recv", {"backend"}, send_recv_runs, make<SendRecvCase>, false},
   };
   return kCollectives;
 }
@@ -281,7 +324,7 @@ const CollectiveSpec& collective(const std::string& op) {
     if (spec.op == op) return spec;
   throw std::invalid_argument("comm-bench: --op " + op +
                               " is not one of all_reduce | all_gather | reduce_scatter | broadcast | all_to_all | all"
-                              " | all_gather_dim1 | reduce_scatter_dim1");
+                              " | all_gather_dim1 | reduce_scatter_dim1 | send_recv");
 }
 
 }  // namespace dtlab::comm_bench
