@@ -3,6 +3,7 @@
 #include "analysis/cost/memory_model.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <stdexcept>
 #include <utility>
 
@@ -259,17 +260,25 @@ MemoryPrediction predict_memory(const Config& config, const CostPlan& plan, cons
   return m;
 }
 
+MemoryPrediction rank_memory(const Config& config, int rank, const std::string& comm_backend) {
+  // A pipeline stage keeps its schedule's micro-batches in flight.
+  return config.parallel.pp > 1 ? pipeline_stage_memory(config, cost_plan(config, rank), comm_backend, rank)
+                                : predict_memory(config, cost_plan(config, rank), comm_backend);
+}
+
 MemoryPrediction largest_rank_peak_memory(const Config& config, const std::string& comm_backend) {
-  const auto of_rank = [&](int rank) {  // a pipeline stage keeps its schedule's micro-batches in flight
-    return config.parallel.pp > 1 ? pipeline_stage_memory(config, cost_plan(config, rank), comm_backend, rank)
-                                  : predict_memory(config, cost_plan(config, rank), comm_backend);
-  };
-  MemoryPrediction best = of_rank(0);
-  if (config.world_size > 1) {
-    MemoryPrediction last = of_rank(static_cast<int>(config.world_size - 1));
-    if (last.device_peak > best.device_peak) best = std::move(last);
+  const int64_t stages = std::max<int64_t>(1, config.parallel.pp);
+  const int64_t per_stage = std::max<int64_t>(1, config.world_size / stages);
+  std::optional<MemoryPrediction> best;
+  for (int64_t stage = 0; stage < stages; ++stage) {
+    const int64_t first = stage * per_stage, last = first + per_stage - 1;
+    for (const int64_t rank : {first, last}) {
+      MemoryPrediction m = rank_memory(config, static_cast<int>(rank), comm_backend);
+      if (!best || m.device_peak > best->device_peak) best = std::move(m);
+      if (last == first) break;  // a stage of one rank
+    }
   }
-  return best;
+  return *best;
 }
 
 }  // namespace dtlab::analysis

@@ -102,9 +102,14 @@ MemoryPrediction predict_memory(const Config& config, const CostPlan& plan, cons
 // 2·⌈n/p⌉ elements of the n it reduces over its p ranks.
 int64_t ring_reduce_scatter_scratch_bytes(const PlannedCollective& c);
 
-// The rank whose predicted device-side peak (MemoryPrediction::device_peak) is larger of rank 0 and the last rank
-// (sharding pads the last shard): what a memory cap per rank must hold. REQUIRES: a valid config whose strategy has a
-// cost plan.
+// The memory of `rank`: predict_memory of its cost plan, or under pipeline stages its stage's (pipeline_stage_memory).
+// REQUIRES: 0 <= rank < config.world_size; a valid config whose strategy has a cost plan.
+MemoryPrediction rank_memory(const Config& config, int rank, const std::string& comm_backend = "gloo");
+
+// The largest predicted device-side peak (MemoryPrediction::device_peak) over every distinct class of rank: what a
+// memory cap per rank must hold. pp is the mesh's outermost dimension, so stage s holds a run of world / pp ranks;
+// inside it the ranks differ only in which shard is padded (the last), so the first and the last rank of each stage
+// stand for all of them. REQUIRES: a valid config whose strategy has a cost plan.
 MemoryPrediction largest_rank_peak_memory(const Config& config, const std::string& comm_backend = "gloo");
 
 }  // namespace dtlab::analysis

@@ -109,6 +109,36 @@ TEST(Activations, ShardedStrategiesHoldOneMoreUnitOutputGradient) {
 // = 3 855 360; sharded strategies keep one more [T, d] fp32 gradient: + 4·256·64 = 65 536 -> 3 920 896.
 constexpr int64_t kTinyPeakActivations = 3068928, kTinyPeakLogits = 786432, kShardedExtra = 65536;
 
+// What a memory cap per rank must hold is the largest peak over every class of rank (each pipeline stage's first and
+// last rank), equal to the largest over every rank. With most blocks on the second of four stages that stage is the
+// largest, which the first and the last rank alone would miss; under pp 2 x FULL_SHARD over 3 padded ranks, the
+// largest is still found among the classes.
+TEST(MemoryPrediction, LargestRankPeakLooksAtEveryClassOfRank) {
+  const auto largest_of_every_rank = [](const Config& c, int* argmax) {
+    int64_t most = -1;
+    for (int r = 0; r < c.world_size; ++r)
+      if (const int64_t peak = rank_memory(c, r).device_peak; peak > most) {
+        most = peak;
+        *argmax = r;
+      }
+    return most;
+  };
+  const Config middle = load_config_text("",
+                                         {"parallel.strategy=ddp", "parallel.pp=4", "model.n_layers=8",
+                                          "parallel.pp_split=1,6,7", "train.micro_batch=1", "train.global_batch=4"},
+                                         4);
+  int argmax = -1;
+  const int64_t most = largest_of_every_rank(middle, &argmax);
+  EXPECT_EQ(argmax, 1) << "the stage with five of the eight blocks";
+  EXPECT_EQ(largest_rank_peak_memory(middle).device_peak, most);
+  const Config sharded =
+      load_config_text("",
+                       {"parallel.strategy=fsdp_full_shard", "parallel.pp=2", "model.d_model=42", "model.n_heads=3",
+                        "model.n_kv_heads=1", "model.ffn_hidden=113", "train.micro_batch=1", "train.global_batch=6"},
+                       6);
+  EXPECT_EQ(largest_rank_peak_memory(sharded).device_peak, largest_of_every_rank(sharded, &argmax));
+}
+
 TEST(MemoryPrediction, DdpByHandFromTheParameterCount) {
   // fp32 AdamW, world 2: every rank holds 4Ψ params, 4Ψ grads, 8Ψ moments; fp32 reduce needs no wire buffer.
   const Config c = tiny({"parallel.strategy=ddp"}, 2);
