@@ -1,7 +1,8 @@
 // gpu_test.cpp: the GPU training path (train.device=cuda) over real processes — `dtlab train` on one GPU against the
 // CPU reference, every strategy at world 2 with both ranks sharing the GPU over Gloo against the single-GPU run,
-// NCCL at world 1 (and at world 2 when two GPUs are visible), CUPTI kernel events in the trace, and bf16 on the
-// device. Every case skips with its reason in the cpu configuration and on a machine without a CUDA device.
+// tensor and pipeline parallelism the same way (and over NCCL with two GPUs), NCCL at world 1 (and at world 2 when
+// two GPUs are visible), CUPTI kernel events in the trace, and bf16 on the device. Every case skips with its reason in
+// the cpu configuration and on a machine without a CUDA device.
 //
 // Every parity case compares both the loss and the pre-clip gradient norm of every step (tests/strategy/
 // parity_check.hpp, shared with the CPU proof in parity_check_test.cpp). Tolerances: GPU kernels (cuBLAS GEMMs,
@@ -17,6 +18,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <ostream>
 #include <set>
 #include <string>
 #include <vector>
@@ -138,6 +140,41 @@ std::vector<std::string> distributed_strategies() {
 
 INSTANTIATE_TEST_SUITE_P(EveryStrategy, GpuStrategies, ::testing::ValuesIn(distributed_strategies()),
                          [](const auto& info) { return info.param; });
+
+// The mesh's model-parallel dimensions on a device: tensor parallel (alone and with sequence parallel) and a 1F1B
+// pipeline of two stages (tiny's global batch of 8 in micro-batches of 4: m = P = 2). Two ranks sharing one GPU talk
+// over Gloo (auto); with a GPU per rank the tp and pp groups are NCCL communicators (auto). Held to the single-GPU run
+// like the strategies: the split matmuls and the stages change only summation order.
+struct GpuMeshCase {
+  std::string label;
+  std::vector<std::string> overrides;
+};
+
+// Readable parameters in test logs (instead of gtest's byte dump).
+void PrintTo(const GpuMeshCase& c, std::ostream* os) { *os << c.label; }
+
+class GpuMesh : public ::testing::TestWithParam<GpuMeshCase> {};
+
+TEST_P(GpuMesh, TwoRanksOverGlooOnOneGpuAndOverNcclOnTwoMatchTheSingleGpuRun) {
+  SKIP_WITHOUT_GPU();
+  const GpuMeshCase& c = GetParam();
+  std::vector<std::string> overrides = {"parallel.strategy=ddp", "train.device=cuda", "parallel.backend=auto"};
+  overrides.insert(overrides.end(), c.overrides.begin(), c.overrides.end());
+  // One visible GPU for both ranks, whatever the machine has.
+  const TrainRun shared = testing::train_tiny("gpu_mesh_shared_" + c.label, 2, overrides, {"CUDA_VISIBLE_DEVICES=0"});
+  EXPECT_EQ(shared.result.at("config").at("parallel").at("backend"), "gloo");
+  testing::expect_parity(single_gpu_reference(), shared, kStrategy, c.label + " at world 2 on one GPU");
+  if (cuda_device_count() < 2) GTEST_SKIP() << "a GPU per rank (NCCL for the tp and pp groups) needs two GPUs";
+  const TrainRun own = train("mesh_nccl_" + c.label, 2, overrides);
+  EXPECT_EQ(own.result.at("config").at("parallel").at("backend"), "nccl");
+  testing::expect_parity(single_gpu_reference(), own, kStrategy, c.label + " over NCCL, a GPU per rank");
+}
+
+INSTANTIATE_TEST_SUITE_P(ModelParallel, GpuMesh,
+                         ::testing::Values(GpuMeshCase{"tp2", {"parallel.tp=2"}},
+                                           GpuMeshCase{"tp2_sp", {"parallel.tp=2", "parallel.sequence_parallel=true"}},
+                                           GpuMeshCase{"pp2_1f1b", {"parallel.pp=2", "parallel.pp_schedule=1f1b"}}),
+                         [](const auto& info) { return info.param.label; });
 
 // Offload: masters, their gradients and optimizer state in pinned host buffers, held to the single-GPU run. bf16
 // masters: the stochastic rounding kernel on the device (no offload), held by the bf16 rule to the single-GPU bf16
