@@ -1,5 +1,5 @@
 // device.hpp: where a run trains — train.device resolved to a device — and the few device operations the trainer,
-// lab/comm and the strategies need, so that none of them includes a CUDA header.
+// the fused ops, the profiler's peak, the tools and the strategies need, so that none of them includes a CUDA header.
 //
 //   const TrainDevice device = resolve_train_device(config.train.device, world.local_rank());
 //   model.to(device.device);                     // parameters and tables on the device
