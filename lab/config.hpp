@@ -103,6 +103,11 @@ struct ParallelConfig {
   std::string pp_schedule = "1f1b";
   int64_t pp_virtual_stages = 1;
   std::string pp_split;
+  // With pp > 1, for the sharded modes that free parameters after forward (fsdp_full_shard, fsdp_hybrid): false
+  // gathers each unit once per step and keeps it through the flush (torchtitan's choice under a pipeline); true
+  // frees it after every micro-batch's forward, gathers it again for its backward and reduce-scatters each
+  // micro-batch's gradient (strategies/sharded/schedule.hpp): less memory, m times the gathers.
+  bool pp_reshard_after_forward = false;
   int64_t cp = 1;  // context parallel: ranks that split one sequence
   int64_t tp = 1;  // tensor parallel: ranks that split each layer's weights
   int64_t ep = 1;  // expert parallel: borrowed from dp_shard * cp * tp (MoE only)
@@ -181,6 +186,8 @@ int64_t data_parallel_size(const Config& config);
 struct StrategyChoices {
   std::vector<std::string> ids;             // parallel.strategy's values, in catalogue order
   std::vector<std::string> under_pipeline;  // the ids that can run under parallel.pp > 1 (spec.runs_under_pipeline)
+  // The ids that can re-gather per micro-batch under stages (their spec reads parallel.pp_reshard_after_forward).
+  std::vector<std::string> reshard_under_pipeline;
 };
 
 // Loads `path` (may be empty: defaults only), applies overrides in order ("section.key=value", value

@@ -2,6 +2,7 @@
 // catalogue defines it), and the lookups the rest of the lab uses instead of matching ids.
 #include "strategies/catalog.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "strategies/pipeline_cost.hpp"
@@ -49,9 +50,13 @@ const StrategySpec& strategy_spec(std::string_view id) {
 }
 
 StrategyChoices strategy_choices() {
-  StrategyChoices choices{.ids = strategy_ids(), .under_pipeline = {}};
-  for (const StrategySpec* spec : strategy_specs())
+  StrategyChoices choices{.ids = strategy_ids(), .under_pipeline = {}, .reshard_under_pipeline = {}};
+  for (const StrategySpec* spec : strategy_specs()) {
     if (spec->runs_under_pipeline) choices.under_pipeline.emplace_back(spec->id);
+    const auto& keys = spec->keys;
+    if (std::find(keys.begin(), keys.end(), "parallel.pp_reshard_after_forward") != keys.end())
+      choices.reshard_under_pipeline.emplace_back(spec->id);
+  }
   return choices;
 }
 

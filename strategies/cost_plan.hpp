@@ -36,6 +36,10 @@ struct PlannedCollective {
   // (over dp_replicate x dp_shard, or one of them for hybrid's two levels), "tp" for tensor parallelism's, "pp" for
   // the stages' sends and sums.
   std::string mesh_dim = "dp";
+  // Under pipeline stages re-gathering per micro-batch (parallel.pp_reshard_after_forward): the chunk of this rank
+  // (0 .. pp_virtual_stages - 1, in model order) whose F, B or W runs this call, once per micro-batch; the pipeline's
+  // step model puts it there. -1: a call of the step as a whole.
+  int chunk = -1;
   // The network level the group crosses on the config's nodes: "inter_node" when its ranks span nodes
   // (group_spans_nodes on config.ranks_per_node), else "intra_node". cost_plan() sets it for every call.
   std::string level = "intra_node";

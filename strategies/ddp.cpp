@@ -122,7 +122,10 @@ class DdpStrategy final : public Strategy {
   // The pipeline's backwards each reach only some parameters; the buckets all go in finish_gradients.
   std::optional<PipelineAccess> pipeline_access() override {
     sync_ = false;
-    return PipelineAccess{.model = model_, .loss_factor = static_cast<double>(dp_size_)};
+    PipelineAccess access;
+    access.model = model_;
+    access.loss_factor = static_cast<double>(dp_size_);
+    return access;
   }
 
   void on_grad_ready(size_t index) {

@@ -28,7 +28,8 @@ const StrategySpec fsdp_full_shard_spec{
         "before "
         "every unit's forward and backward",
     .keys = {"parallel.collectives", "parallel.prefetch", "parallel.wrap", "parallel.reduce_scatter",
-             "parallel.offload", "parallel.activation_checkpointing", "parallel.checkpoint_every"},
+             "parallel.offload", "parallel.activation_checkpointing", "parallel.checkpoint_every",
+             "parallel.pp_reshard_after_forward"},
     .check = &check,
     .plan = &plan,
     .exposed_comm_ms = &exposed,

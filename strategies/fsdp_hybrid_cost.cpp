@@ -28,7 +28,7 @@ const StrategySpec fsdp_hybrid_spec{
         "links between nodes are much slower than inside one: shard within a node, and only gradient shards cross the "
         "slow link",
     .keys = {"parallel.shard_size", "parallel.prefetch", "parallel.wrap", "parallel.reduce_scatter", "parallel.offload",
-             "parallel.activation_checkpointing", "parallel.checkpoint_every"},
+             "parallel.activation_checkpointing", "parallel.checkpoint_every", "parallel.pp_reshard_after_forward"},
     .check = &check,
     .plan = &plan,
     .exposed_comm_ms = &exposed,

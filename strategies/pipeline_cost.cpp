@@ -47,8 +47,10 @@ void add_pipeline_collectives(CostPlan& plan, const Config& config, int rank) {
     add("all_reduce", "float64", 8, P, "after-backward", 1, "loss scaling: found inf/nan, over the stages");
   // The data-parallel strategy reduces its gradients after the flush (Strategy::pipeline_access), not inside a
   // backward: no activation is alive beside them (the memory model) and nothing overlaps them (the step model).
+  // Re-gathering per micro-batch (parallel.pp_reshard_after_forward), the calls run inside the chunks' actions: the
+  // sharded plan gave them their chunk and phase.
   for (PlannedCollective& c : plan.collectives)
-    if (c.mesh_dim == "dp" && c.phase == "backward") c.phase = "after-backward";
+    if (c.mesh_dim == "dp" && c.phase == "backward" && c.chunk < 0) c.phase = "after-backward";
 }
 
 }  // namespace dtlab

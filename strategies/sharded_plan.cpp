@@ -23,6 +23,9 @@
 //   hybrid         full_shard inside the shard group (group size F), then (R = world/F > 1) an all-reduce
 //                  of every gradient shard across the R replicas
 //   zero1          last micro-step: reduce-scatter every unit; after the optimizer: all-gather every unit
+// Under pipeline stages (A = m micro-batches) the modes that free parameters gather every unit once per step and
+// reduce-scatter it once after the flush (-> n AG + n RS), or with parallel.pp_reshard_after_forward (full_shard,
+// hybrid) per micro-batch: gathered for each F and again for each B, the last unit too (-> 2·A·n AG + A·n RS).
 // plus, except for no_shard (every rank holds every gradient), the grad-norm all-reduce of one double
 // (8 bytes, over the shard group), and with precision.loss_scale=dynamic the found-inf all-reduce of one
 // double (over the shard group, or the replicas for no_shard; hybrid with R > 1 also over the replicas).
@@ -67,6 +70,7 @@ namespace {
 struct UnitShape {
   std::string name;
   int64_t numel = 0, padded = 0, shard = 0;
+  int chunk = 0;  // the pipeline chunk of `rank` it belongs to (0 without stages)
 };
 
 // The engine's units on `rank` per parallel.wrap (cut at its pipeline chunks' edges, lab/unit_layout.hpp), from the
@@ -91,8 +95,12 @@ std::vector<UnitShape> units_of(const Config& config, int rank, int64_t F) {
   model_unit_name.push_back("head");
 
   std::vector<UnitShape> units;
-  for (const auto& group : held_unit_groups(config.parallel.wrap, static_cast<int>(L), chunks_on_rank(config, rank))) {
+  const std::vector<std::vector<int>> chunks = chunks_on_rank(config, rank);
+  for (const auto& group : held_unit_groups(config.parallel.wrap, static_cast<int>(L), chunks)) {
     UnitShape u;
+    for (size_t c = 0; c < chunks.size(); ++c)
+      if (std::find(chunks[c].begin(), chunks[c].end(), group.front()) != chunks[c].end())
+        u.chunk = static_cast<int>(c);
     for (int m : group) {
       u.name += (u.name.empty() ? "" : "+") + model_unit_name[static_cast<size_t>(m)];
       for (int64_t n : model_unit_numel[static_cast<size_t>(m)]) u.numel += n;
@@ -238,8 +246,17 @@ void add_sharded_collectives(const ShardedSetting& s, const Config& config, Cost
   };
   const bool sharded = s.F > 1;  // F = 1: the engine copies instead of gathering / reduce-scattering
   // Under pipeline stages the modes that free parameters gather each unit once per step and keep it through the
-  // flush, then reduce-scatter its accumulated gradient once (ShardedSchedule::gather_all, reduce_after_flush).
-  const bool once_per_step = config.parallel.pp > 1 && !t.params_persist();
+  // flush, then reduce-scatter its accumulated gradient once (ShardedSchedule::begin_pipeline_step,
+  // reduce_after_flush); or, re-gathering per micro-batch, as without stages every micro-step, the last unit
+  // gathered again for its backward too (every unit is freed after its forward: other micro-batches come between).
+  // Those calls carry their chunk: the pipeline's step model puts each in the chunk's F, B or W. Their
+  // reduce-scatters (in B's hooks, or after W under zero bubble) are phase after-backward, as after a flush: the
+  // memory model's one-micro-batch moments (a ring's scratch beside a block's backward) do not describe a stage,
+  // whose peak is the micro-batches its schedule keeps in flight (analysis/cost/pipeline_model.hpp).
+  const PipelineGathers gathers = pipeline_gathers(config.parallel);
+  const bool once_per_step = gathers == PipelineGathers::once_per_step && !t.params_persist();
+  const bool per_micro_batch =
+      gathers == PipelineGathers::per_micro_batch || gathers == PipelineGathers::per_micro_batch_after_w;
   for (int u = 0; u < n && once_per_step && sharded; ++u) {
     const UnitShape& unit = s.units[static_cast<size_t>(u)];
     all_gather(u, unit, "forward", 1, "gathered once per step, kept through the pipeline's flush");
@@ -247,15 +264,17 @@ void add_sharded_collectives(const ShardedSetting& s, const Config& config, Cost
   }
   for (int u = 0; u < n && !once_per_step; ++u) {
     const UnitShape& unit = s.units[static_cast<size_t>(u)];
+    const size_t unit_first_call = plan.collectives.size();
+    const std::string every = per_micro_batch ? "every micro-batch" : "every micro-step";
     if (sharded && t.regathers_in_backward()) {
-      all_gather(u, unit, "forward", s.A, "forward gather, every micro-step");
-      if (u + 1 < n) all_gather(u, unit, "backward", s.A, "backward re-gather, every micro-step");
+      all_gather(u, unit, "forward", s.A, "forward gather, " + every);
+      if (u + 1 < n || per_micro_batch) all_gather(u, unit, "backward", s.A, "backward re-gather, " + every);
     }
     if (sharded && t.keeps_all_units_gathered())
       all_gather(u, unit, "forward", s.A, "forward gather kept through backward, every micro-step");
     switch (t.grads) {
       case GradReduction::reduce_scatter_every_micro_step:
-        if (sharded) reduce_scatter(u, unit, s.A, "every micro-step");
+        if (sharded) reduce_scatter(u, unit, s.A, every);
         break;
       case GradReduction::all_reduce_last_micro_step:
         plan.collectives.push_back({"all_reduce", "backend", s.reduce.name, unit.padded * r, s.dp.size, "backward", 1,
@@ -264,6 +283,11 @@ void add_sharded_collectives(const ShardedSetting& s, const Config& config, Cost
       case GradReduction::reduce_scatter_last_micro_step:
         if (sharded) reduce_scatter(u, unit, 1, "last micro-step");
         break;
+    }
+    for (size_t i = unit_first_call; i < plan.collectives.size() && per_micro_batch; ++i) {
+      PlannedCollective& call = plan.collectives[i];
+      call.chunk = unit.chunk;
+      if (call.op == "reduce_scatter") call.phase = "after-backward";
     }
   }
   const int replicas = static_cast<int>(s.R);
@@ -293,7 +317,8 @@ void add_sharded_state(const ShardedSetting& s, const Config& config, CostPlan& 
   for (const auto& unit : s.units) {
     transient.push_back({.gathered = unit.padded * c,
                          .wire = s.reduce.name != s.compute.name ? unit.padded * r : 0,
-                         .gather_source = t.gathers_after_optimizer && !s.separate_copy ? unit.shard * c : 0});
+                         .gather_source = t.gathers_after_optimizer && !s.separate_copy ? unit.shard * c : 0,
+                         .chunk = unit.chunk});
     if (!t.params_persist()) {
       plan.state.params += unit.shard * m;
       plan.state.grads += unit.shard * 4;
@@ -311,8 +336,8 @@ void add_sharded_state(const ShardedSetting& s, const Config& config, CostPlan& 
     non_padding += std::max<int64_t>(0, std::min(begin + unit.shard, unit.numel) - begin);
   }
   // A bf16 master's fp32 scratch exists only through the optimizer step, when no unit is gathered or reduced.
-  plan.state.buffers +=
-      std::max(unit_buffers_peak_bytes(t, transient, config.parallel.prefetch, config.parallel.pp > 1), step_scratch);
+  plan.state.buffers += std::max(
+      unit_buffers_peak_bytes(t, transient, config.parallel.prefetch, pipeline_gathers(config.parallel)), step_scratch);
   plan.state.optimizer = non_padding * optimizer_state_bytes_per_element(config.train, 4);
   if (config.parallel.offload) {  // the master shards, their fp32 gradients and the optimizer state: host buffers
     for (const auto& unit : s.units) plan.state.host += unit.shard * (m + 4);

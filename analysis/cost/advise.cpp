@@ -71,6 +71,13 @@ int apply(const Config& base, CandidateSettings& s, Config& out) {
     s.overrides.push_back("parallel.pp_virtual_stages=" + std::to_string(virtual_stages));
   }
   if (!same_stages && !base.parallel.pp_split.empty()) s.overrides.emplace_back("parallel.pp_split=");
+  // The base's re-gathering per micro-batch only where the candidate still has stages and a strategy that reads it.
+  const bool regathers = s.pp > 1 && base.parallel.pp_reshard_after_forward &&
+                         reads(strategy_spec(s.strategy), "parallel.pp_reshard_after_forward");
+  if (base.parallel.pp_reshard_after_forward && !regathers) {
+    out.parallel.pp_reshard_after_forward = false;
+    s.overrides.emplace_back("parallel.pp_reshard_after_forward=false");
+  }
   out.parallel.tp = s.tp;
   set("parallel.tp", std::to_string(s.tp), base.parallel.tp != s.tp);
   out.parallel.sequence_parallel = s.sequence_parallel;

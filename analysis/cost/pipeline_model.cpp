@@ -47,6 +47,38 @@ std::vector<PipeTimes> stage_times(const Config& config, const ComputeTime& whol
   return out;
 }
 
+// FSDP re-gathering per micro-batch (parallel.pp_reshard_after_forward): what each virtual stage's actions add for
+// one micro-batch — its units' forward gathers to F, their backward gathers to B, their reduce-scatters to B (to W
+// under zero bubble, which reduces after it) — from the plan of the stage's first rank, whose per-micro-batch calls
+// carry their chunk (strategies/sharded_plan.cpp). Counted unoverlapped: prefetching hides part of the gathers and
+// the reduce-scatters run beside the backward, so this is an upper bound. All zero when gathered once per step.
+std::vector<PipeTimes> per_micro_batch_comm(const Config& config, const MachineProfile& profile, bool split_weight) {
+  const int P = static_cast<int>(config.parallel.pp), v = static_cast<int>(config.parallel.pp_virtual_stages);
+  std::vector<PipeTimes> out(static_cast<size_t>(P * v), PipeTimes{.forward = 0, .backward = 0});
+  const double micro_batches = static_cast<double>(std::max<int64_t>(1, config.train.accumulation));
+  for (int r = 0; r < P && config.parallel.pp_reshard_after_forward; ++r) {
+    for (const PlannedCollective& c : cost_plan(config, static_cast<int>(r * (config.world_size / P))).collectives) {
+      if (c.chunk < 0 || c.phase == "setup") continue;
+      PipeTimes& t = out[static_cast<size_t>(c.chunk * P + r)];
+      const double ms = planned_collective_us(c, config, profile) / 1e3 * static_cast<double>(c.count) / micro_batches;
+      if (c.op == "all_gather")
+        (c.phase == "forward" ? t.forward : t.backward) += ms;
+      else
+        (split_weight ? t.weight : t.backward) += ms;
+    }
+  }
+  return out;
+}
+
+std::vector<PipeTimes> with_comm(std::vector<PipeTimes> times, const std::vector<PipeTimes>& comm) {
+  for (size_t k = 0; k < times.size(); ++k) {
+    times[k].forward += comm[k].forward;
+    times[k].backward += comm[k].backward;
+    times[k].weight += comm[k].weight;
+  }
+  return times;
+}
+
 // Zero bubble: what one micro-batch's B files for its W on this stage (lab/weight_grad_store.hpp), in the compute
 // dtype: every held linear's output gradient (the column-parallel ones 1/tp of their features; the head's the
 // logits' gradient), new in B, and its input, an activation the store keeps past B — each distinct input once: the
@@ -139,15 +171,16 @@ StepPrediction predict_pipeline_step(const Config& config, const CostPlan& plan,
     s.comm_ms += ms * static_cast<double>(c.count);
     if (c.op == "send")
       transfer_ms = std::max(transfer_ms, ms);
-    else
+    else if (c.chunk < 0)  // else inside the chunks' actions (per_micro_batch_comm)
       after_flush_ms += ms * static_cast<double>(c.count);
   }
   s.by_op = row_list(rows);
 
   const bool split_weight = schedule == PipeSchedule::zero_bubble;
   std::vector<PipeTimes> times = stage_times(config, whole, split_weight, transfer_ms);
+  const std::vector<PipeTimes> comm = per_micro_batch_comm(config, profile, split_weight);
   const PipeProgram program = pipe_program(schedule, shape);
-  PipeReplay replay = replay_pipe_program_on_stages(program, shape, times);
+  PipeReplay replay = replay_pipe_program_on_stages(program, shape, with_comm(times, comm));
   // Ranks that share oversubscribed cores compute faster while other stages idle: the blocks' times are those of
   // every rank computing, so they shrink by the speedup the stages' average busy share gives, and the schedule is
   // replayed on them (the share hardly moves: the transfers do not shrink).
@@ -161,7 +194,7 @@ StepPrediction predict_pipeline_step(const Config& config, const CostPlan& plan,
       t.backward /= speedup;
       t.weight /= speedup;
     }
-    replay = replay_pipe_program_on_stages(program, shape, times);
+    replay = replay_pipe_program_on_stages(program, shape, with_comm(times, comm));  // the calls do not shrink
     char shared[240];
     std::snprintf(shared, sizeof shared,
                   "the stages compute %.0f%% of the span on average and share oversubscribed cores: each block "
@@ -169,9 +202,15 @@ StepPrediction predict_pipeline_step(const Config& config, const CostPlan& plan,
                   100 * busy_share, speedup);
     s.notes.emplace_back(shared);
   }
+  // This rank's calls inside its actions count as exposed communication, not compute.
+  double in_actions_ms = 0;
+  for (int c = 0; c < v; ++c) {
+    const PipeTimes& t = comm[static_cast<size_t>(c * P + pp_rank)];
+    in_actions_ms += (t.forward + t.backward + t.weight) * shape.micro_batches;
+  }
   const double busy = replay.busy[static_cast<size_t>(pp_rank)];
-  s.compute_ms = busy;
-  s.exposed_comm_ms = (replay.makespan - busy) + after_flush_ms;
+  s.compute_ms = busy - in_actions_ms;
+  s.exposed_comm_ms = (replay.makespan - busy) + in_actions_ms + after_flush_ms;
   s.optimizer_ms = elementwise_bytes(config, plan) / (profile.compute.memory_GBps * 1e9) * 1e3;
   s.step_ms = s.compute_ms + s.exposed_comm_ms + s.optimizer_ms;
   s.tokens_per_s = static_cast<double>(config.train.global_batch * config.model.seq_len) / (s.step_ms / 1e3);
@@ -183,6 +222,13 @@ StepPrediction predict_pipeline_step(const Config& config, const CostPlan& plan,
                 pipe_schedule_name(schedule), times.front().forward, times.back().forward, transfer_ms, replay.makespan,
                 busy, replay.bubble_fraction());
   s.notes.emplace_back(note);
+  if (in_actions_ms > 0) {
+    std::snprintf(note, sizeof note,
+                  "FSDP re-gathers per micro-batch (parallel.pp_reshard_after_forward): %.1f ms of this rank's "
+                  "gathers and reduce-scatters run inside its F, B and W, counted unoverlapped (prefetch hides part)",
+                  in_actions_ms);
+    s.notes.emplace_back(note);
+  }
   if (split_weight)
     s.notes.emplace_back(
         "zero bubble: W is the linears' weight-gradient GEMMs (from the inputs and output gradients B kept), B the "

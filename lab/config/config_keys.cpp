@@ -227,6 +227,9 @@ const std::vector<KeySpec>& key_table() {
             "model chunks per pipeline rank (interleaved_1f1b: >= 2; else 1)"),
         key("parallel.pp_split", &C::parallel, &P::pp_split, any(),
             "first block of each pipeline virtual stage after the first, comma-separated; empty = balanced"),
+        key("parallel.pp_reshard_after_forward", &C::parallel, &P::pp_reshard_after_forward, any(),
+            "with parallel.pp > 1, fsdp_full_shard and fsdp_hybrid: free each unit after every micro-batch's forward "
+            "and gather it again for its backward (false: gathered once per step, kept through the flush)"),
         key("parallel.cp", &C::parallel, &P::cp, at_least(1),
             "context-parallel ranks per sequence (mesh dimension cp)"),
         key("parallel.tp", &C::parallel, &P::tp, at_least(1),

@@ -19,6 +19,10 @@ void check_pipeline_rules(const Config& c, const StrategyChoices& strategies) {
     if (!p.pp_split.empty())
       throw Problem{"parallel.pp_split",
                     "parallel.pp_split=" + p.pp_split + " needs parallel.pp > 1: it places the pipeline's stages"};
+    if (p.pp_reshard_after_forward)
+      throw Problem{"parallel.pp_reshard_after_forward",
+                    "parallel.pp_reshard_after_forward=true needs parallel.pp > 1: without stages the sharded modes "
+                    "that free parameters already free each unit after its forward"};
     return;
   }
   const std::string pp = "parallel.pp=" + n(p.pp);
@@ -32,6 +36,16 @@ void check_pipeline_rules(const Config& c, const StrategyChoices& strategies) {
                                            "use " +
                                            (able.empty() ? std::string("parallel.pp=1") : able)};
   }
+  const std::vector<std::string>& regathering = strategies.reshard_under_pipeline;
+  if (p.pp_reshard_after_forward && std::find(regathering.begin(), regathering.end(), p.strategy) == regathering.end())
+    throw Problem{
+        "parallel.pp_reshard_after_forward",
+        "parallel.pp_reshard_after_forward=true with parallel.strategy=" + p.strategy +
+            ": only a strategy that frees each unit's parameters after its forward can re-gather them per "
+            "micro-batch (fsdp_shard_grad_op keeps them through backward by definition; ddp, zero1 and "
+            "fsdp_no_shard hold them whole): use " +
+            (regathering.empty() ? std::string("parallel.pp_reshard_after_forward=false") : join(regathering, " | ")) +
+            ", or false"};
   if (c.model.tie_embeddings)
     throw Problem{"model.tie_embeddings", "model.tie_embeddings=true with " + pp +
                                               ": the embedding (first stage) and the head (last stage) would share "

@@ -1,6 +1,7 @@
 // pipeline_step.cpp: running a pipeline schedule's actions on this rank (see pipeline_step.hpp).
 #include "lab/train/pipeline_step.hpp"
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -126,6 +127,27 @@ class P2pWindow {
   std::vector<std::pair<CommHandle, at::Tensor>> sends_;         // each tensor lives until its send is done
 };
 
+// Chunk `chunk`'s model units on x, with the strategy's hooks around each of its groups when it hands them in.
+at::Tensor run_chunk(const PipelineAccess& access, ModelRunner& runner, const std::vector<int>& units, int chunk,
+                     at::Tensor x) {
+  if (access.chunk_groups.empty()) {
+    for (int m : units) x = runner.run_unit(m, x);
+    return x;
+  }
+  const UnitGroups& groups = access.chunk_groups.at(static_cast<size_t>(chunk));
+  for (size_t g = 0; g < groups.units.size(); ++g) {
+    if (groups.before) groups.before(g);
+    for (int m : groups.units[g]) x = runner.run_unit(m, x);
+    if (groups.after) groups.after(g, x);
+  }
+  return x;
+}
+
+// The strategy's hook before or after an action, if it has one.
+void around(const std::function<void(PipeOp, int)>& hook, const PipeAction& a) {
+  if (hook) hook(a.op, a.chunk);
+}
+
 Comm::P2pOp send_op(at::Tensor tensor, int to, int tag, std::string name) {
   return {
       .kind = Comm::P2pOp::Kind::send, .tensor = std::move(tensor), .peer = to, .p2p_tag = tag, .tag = std::move(name)};
@@ -178,6 +200,7 @@ double PipelineStepSchedule::run(int64_t step, double loss_weight, const MicroBa
   for (size_t index = 0; index < actions_.size(); ++index) {
     const PipeAction& a = actions_[index];
     const int k = a.chunk * P + pp_rank_, mb = a.micro_batch;
+    around(access->before_action, a);
     if (a.op == PipeOp::forward) {
       InFlight slot;
       std::optional<Batch> batch;
@@ -191,8 +214,8 @@ double PipelineStepSchedule::run(int64_t step, double loss_weight, const MicroBa
         ScopedPhase forward(Phase::forward, "forward-compute " + label('F', a));
         std::optional<WeightGradCapture> capture;
         if (split_backward) capture.emplace(*(slot.weight_grads = std::make_unique<WeightGradStore>()));
-        at::Tensor x = slot.input;
-        for (int m : chunk_units_[static_cast<size_t>(a.chunk)]) x = runner.run_unit(m, x);
+        const at::Tensor x =
+            run_chunk(*access, runner, chunk_units_[static_cast<size_t>(a.chunk)], a.chunk, slot.input);
         slot.output = k == K - 1 ? model.loss(x, batch->targets) * loss_weight : x;
       }
       if (k == K - 1) {
@@ -202,6 +225,7 @@ double PipelineStepSchedule::run(int64_t step, double loss_weight, const MicroBa
         p2p.post(send_op(slot.output.detach(), a.send_to, p2p_tag(0, k + 1, mb, shape_), "pp.activation"));
       }
       in_flight.emplace(std::make_pair(a.chunk, mb), std::move(slot));
+      around(access->after_action, a);
       continue;
     }
     const auto it = in_flight.find({a.chunk, mb});
@@ -211,24 +235,27 @@ double PipelineStepSchedule::run(int64_t step, double loss_weight, const MicroBa
     if (a.op == PipeOp::backward) {
       at::Tensor grad = k == K - 1 ? at::full({}, access->loss_factor, slot.output.options()) : p2p.take(index);
       if (mb == 1 && mutation("drop_micro_batch_grad")) grad = at::zeros_like(grad);  // the deliberate bug
-      ScopedPhase backward(Phase::backward, "backward-compute " + label('B', a));
-      if (!split_backward) {
-        torch::autograd::backward({slot.output}, {grad});
-        p2p.post(send_gradient(slot, a, k, mb));
-        in_flight.erase(it);
-        continue;
+      {
+        // The activations' gradients (and the norms' and embedding's weights'); under zero bubble the linears file
+        // theirs for W. The graph is retained then only for the weights' own casts or views, which W
+        // backpropagates through; dropping the output and input below frees the rest of it.
+        ScopedPhase backward(Phase::backward, "backward-compute " + label('B', a));
+        torch::autograd::backward({slot.output}, {grad}, /*retain_graph=*/split_backward);
       }
-      // The activations' gradients (and the norms' and embedding's weights'); the linears file theirs for W. The
-      // graph is retained only for the weights' own casts or views, which W backpropagates through; dropping the
-      // output and input frees the rest of it.
-      torch::autograd::backward({slot.output}, {grad}, /*retain_graph=*/true);
       p2p.post(send_gradient(slot, a, k, mb));
-      slot.output = at::Tensor(), slot.input = at::Tensor();
+      if (split_backward)
+        slot.output = at::Tensor(), slot.input = at::Tensor();
+      else
+        in_flight.erase(it);
+      around(access->after_action, a);  // outside the compute span: a strategy's collectives are not compute
       continue;
     }
-    ScopedPhase weight(Phase::backward, "backward-compute " + label('W', a));
-    if (!mutation("skip_weight_pass")) slot.weight_grads->apply();  // the deliberate bug: W never runs
+    {
+      ScopedPhase weight(Phase::backward, "backward-compute " + label('W', a));
+      if (!mutation("skip_weight_pass")) slot.weight_grads->apply();  // the deliberate bug: W never runs
+    }
     in_flight.erase(it);
+    around(access->after_action, a);
     p2p.post(std::nullopt);
   }
   p2p.finish();

@@ -11,9 +11,10 @@
 //      computes only that input gradient and keeps the graph for
 //   W  the chunk's weight gradients (autograd restricted to the chunk's parameters).
 // Each op is a phase span ("forward-compute F c0.3", "backward-compute B c0.3" / "W c0.3"); each blocking receive a
-// comm_wait span, so a stage's idle time is its receives' waits. The strategy (ddp) accumulates the gradients and
-// communicates them in finish_gradients. run() returns the step's weighted loss summed over the pp group (the last
-// stage's), so the trainer's data-parallel sum sees it on every rank.
+// comm_wait span, so a stage's idle time is its receives' waits. The strategy accumulates the gradients and
+// communicates them in finish_gradients; one that acts per micro-batch (FSDP re-gathering, PipelineAccess in
+// lab/train/strategy.hpp) gets its hooks around each chunk's units and around each action. run() returns the step's
+// weighted loss summed over the pp group (the last stage's), so the trainer's data-parallel sum sees it on every rank.
 #pragma once
 
 #include <memory>

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -34,7 +35,9 @@
 #include "lab/data.hpp"
 #include "lab/dist/mesh_comms.hpp"
 #include "lab/model.hpp"
+#include "lab/pipeline_schedule.hpp"
 #include "lab/state_bytes.hpp"
+#include "lab/train/model_runner.hpp"
 #include "lab/world.hpp"
 
 namespace dtlab {
@@ -66,9 +69,16 @@ struct StatePiece {
 // What a strategy hands a pipeline schedule (lab/train/pipeline_step.hpp), which runs this rank's model chunks
 // itself, one forward or backward at a time: the model as wrapped, and the factor its backward multiplies the last
 // stage's loss by (the data-parallel size, which finish_gradients divides out again).
+// A strategy that acts around every micro-batch (FSDP re-gathering per micro-batch,
+// parallel.pp_reshard_after_forward) also hands in, per chunk of this rank (in model order, as the schedule numbers
+// them), the chunk's model units in groups with hooks around each group's forward (run as
+// ModelRunner::forward_loss runs its groups), and what runs before and after each action (F, B or W) on a chunk.
+// Without them the schedule runs each chunk's units with no hooks.
 struct PipelineAccess {
   std::shared_ptr<GPT> model;
   double loss_factor = 1.0;
+  std::vector<UnitGroups> chunk_groups;                                   // empty, or one per chunk
+  std::function<void(PipeOp op, int chunk)> before_action, after_action;  // may be empty
 };
 
 class Strategy {

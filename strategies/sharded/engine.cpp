@@ -93,15 +93,49 @@ class ShardedEngine final : public Strategy {
                             [schedule] { schedule->finish_backward(); });
   }
 
-  // Under pipeline stages: the schedule runs the stage's units itself (lab/train/pipeline_step.hpp) and its
-  // backwards accumulate every unit's full gradient over the step's micro-batches; no hook reduces them (each unit's
-  // last backward comes at another time on each stage); finish_gradients reduces them all after the flush. The modes
-  // that free parameters gather each unit once here and keep it until then (ShardedSchedule::gather_all).
+  // Under pipeline stages: the schedule runs the stage's units itself (lab/train/pipeline_step.hpp). Gathered once
+  // (the default): the modes that free parameters gather each unit now and keep it through the flush, no hook
+  // reduces (a unit's last backward comes at another time on each stage), the backwards accumulate every unit's
+  // full gradient, and finish_gradients reduces them all. Per micro-batch (parallel.pp_reshard_after_forward): the
+  // chunks run with the forward hooks and each micro-batch's gradients are reduce-scattered as its backward
+  // completes them (ShardedSchedule::begin_pipeline_step).
   std::optional<PipelineAccess> pipeline_access() override {
     under_pipeline_ = true;
     schedule_->begin_micro_step(/*is_last_micro=*/false);
-    schedule_->gather_all();
-    return PipelineAccess{.model = model_, .loss_factor = static_cast<double>(dp_size_) * scaler_.scale()};
+    const PipelineGathers gathers = pipeline_gathers(config_.parallel);
+    schedule_->begin_pipeline_step(gathers);
+    PipelineAccess access;
+    access.model = model_;
+    access.loss_factor = static_cast<double>(dp_size_) * scaler_.scale();
+    if (gathers == PipelineGathers::once_per_step) return access;
+    ShardedSchedule* schedule = schedule_.get();
+    int chunks = 0;
+    for (const FlatUnit& unit : units_) chunks = std::max(chunks, unit.chunk + 1);
+    access.chunk_groups.resize(static_cast<size_t>(chunks));
+    std::vector<std::vector<size_t>> unit_of_group(static_cast<size_t>(chunks));  // flat unit of each group
+    for (size_t u = 0; u < units_.size(); ++u) {
+      UnitGroups& groups = access.chunk_groups[static_cast<size_t>(units_[u].chunk)];
+      groups.names.push_back(units_[u].name);
+      groups.units.push_back(units_[u].model_units);
+      unit_of_group[static_cast<size_t>(units_[u].chunk)].push_back(u);
+    }
+    for (size_t c = 0; c < access.chunk_groups.size(); ++c) {
+      const std::vector<size_t> flat = unit_of_group[c];
+      access.chunk_groups[c].before = [schedule, flat](size_t g) { schedule->before_unit_forward(flat[g]); };
+      access.chunk_groups[c].after = [schedule, flat](size_t g, at::Tensor& output) {
+        const size_t u = flat[g];
+        output.register_hook([schedule, u](const at::Tensor&) { schedule->before_unit_backward(u); });
+        schedule->after_unit_forward(u);
+      };
+    }
+    access.before_action = [schedule](PipeOp op, int chunk) {
+      if (op == PipeOp::weight) schedule->prepare_chunk_gradients(chunk);
+    };
+    access.after_action = [schedule](PipeOp op, int chunk) {
+      if (op == PipeOp::backward) schedule->after_chunk_backward(chunk);
+      if (op == PipeOp::weight) schedule->reduce_chunk(chunk);
+    };
+    return access;
   }
 
   void finish_gradients() override {
@@ -239,7 +273,8 @@ StateBytes ShardedEngine::state_bytes() const {
     transient.push_back(
         {.gathered = unit.padded * compute_b,
          .wire = unit.reduce_in.defined() ? unit.padded * reduce_b : 0,
-         .gather_source = traits_.gathers_after_optimizer && !separate_copy ? unit.shard_numel * compute_b : 0});
+         .gather_source = traits_.gathers_after_optimizer && !separate_copy ? unit.shard_numel * compute_b : 0,
+         .chunk = unit.chunk});
     if (!traits_.params_persist()) {
       b.params += unit.shard_numel * master_b;
       b.grads += unit.shard_numel * 4;
@@ -255,7 +290,8 @@ StateBytes ShardedEngine::state_bytes() const {
     if (precision_.master != at::kFloat) step_scratch += unit.shard_numel * 4;  // fp32 scratch of the optimizer step
   }
   // The scratch lives only through the optimizer step (optimizer.cpp), when no unit is gathered or reduced.
-  b.buffers += std::max(unit_buffers_peak_bytes(traits_, transient, prefetch_, config_.parallel.pp > 1), step_scratch);
+  b.buffers += std::max(unit_buffers_peak_bytes(traits_, transient, prefetch_, pipeline_gathers(config_.parallel)),
+                        step_scratch);
   b.optimizer = optimizer_->state_bytes();
   if (precision_.offload) {  // the master shards, their fp32 gradients and the optimizer state, in host buffers
     for (const auto& unit : units_) b.host += unit.shard_numel * (master_b + 4);

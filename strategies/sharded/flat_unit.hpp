@@ -44,6 +44,7 @@ struct ShardedPrecision {
 struct FlatUnit {
   std::string name;
   std::vector<int> model_units;  // model unit numbers: 0 embedding, 1..L blocks, L+1 head
+  int chunk = 0;                 // the pipeline chunk of this rank it belongs to (0 without stages)
   std::vector<ParamRef> params;
   std::vector<std::vector<int64_t>> shapes;
   std::vector<int64_t> offsets;

@@ -41,11 +41,13 @@ void ShardedSchedule::register_grad_hooks() {
 
 void ShardedSchedule::before_unit_forward(size_t u) {
   ensure_gathered(units_[u]);
-  if (prefetch_ && u + 1 < units_.size()) start_gather(units_[u + 1]);
+  if (prefetch_ && u + 1 < units_.size() && same_chunk(u, u + 1)) start_gather(units_[u + 1]);
 }
 
+// Without stages the last unit stays gathered (its backward comes right away); per micro-batch under stages, every
+// unit is freed (other micro-batches' work comes between).
 void ShardedSchedule::after_unit_forward(size_t u) {
-  if (traits_.frees_params_after_forward() && u + 1 < units_.size()) release_params(units_[u]);
+  if (traits_.frees_params_after_forward() && (per_micro_batch() || u + 1 < units_.size())) release_params(units_[u]);
 }
 
 void ShardedSchedule::before_unit_backward(size_t u) {
@@ -55,7 +57,7 @@ void ShardedSchedule::before_unit_backward(size_t u) {
     ensure_storage(unit.full_grad, unit.padded * static_cast<int64_t>(unit.full_grad.element_size()));
     unit.full_grad.zero_();
   }
-  if (prefetch_ && u > 0) start_gather(units_[u - 1]);
+  if (prefetch_ && u > 0 && same_chunk(u, u - 1)) start_gather(units_[u - 1]);
 }
 
 // Post-backward of unit u once every parameter's gradient has been accumulated.
@@ -63,7 +65,9 @@ void ShardedSchedule::on_grad_ready(size_t u) {
   FlatUnit& unit = units_[u];
   if (++unit.grads_ready < unit.params.size()) return;
   unit.grads_ready = 0;
-  if (pipelined_) return;  // each unit's gradient is reduced once, after the flush (reduce_after_flush)
+  // Under stages the hooks reduce only when a B is the whole backward of a micro-batch re-gathered per micro-batch;
+  // otherwise after the flush (reduce_after_flush) or after W (reduce_chunk).
+  if (pipelined_ && gathers_ != PipelineGathers::per_micro_batch) return;
   switch (traits_.grads) {
     case GradReduction::reduce_scatter_every_micro_step:
       wait_pending_gathers();  // one collective stream: finish prefetches before the ring's send/recv
@@ -88,8 +92,11 @@ void ShardedSchedule::reduce_accumulated(FlatUnit& unit) {
   start_reduce_scatter(unit, /*accumulate=*/false);
 }
 
-void ShardedSchedule::gather_all() {
+void ShardedSchedule::begin_pipeline_step(PipelineGathers gathers) {
+  if (gathers == PipelineGathers::none) throw std::logic_error("begin_pipeline_step: no pipeline stages");
   pipelined_ = true;
+  gathers_ = gathers;
+  if (per_micro_batch()) return;  // the chunks' hooks gather (schedule.hpp)
   for (FlatUnit& unit : units_) {
     ensure_gathered(unit);
     if (!traits_.params_persist() && !has_storage(unit.full_grad)) {  // released after the last step's reduce
@@ -99,8 +106,44 @@ void ShardedSchedule::gather_all() {
   }
 }
 
+void ShardedSchedule::release_chunk(int chunk) {
+  for (FlatUnit& unit : units_)
+    if (unit.chunk == chunk) release_params(unit);
+}
+
+void ShardedSchedule::after_chunk_backward(int chunk) {
+  if (gathers_ == PipelineGathers::per_micro_batch_after_w)
+    release_chunk(chunk);  // the gradients wait for W
+  else
+    finish_backward();  // the hooks reduced every unit; the last reduce-scatter is still in flight
+}
+
+void ShardedSchedule::prepare_chunk_gradients(int chunk) {
+  for (FlatUnit& unit : units_)
+    if (unit.chunk == chunk && !has_storage(unit.full_grad)) {
+      ensure_storage(unit.full_grad, unit.padded * static_cast<int64_t>(unit.full_grad.element_size()));
+      unit.full_grad.zero_();
+    }
+}
+
+void ShardedSchedule::reduce_chunk(int chunk) {
+  if (gathers_ != PipelineGathers::per_micro_batch_after_w)
+    throw std::logic_error("reduce_chunk: only after zero bubble's W, re-gathering per micro-batch");
+  release_chunk(chunk);
+  for (size_t u = units_.size(); u-- > 0;) {
+    if (units_[u].chunk != chunk) continue;
+    units_[u].grads_ready = 0;
+    start_reduce_scatter(units_[u], /*accumulate=*/true);  // finishes the one in flight first
+  }
+  finish_backward();
+}
+
 void ShardedSchedule::reduce_after_flush() {
-  if (!pipelined_) throw std::logic_error("reduce_after_flush: no pipeline step began (gather_all)");
+  if (!pipelined_) throw std::logic_error("reduce_after_flush: no pipeline step began (begin_pipeline_step)");
+  if (per_micro_batch()) {  // every chunk's micro-batches were reduced as they completed
+    finish_backward();
+    return;
+  }
   for (size_t u = units_.size(); u-- > 0;) {
     units_[u].grads_ready = 0;
     reduce_accumulated(units_[u]);

@@ -46,16 +46,29 @@ class ShardedSchedule {
     finish_host_copy();
   }
 
-  // Under pipeline stages, before the schedule runs (no forward hook gathers there): every unit's parameters ready —
-  // no_shard's compute copy refreshed from the master the optimizer updated; the modes that free them (full_shard,
+  // Under pipeline stages, before the schedule runs. once_per_step: every unit's parameters ready now — no_shard's
+  // compute copy refreshed from the master the optimizer updated; the modes that free them (full_shard,
   // shard_grad_op, hybrid) gather every unit of the stage once, with a zeroed full gradient beside it, and keep both
-  // through the flush. That is FSDP's reshard_after_forward=False, torchtitan's choice under a pipeline: resharding
-  // after each forward would gather every unit again for each of the m micro-batches' forward and backward. From
-  // here on the gradient hooks reduce nothing; the schedule's backwards accumulate into the full gradients.
-  void gather_all();
-  // Under pipeline stages, after the flush: every unit's full gradient holds the step's micro-batches; each is
-  // reduced now (all-reduced or reduce-scattered), last unit first, and the modes that free their parameters free
-  // them, then the last reduce-scatter is finished.
+  // through the flush. That is FSDP's reshard_after_forward=False, torchtitan's choice under a pipeline; the gradient
+  // hooks then reduce nothing, the schedule's backwards accumulate into the full gradients.
+  // per_micro_batch (parallel.pp_reshard_after_forward; full_shard and hybrid): nothing is gathered now; the schedule
+  // runs each chunk's units with the forward hooks (before_unit_forward, after_unit_forward, which frees every unit,
+  // and before_unit_backward from its output's gradient; prefetches stay inside the chunk). A B is one micro-batch's
+  // whole backward of one chunk, so each unit's hook reduce-scatters its gradient into the shard and frees it, as
+  // without stages every micro-step; after_chunk_backward finishes the last reduce-scatter.
+  // per_micro_batch_after_w (the same under zero bubble): B leaves the linears' gradients to W, so the hooks reduce
+  // nothing; after B the chunk's parameters are freed (W needs none), before W prepare_chunk_gradients, after W
+  // reduce_chunk.
+  void begin_pipeline_step(PipelineGathers gathers);
+  void after_chunk_backward(int chunk);
+  // Zero bubble's W of `chunk`: its units' full gradients exist (zeroed when re-allocated) for the linears' weights.
+  void prepare_chunk_gradients(int chunk);
+  // After zero bubble's W: the micro-batch's gradients of `chunk` are complete; each unit's full gradient is
+  // reduce-scattered into its shard (last unit first, one in flight) and the last one finished.
+  void reduce_chunk(int chunk);
+  // Under pipeline stages, after the flush. Gathered once: every unit's full gradient holds the step's micro-batches;
+  // each is reduced now (all-reduced or reduce-scattered), last unit first, and the modes that free their
+  // parameters free them, then the last reduce-scatter is finished. Per micro-batch: everything was reduced already.
   void reduce_after_flush();
   // After backward: the gradient shard of `unit` holds the gradient summed over every rank (not yet averaged).
   void finish_unit_gradients(FlatUnit& unit);
@@ -85,7 +98,13 @@ class ShardedSchedule {
   bool prefetch_;
   CommAlgorithm algorithm_;
   bool is_last_micro_ = true;
-  bool pipelined_ = false;        // a pipeline schedule runs the micro-batches: reduce after its flush, not in hooks
+  bool pipelined_ = false;  // a pipeline schedule runs the micro-batches (begin_pipeline_step)
+  PipelineGathers gathers_ = PipelineGathers::none;
+  bool per_micro_batch() const {
+    return gathers_ == PipelineGathers::per_micro_batch || gathers_ == PipelineGathers::per_micro_batch_after_w;
+  }
+  void release_chunk(int chunk);
+  bool same_chunk(size_t u, size_t v) const { return units_[u].chunk == units_[v].chunk; }
   FlatUnit* reducing_ = nullptr;  // the unit whose reduce-scatter is in flight, if any
   bool reducing_accumulates_ = false;
   CommHandle reduce_;

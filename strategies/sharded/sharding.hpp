@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "lab/config.hpp"
 #include "lab/node_layout.hpp"
 
 namespace dtlab {
@@ -93,6 +94,15 @@ constexpr ShardingTraits traits(ShardingMode mode) {
 // optimizer step sends, as its shard is a view of the buffer that all-gather writes; else 0).
 struct UnitBuffers {
   int64_t gathered = 0, wire = 0, gather_source = 0;
+  int chunk = 0;  // its pipeline chunk on this rank (0 without stages)
+};
+
+// How a sharded mode's parameters are gathered under pipeline stages (parallel.pp > 1).
+enum class PipelineGathers {
+  none,             // no stages: per micro-step, as the mode's traits say
+  once_per_step,    // gathered at the step's start, kept through the flush (parallel.pp_reshard_after_forward=false)
+  per_micro_batch,  // each unit gathered for every F and B, reduce-scattered after its backward (true)
+  per_micro_batch_after_w,  // the same under zero bubble: a chunk's parameters freed after B, gradients reduced after W
 };
 
 // The most bytes of gathered parameters, full unit gradients, wire copies and gather sources alive at once in a
@@ -111,19 +121,38 @@ struct UnitBuffers {
 //     transient: zero1's wire copies one at a time in backward, its gather sources one at a time after the
 //     optimizer step (max over both); no_shard's wire copies all at once (its all-reduces are all in flight until
 //     after backward: Σ w_u).
-// Under pipeline stages (`pipelined`) the modes that free parameters gather every unit at the step's start with a
-// zeroed full gradient beside it and keep both through the flush; after it each unit, last first, gets its wire copy
-// and its reduce-scatter, then its parameters are freed and, once the next unit's reduce-scatter begins, its
-// gradient and wire copy: at unit u's wire copy units 0..u are alive, max over u of 2·(s_0 + ... + s_u) + w_u.
+// Under pipeline stages, for the modes that free parameters:
+//   once_per_step: every unit gathered at the step's start with a zeroed full gradient beside it, both kept through
+//     the flush; after it each unit, last first, gets its wire copy and its reduce-scatter, then its parameters are
+//     freed and, once the next unit's reduce-scatter begins, its gradient and wire copy: at unit u's wire copy units
+//     0..u are alive, max over u of 2·(s_0 + ... + s_u) + w_u.
+//   per_micro_batch: each B is one micro-batch's backward of one chunk, run as above without stages, within the
+//     chunk: the neighbours u-1 (prefetched) and u+1 (its reduce-scatter in flight) count only inside u's chunk
+//     (every B finishes its last reduce-scatter; every unit is freed after its forward). F holds less.
+//   per_micro_batch_after_w (zero bubble): B gathers the chunk's units and their full gradients unit by unit and frees
+//     none until it ends (2·S_c, S_c the chunk's Σ s_u), then the parameters go and the gradients wait for W, beside
+//     the next F (S_c + two units) or B (2·S_c); after W each unit, last first, is reduce-scattered (its wire copy
+//     made once the later unit's reduce-scatter is finished): s_(first of c) + ... + s_u + w_u. Per chunk c,
+//     max(2·S_c, max over u in c of that); prefetch changes none of it.
 // tests/strategy/memory_rank.cpp checks this against the counting allocator's measured buffers peak.
 inline int64_t unit_buffers_peak_bytes(const ShardingTraits& t, const std::vector<UnitBuffers>& units, bool prefetch,
-                                       bool pipelined = false) {
+                                       PipelineGathers gathers = PipelineGathers::none) {
   const size_t n = units.size();
   int64_t peak = 0, through_u = 0;
+  if (gathers == PipelineGathers::per_micro_batch_after_w && !t.params_persist()) {
+    int64_t chunk_through_u = 0;  // Σ s_v over the chunk's units up to u
+    for (size_t u = 0; u < n; ++u) {
+      if (u == 0 || units[u].chunk != units[u - 1].chunk) chunk_through_u = 0;
+      chunk_through_u += units[u].gathered;
+      const bool chunk_ends = u + 1 == n || units[u + 1].chunk != units[u].chunk;
+      peak = std::max({peak, chunk_through_u + units[u].wire, chunk_ends ? 2 * chunk_through_u : int64_t{0}});
+    }
+    return peak;
+  }
   for (size_t u = 0; u < n; ++u) {
     const int64_t s = units[u].gathered, w = units[u].wire;
     through_u += s;
-    if (pipelined && !t.params_persist()) {
+    if (gathers == PipelineGathers::once_per_step && !t.params_persist()) {
       peak = std::max(peak, 2 * through_u + w);
       continue;
     }
@@ -131,12 +160,23 @@ inline int64_t unit_buffers_peak_bytes(const ShardingTraits& t, const std::vecto
       peak = t.all_reduces_grads() ? peak + w : std::max({peak, w, units[u].gather_source});
       continue;
     }
-    const int64_t gathered =
-        t.keeps_all_units_gathered() ? through_u : s + (prefetch && u > 0 ? units[u - 1].gathered : int64_t{0});
-    const int64_t in_flight = u + 1 < n ? units[u + 1].gathered + units[u + 1].wire : 0;
+    // Neighbours in the same chunk (every unit is in chunk 0 without stages).
+    const bool before_in_chunk = u > 0 && units[u - 1].chunk == units[u].chunk;
+    const bool after_in_chunk = u + 1 < n && units[u + 1].chunk == units[u].chunk;
+    const int64_t gathered = t.keeps_all_units_gathered()
+                                 ? through_u
+                                 : s + (prefetch && before_in_chunk ? units[u - 1].gathered : int64_t{0});
+    const int64_t in_flight = after_in_chunk ? units[u + 1].gathered + units[u + 1].wire : 0;
     peak = std::max({peak, gathered + s + in_flight, gathered + s + w});
   }
   return peak;
+}
+
+// The gathers of a config's pipeline stages (PipelineGathers::none without stages).
+inline PipelineGathers pipeline_gathers(const ParallelConfig& p) {
+  if (p.pp <= 1) return PipelineGathers::none;
+  if (!p.pp_reshard_after_forward) return PipelineGathers::once_per_step;
+  return p.pp_schedule == "zero_bubble" ? PipelineGathers::per_micro_batch_after_w : PipelineGathers::per_micro_batch;
 }
 
 // parallel.collectives for a sharded mode on a job of `world` ranks, `ranks_per_node` per node (0 = unknown: one

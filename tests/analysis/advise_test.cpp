@@ -169,6 +169,25 @@ TEST(Advise, SearchesPipelineStagesWithEachScheduleForTheStrategiesThatRunUnderT
   EXPECT_EQ(schedules, (std::set<std::string>{"1f1b", "interleaved_1f1b", "gpipe", "zero_bubble"}));
 }
 
+// A base that re-gathers per micro-batch under stages keeps that where a candidate can (stages, and a strategy that
+// reads parallel.pp_reshard_after_forward) and sets it false elsewhere: no candidate is refused for it.
+TEST(Advise, ABaseThatRegathersPerMicroBatchKeepsItOnlyWhereItApplies) {
+  const Advice a = advise(tiny(1LL << 40, {"parallel.pp=2", "parallel.strategy=fsdp_full_shard",
+                                           "parallel.pp_reshard_after_forward=true", "train.micro_batch=2"}));
+  std::vector<Candidate> all = a.excluded;
+  all.insert(all.end(), a.ranked.begin(), a.ranked.end());
+  size_t kept = 0;
+  for (const Candidate& c : all) {
+    EXPECT_FALSE(contains(c.reason, "pp_reshard_after_forward")) << c.describe() << ": " << c.reason;
+    const auto& keys = strategy_spec(c.settings.strategy).keys;
+    const bool keeps =
+        c.settings.pp > 1 && std::find(keys.begin(), keys.end(), "parallel.pp_reshard_after_forward") != keys.end();
+    kept += keeps ? 1 : 0;
+    EXPECT_EQ(contains(c.overrides_text(), "parallel.pp_reshard_after_forward=false"), !keeps) << c.overrides_text();
+  }
+  EXPECT_GT(kept, 0u);
+}
+
 TEST(Advise, PicksStagesAcrossASlowLinkAndExplainsThePick) {
   // tiny on 2 nodes of one rank joined by 1 Mbit/s: DDP all-reduces ~0.5 MB of gradients across the link every step,
   // a pipeline of 2 stages sends 8 x 64 tokens x 64 x 4 bytes of activations each way (256 KB in all).

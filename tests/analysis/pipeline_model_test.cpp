@@ -1,6 +1,7 @@
 // pipeline_model_test.cpp: the pipeline step model (analysis/cost/pipeline_model.hpp) on the synthetic
 // profile: the stages' times partition the whole model's compute, the sends are timed as send_recv, zero bubble's
-// B and W split one backward and idle less, interleaving shortens the step, and predict() fills step_ms for a pipeline.
+// B and W split one backward and idle less, interleaving shortens the step, FSDP's per-micro-batch gathers run inside
+// the actions, and predict() fills step_ms for a pipeline.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -79,6 +80,40 @@ TEST(PipelineStepModel, InterleavingShortensTheStepAtTheSameMicroBatches) {
   const Config interleaved =
       pipeline(4, {"model.n_layers=4", "parallel.pp_schedule=interleaved_1f1b", "parallel.pp_virtual_stages=2"});
   EXPECT_LT(step_of(interleaved, 0, p).step_ms, step_of(plain, 0, p).step_ms);
+}
+
+// FSDP under stages, pp 2 x dp 2 with m = 2: gathered once per step, its gather and reduce-scatter per unit run after
+// the flush; re-gathered per micro-batch (parallel.pp_reshard_after_forward), each micro-batch's gathers and
+// reduce-scatters run inside its chunk's F and B (W under zero bubble), on the critical path: the same compute, more
+// calls, a longer step, and exposed communication that holds at least every in-action call of this rank.
+TEST(PipelineStepModel, RegatheringPerMicroBatchPutsItsCallsInsideTheActions) {
+  const MachineProfile p = synthetic();
+  const auto fsdp = [](std::vector<std::string> extra) {
+    std::vector<std::string> overrides = {"train.micro_batch=4", "train.global_batch=16",
+                                          "parallel.strategy=fsdp_full_shard", "parallel.pp=2"};
+    overrides.insert(overrides.end(), extra.begin(), extra.end());
+    return load_config_text("", overrides, 4);
+  };
+  const Config once = fsdp({}), per_micro_batch = fsdp({"parallel.pp_reshard_after_forward=true"});
+  for (int rank : {0, 2}) {
+    const StepPrediction a = step_of(once, rank, p), b = step_of(per_micro_batch, rank, p);
+    EXPECT_NEAR(b.compute_ms, a.compute_ms, 1e-9) << rank;
+    double in_actions_ms = 0;
+    for (const PlannedCollective& c : cost_plan(per_micro_batch, rank).collectives)
+      if (c.chunk >= 0) in_actions_ms += planned_collective_us(c, per_micro_batch, p) / 1e3 * c.count;
+    EXPECT_GT(in_actions_ms, 0.0);
+    EXPECT_GE(b.exposed_comm_ms, in_actions_ms) << rank;
+    EXPECT_GT(b.comm_ms, a.comm_ms) << rank;
+    EXPECT_GT(b.step_ms, a.step_ms) << rank;
+    EXPECT_NEAR(b.step_ms, b.compute_ms + b.exposed_comm_ms + b.optimizer_ms, 1e-9) << rank;
+    bool said = false;
+    for (const std::string& n : b.notes) said = said || n.find("re-gathers per micro-batch") != std::string::npos;
+    EXPECT_TRUE(said) << rank;
+  }
+  // Zero bubble moves the reduce-scatters into W: the same compute, the same calls.
+  const Config after_w = fsdp({"parallel.pp_reshard_after_forward=true", "parallel.pp_schedule=zero_bubble"});
+  EXPECT_NEAR(step_of(after_w, 0, p).compute_ms, step_of(per_micro_batch, 0, p).compute_ms, 1e-9);
+  EXPECT_NEAR(step_of(after_w, 0, p).comm_ms, step_of(per_micro_batch, 0, p).comm_ms, 1e-9);
 }
 
 TEST(PipelineStepModel, PredictFillsTheStepTimeOfAPipelineRun) {

@@ -177,14 +177,15 @@ int main(int argc, char** argv) {
     // The ZeRO bookkeeping is the fp32 one (4-byte params and grads); mixed precision is held to the plan and to the
     // measured bytes only.
     const bool fp32_state = config.precision.param_dtype == "fp32" && config.precision.master_dtype == "fp32";
-    // The comm category's bounds, from the plan: every backward ring reduce-scatter allocates two chunks of its
-    // wire dtype, and Gloo's all-gather stages its whole output, every step. They overlap only when a backward
+    // The comm category's bounds, from the plan: every ring reduce-scatter (in backward, or after a pipeline's flush
+    // or a chunk's backward) allocates two chunks of its wire dtype, and Gloo's all-gather stages its whole output,
+    // every step. They overlap only when a backward
     // re-gather stages beside a ring (with prefetch, during a block's backward: the memory model's comm terms;
     // without, while the backward waits for the gather); otherwise the larger of them is the peak.
     int64_t ring_scratch = 0, gather_staging = 0, regather_staging = 0;
     for (const auto& c : plan.collectives) {
       if (c.group_size < 2) continue;
-      if (c.op == "reduce_scatter" && c.algorithm == "ring" && c.phase == "backward")
+      if (c.op == "reduce_scatter" && c.algorithm == "ring" && (c.phase == "backward" || c.phase == "after-backward"))
         ring_scratch = std::max(ring_scratch, dtlab::analysis::ring_reduce_scatter_scratch_bytes(c));
       if (c.op == "all_gather" && c.algorithm == "backend") {
         gather_staging = std::max(gather_staging, c.bytes);

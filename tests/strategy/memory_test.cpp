@@ -127,6 +127,22 @@ std::vector<MemoryCase> cases() {
   // The modes that free parameters keep every unit of the stage gathered, with its full gradient, through the step.
   out.push_back({"fsdp_full_shard", 4, {pp}, "pp2_dp2"});
   out.push_back({"fsdp_shard_grad_op", 4, {pp, "parallel.wrap=every_2", "model.n_layers=4"}, "pp2_dp2_every2"});
+  // bf16 gathers with fp32 reduce-scatters after the flush: the comm peak is the ring's fp32 scratch.
+  out.push_back({"fsdp_full_shard", 4, {pp, "precision.param_dtype=bf16"}, "pp2_dp2_bf16"});
+  // Re-gathering per micro-batch: one chunk's units and gradients at a time (unit_buffers_peak_bytes, per chunk), the
+  // reduce dtype's wire copies beside them; zero bubble keeps a chunk's gradients from B to W; interleaved, two chunks.
+  const std::string regather = "parallel.pp_reshard_after_forward=true";
+  out.push_back({"fsdp_full_shard", 4, {pp, regather, "model.n_layers=6"}, "pp2_dp2_regather_6_layers"});
+  out.push_back(
+      {"fsdp_full_shard",
+       4,
+       {pp, regather, "parallel.pp_schedule=zero_bubble", "precision.param_dtype=bf16", "precision.reduce_dtype=fp32"},
+       "pp2_dp2_regather_zero_bubble_bf16"});
+  out.push_back({"fsdp_hybrid",
+                 4,
+                 {pp, regather, "parallel.shard_size=2", "model.n_layers=4", "parallel.pp_schedule=interleaved_1f1b",
+                  "parallel.pp_virtual_stages=2", "parallel.wrap=every_2"},
+                 "pp2_dp2_regather_interleaved_v2"});
   return out;
 }
 

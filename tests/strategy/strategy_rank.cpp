@@ -135,7 +135,8 @@ int main(int argc, char** argv) {
            {"parallel.strategy=single", "parallel.offload=false", "parallel.activation_checkpointing=none",
             "precision.reduce_dtype=fp32", "parallel.shard_size=0", "precision.master_dtype=fp32",
             "precision.stochastic_rounding=false", "parallel.tp=1", "parallel.sequence_parallel=false", "parallel.pp=1",
-            "parallel.pp_virtual_stages=1", "parallel.pp_split=", "parallel.tp_placement=intra_node"})
+            "parallel.pp_virtual_stages=1", "parallel.pp_split=", "parallel.pp_reshard_after_forward=false",
+            "parallel.tp_placement=intra_node"})
         ref_overrides.push_back(o);
       const dtlab::Config ref_config = dtlab::load_config("", with_defaults(ref_overrides), 1);
       auto reference = dtlab::make_strategy("single");

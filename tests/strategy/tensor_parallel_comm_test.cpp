@@ -146,6 +146,26 @@ INSTANTIATE_TEST_SUITE_P(
         TpCommCase{"pp2_dp4_hybrid",
                    8,
                    {"parallel.pp=2", "parallel.strategy=fsdp_hybrid", "parallel.shard_size=2", "train.micro_batch=1"}},
+        // Re-gathering per micro-batch (parallel.pp_reshard_after_forward): every unit gathered for each F and B of
+        // each micro-batch and reduce-scattered after each (after W under zero bubble); interleaved: per chunk.
+        TpCommCase{"pp2_dp2_full_shard_regather",
+                   4,
+                   {"parallel.pp=2", "parallel.strategy=fsdp_full_shard", "train.micro_batch=2",
+                    "parallel.pp_reshard_after_forward=true"}},
+        TpCommCase{"pp2_dp2_full_shard_regather_zero_bubble_last_stage",
+                   4,
+                   {"parallel.pp=2", "parallel.strategy=fsdp_full_shard", "train.micro_batch=1",
+                    "parallel.pp_reshard_after_forward=true", "parallel.pp_schedule=zero_bubble"},
+                   3},
+        TpCommCase{"pp2_dp2_full_shard_regather_interleaved_v2",
+                   4,
+                   {"parallel.pp=2", "parallel.strategy=fsdp_full_shard", "train.micro_batch=2", "model.n_layers=4",
+                    "parallel.pp_schedule=interleaved_1f1b", "parallel.pp_virtual_stages=2", "parallel.wrap=every_2",
+                    "parallel.pp_reshard_after_forward=true"}},
+        TpCommCase{"pp2_dp4_hybrid_regather",
+                   8,
+                   {"parallel.pp=2", "parallel.strategy=fsdp_hybrid", "parallel.shard_size=2", "train.micro_batch=1",
+                    "parallel.pp_reshard_after_forward=true"}},
         // pp x tp: rank 0 is the first stage's tp rank 0 — the embedding's and its blocks' tp calls, none of the
         // head's or the loss's — and its sends carry 1/tp of the sequence under sequence parallelism.
         TpCommCase{"pp2_tp2_1f1b", 4, {"parallel.pp=2", "parallel.tp=2", "train.micro_batch=2"}},

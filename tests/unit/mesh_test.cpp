@@ -273,7 +273,7 @@ TEST(ConfigMesh, PipelineKeysAreCheckedWithTheirRules) {
 // The config floor knows no strategy: parallel.strategy's values and those that may run under pipeline stages are
 // the ones handed in (the catalogue's, through strategies/catalog.hpp; here a made-up pair).
 TEST(ConfigStrategies, AreTheOnesHandedIn) {
-  const StrategyChoices made_up{.ids = {"alpha", "beta"}, .under_pipeline = {"beta"}};
+  const StrategyChoices made_up{.ids = {"alpha", "beta"}, .under_pipeline = {"beta"}, .reshard_under_pipeline = {}};
   const auto error = [&](std::vector<std::string> overrides, const StrategyChoices& choices) {
     return error_of([&] { load_config("", overrides, 2, choices); });
   };
@@ -291,9 +291,22 @@ TEST(ConfigStrategies, AreTheOnesHandedIn) {
   const std::string refused = error(alpha_piped, made_up);
   EXPECT_TRUE(has(refused, "parallel.strategy=alpha with parallel.pp=2: this strategy cannot run under pipeline"));
   EXPECT_TRUE(has(refused, "use beta")) << refused;
+  // Re-gathering per micro-batch: only the ids handed in as able to, and only under stages.
+  beta_piped.push_back("parallel.pp_reshard_after_forward=true");
+  const std::string not_able = error(beta_piped, made_up);
+  EXPECT_TRUE(has(not_able,
+                  "parallel.pp_reshard_after_forward=true with parallel.strategy=beta: only a strategy that "
+                  "frees each unit's parameters after its forward"))
+      << not_able;
+  StrategyChoices regathering = made_up;
+  regathering.reshard_under_pipeline = {"beta"};
+  EXPECT_EQ(error(beta_piped, regathering), "(no error)");
+  EXPECT_TRUE(has(error({"parallel.strategy=beta", "parallel.pp_reshard_after_forward=true"}, regathering),
+                  "parallel.pp_reshard_after_forward=true needs parallel.pp > 1"));
   EXPECT_TRUE(has(error({}, StrategyChoices{}), "no strategy was handed to config validation")) << error({}, {});
   // The catalogue's own entry points hand in this build's strategies.
   EXPECT_EQ(strategy_choices().ids, strategy_ids());
+  EXPECT_EQ(strategy_choices().reshard_under_pipeline, (std::vector<std::string>{"fsdp_full_shard", "fsdp_hybrid"}));
   EXPECT_TRUE(has(error_of([] { load_config("", {"parallel.strategy=alpha"}, 2); }), "one of single | ddp"));
 }
 

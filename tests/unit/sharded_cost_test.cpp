@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "strategies/catalog.hpp"
 #include "strategies/cost_plan.hpp"
@@ -317,6 +319,72 @@ TEST(ShardedCost, HierarchicalCollectivesGoInTwoLevelsPerUnit) {
   // On one node, hierarchical has nothing to split: the plan is flat (the engine refuses such a job).
   Config one_node = make("fsdp_full_shard", 4, {"parallel.collectives=hierarchical"});
   EXPECT_EQ(cost_plan(one_node, 0).step_bytes(), cost_plan(make("fsdp_full_shard", 4), 0).step_bytes());
+}
+
+// Under pipeline stages (tiny, pp 2 x dp 2, micro-batch 1: m = 4 per step): rank 0 holds the embedding and block.0 as
+// one chunk. Gathered once per step: one gather and one reduce-scatter per unit, both units and their gradients
+// alive at the flush. Re-gathering per micro-batch (parallel.pp_reshard_after_forward): a gather for each F and each
+// B and a reduce-scatter per micro-batch, each call tagged with its chunk; the peak is one unit's backward, not the
+// stage's. Under zero bubble the chunk's B holds every unit until W (strategies/sharded/sharding.hpp).
+TEST(ShardedCost, PipelineStagesGatherOncePerStepOrPerMicroBatch) {
+  const std::vector<std::string> stages = {"parallel.pp=2", "train.micro_batch=1"};
+  const auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), stages.begin(), stages.end());
+    return make("fsdp_full_shard", 4, extra);
+  };
+  const int64_t s_emb = kEmb * 4, s_block = kBlock * 4, outputs = (kEmb + kBlock) / 2 * 4;
+  const CostPlan once = cost_plan(with({}), 0);
+  EXPECT_EQ(count_of(once, "all_gather"), 2);
+  EXPECT_EQ(count_of(once, "reduce_scatter", "after-backward"), 2);
+  EXPECT_EQ(once.state.buffers, outputs + 2 * (s_emb + s_block));
+  const CostPlan per_micro_batch = cost_plan(with({"parallel.pp_reshard_after_forward=true"}), 0);
+  EXPECT_EQ(count_of(per_micro_batch, "all_gather", "forward"), 2 * 4);
+  EXPECT_EQ(count_of(per_micro_batch, "all_gather", "backward"), 2 * 4);  // the chunk's last unit too
+  EXPECT_EQ(count_of(per_micro_batch, "reduce_scatter", "after-backward"), 2 * 4);
+  for (const PlannedCollective& c : per_micro_batch.collectives)
+    EXPECT_EQ(c.chunk, c.mesh_dim == "dp" && c.op != "all_reduce" ? 0 : -1) << c.op << " " << c.what;
+  // block.0's backward: its parameters and gradient, the embedding prefetched; nothing of another micro-batch.
+  EXPECT_EQ(per_micro_batch.state.buffers, outputs + 2 * s_block + s_emb);
+  const CostPlan after_w =
+      cost_plan(with({"parallel.pp_reshard_after_forward=true", "parallel.pp_schedule=zero_bubble"}), 0);
+  EXPECT_EQ(count_of(after_w, "all_gather"), 2 * 2 * 4);
+  EXPECT_EQ(after_w.state.buffers, outputs + 2 * (s_emb + s_block));
+  // Interleaved over 4 blocks: rank 0 holds {embedding, block.0} and {block.2}; block.2's calls are chunk 1's, and
+  // its backward has no neighbour in its chunk to prefetch.
+  const CostPlan interleaved =
+      cost_plan(with({"parallel.pp_reshard_after_forward=true", "model.n_layers=4",
+                      "parallel.pp_schedule=interleaved_1f1b", "parallel.pp_virtual_stages=2"}),
+                0);
+  int64_t chunk1_calls = 0;
+  for (const PlannedCollective& c : interleaved.collectives)
+    if (c.chunk == 1) {
+      EXPECT_NE(c.what.find("block.2"), std::string::npos) << c.what;
+      chunk1_calls += c.count;
+    }
+  EXPECT_EQ(chunk1_calls, 3 * 4);  // forward gather, backward gather, reduce-scatter, per micro-batch
+  EXPECT_EQ(interleaved.state.buffers, (kEmb + 2 * kBlock) / 2 * 4 + 2 * s_block + s_emb);
+}
+
+// The per-micro-batch peaks by hand on three made-up units: a, b in chunk 0, c in chunk 1; a's reduce dtype wider
+// than its compute dtype (wire = 2 x gathered), b's and c's the same (no wire copy).
+TEST(ShardedCost, PerMicroBatchPeaksStayInsideEachChunk) {
+  const ShardingTraits full = traits(ShardingMode::full_shard);
+  const std::vector<UnitBuffers> units = {{.gathered = 10, .wire = 20, .chunk = 0},
+                                          {.gathered = 30, .wire = 0, .chunk = 0},
+                                          {.gathered = 50, .wire = 0, .chunk = 1}};
+  // Per unit, as without stages but inside a chunk: a's backward 10 + 10 + b's gradient in flight 30 = 50; b's with
+  // a prefetched 40 + 30 = 70; c's 50 + 50 = 100, with nothing of chunk 0 prefetched or in flight (that would be
+  // b's 40 + 30 + 50 = 120 and c's 80 + 50 = 130).
+  EXPECT_EQ(unit_buffers_peak_bytes(full, units, /*prefetch=*/true, PipelineGathers::per_micro_batch), 100);
+  EXPECT_EQ(unit_buffers_peak_bytes(full, units, /*prefetch=*/false, PipelineGathers::per_micro_batch), 100);
+  // Zero bubble: a chunk whole, 2 x 40 = 80 and 2 x 50 = 100, or its reduce-scatters (a's wire: 10 + 20 = 30).
+  EXPECT_EQ(unit_buffers_peak_bytes(full, units, true, PipelineGathers::per_micro_batch_after_w), 100);
+  // Once per step: everything through u alive at u's wire copy: 2 x 10 + 20, 2 x 40, 2 x 90 = 180.
+  EXPECT_EQ(unit_buffers_peak_bytes(full, units, true, PipelineGathers::once_per_step), 180);
+  // Without stages every unit is in chunk 0: c's backward with b prefetched, 80 + 50 = 130.
+  std::vector<UnitBuffers> one_chunk = units;
+  one_chunk[2].chunk = 0;
+  EXPECT_EQ(unit_buffers_peak_bytes(full, one_chunk, true), 130);
 }
 
 // The one table of modes that the engine (strategies/sharded/) and the plan both read, as sharding.hpp draws it.
