@@ -217,8 +217,9 @@ std::vector<ParityCase> pipeline_matrix() {
   add(2, 2, "1f1b", "adamw", 2, {"parallel.offload=true"}, "_offload");
   strategy = "fsdp_no_shard";
   add(4, 2, "gpipe", "sgd", 2, {}, "_dp2");
-  // The modes that free parameters (ShardedSchedule::gather_all): each stage's units gathered once per step and kept
-  // through the flush, each accumulated gradient reduce-scattered once after it; padded shards, offload, HYBRID.
+  // The modes that free parameters (ShardedSchedule::begin_pipeline_step): each stage's units gathered once per step
+  // and kept through the flush, each accumulated gradient reduce-scattered once after it; padded shards, offload,
+  // HYBRID.
   strategy = "fsdp_full_shard";
   add(4, 2, "1f1b", "adamw", 2, {}, "_dp2");
   add(4, 2, "zero_bubble", "sgd", 2, {}, "_dp2");
