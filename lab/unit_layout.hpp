@@ -56,4 +56,11 @@ inline std::vector<std::vector<int>> held_unit_groups(const std::string& wrap, i
   return groups;
 }
 
+// The index of the chunk (of `chunks`, a rank's chunks in model order) that holds model unit m; 0 when none does.
+inline int chunk_holding(const std::vector<std::vector<int>>& chunks, int m) {
+  for (size_t c = 0; c < chunks.size(); ++c)
+    if (std::find(chunks[c].begin(), chunks[c].end(), m) != chunks[c].end()) return static_cast<int>(c);
+  return 0;
+}
+
 }  // namespace dtlab

@@ -98,9 +98,7 @@ std::vector<UnitShape> units_of(const Config& config, int rank, int64_t F) {
   const std::vector<std::vector<int>> chunks = chunks_on_rank(config, rank);
   for (const auto& group : held_unit_groups(config.parallel.wrap, static_cast<int>(L), chunks)) {
     UnitShape u;
-    for (size_t c = 0; c < chunks.size(); ++c)
-      if (std::find(chunks[c].begin(), chunks[c].end(), group.front()) != chunks[c].end())
-        u.chunk = static_cast<int>(c);
+    u.chunk = chunk_holding(chunks, group.front());
     for (int m : group) {
       u.name += (u.name.empty() ? "" : "+") + model_unit_name[static_cast<size_t>(m)];
       for (int64_t n : model_unit_numel[static_cast<size_t>(m)]) u.numel += n;

@@ -167,9 +167,7 @@ std::vector<FlatUnit> build_flat_units(GPT& model, const Config& config, Shardin
   std::vector<FlatUnit> units;
   for (const auto& group : held_unit_groups(config.parallel.wrap, L, chunks)) {
     FlatUnit unit = describe_unit(model_units, group, config, shard_group_size);
-    for (size_t c = 0; c < chunks.size(); ++c)
-      if (std::find(chunks[c].begin(), chunks[c].end(), group.front()) != chunks[c].end())
-        unit.chunk = static_cast<int>(c);
+    unit.chunk = chunk_holding(chunks, group.front());
     allocate_params_and_grads(unit, t, precision, shard_rank);
     allocate_buffers_and_bind(unit, t, precision);
     units.push_back(std::move(unit));
